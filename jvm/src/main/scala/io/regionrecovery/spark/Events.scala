@@ -1,0 +1,101 @@
+package io.regionrecovery.spark
+
+/**
+ * What the listener copies out of Spark's events: flat, immutable, primitives and strings only,
+ * so the listener thread does nothing but allocate one of these and enqueue it. The wire codes
+ * below are the contract with python/region_recovery/events.py (WIRE_* constants): change both.
+ */
+sealed trait Event { def time: Long; def code: Int }
+
+object Event {
+  val AppStart = 1; val AppEnd = 2; val JobStart = 3; val JobEnd = 4
+  val StageSubmitted = 5; val StageCompleted = 6; val TaskStart = 7; val TaskEnd = 8
+  val ExecutorAdded = 9; val ExecutorRemoved = 10; val BlockManagerRemoved = 11
+  val ShuffleRegistered = 12; val ShuffleRemoved = 13; val MapOutputCommitted = 14
+  val ExecutorPluginStarted = 15
+
+  /** Task end reasons (TaskEndEvent.reason). */
+  object Reason {
+    val Success = 0; val Resubmitted = 1; val FetchFailed = 2; val ExceptionFailure = 3
+    val ExecutorLost = 4; val TaskKilled = 5; val CommitDenied = 6; val ResultLost = 7
+    val ExecutorShutdown = 8; val Unknown = 9
+  }
+}
+
+final case class AppStartEvent(time: Long, appId: String, appName: String, user: String) extends Event {
+  def code: Int = Event.AppStart
+}
+final case class AppEndEvent(time: Long, exitCode: Int) extends Event { def code: Int = Event.AppEnd }
+
+/** One stage of a job as JobStart describes it (every stage, including ones that will be skipped). */
+final case class StageMeta(
+    stageId: Int, attempt: Int, name: String, numTasks: Int, shuffleId: Int,
+    determinism: Int, barrier: Boolean, parents: Array[Int])
+
+final case class JobStartEvent(
+    time: Long, jobId: Int, sqlExecutionId: Long, jobGroup: String, stages: Array[StageMeta]) extends Event {
+  def code: Int = Event.JobStart
+}
+final case class JobEndEvent(time: Long, jobId: Int, succeeded: Boolean, error: String) extends Event {
+  def code: Int = Event.JobEnd
+}
+final case class StageSubmittedEvent(
+    time: Long, stageId: Int, attempt: Int, numTasks: Int, shuffleId: Int) extends Event {
+  def code: Int = Event.StageSubmitted
+}
+final case class StageCompletedEvent(
+    time: Long, stageId: Int, attempt: Int, numTasks: Int, shuffleId: Int, failureReason: String) extends Event {
+  def code: Int = Event.StageCompleted
+}
+final case class TaskStartEvent(
+    time: Long, stageId: Int, stageAttempt: Int, taskId: Long, partition: Int, attempt: Int,
+    executorId: String, host: String, speculative: Boolean) extends Event {
+  def code: Int = Event.TaskStart
+}
+
+/**
+ * Task end with its reason flattened into one fixed shape. Reason fields that do not apply are
+ * -1 / null: fetch* for FetchFailed, exceptionClass/message for ExceptionFailure (message also
+ * carries TaskKilled's reason, ExecutorLostFailure's reason and a FetchFailed's message),
+ * lostExecutorId for ExecutorLostFailure / ExecutorShutdownFailure and a FetchFailed's block manager.
+ */
+final case class TaskEndEvent(
+    time: Long, stageId: Int, stageAttempt: Int, taskId: Long, partition: Int, attempt: Int,
+    executorId: String, host: String, speculative: Boolean, isShuffleMap: Boolean,
+    durationMs: Long, shuffleBytesWritten: Long, shuffleRecordsWritten: Long,
+    reason: Int, fetchShuffleId: Int, fetchMapId: Long, fetchMapIndex: Int, fetchReduceId: Int,
+    lostExecutorId: String, blockManagerHost: String, exceptionClass: String, message: String,
+    exitCausedByApp: Boolean, countsTowardFailures: Boolean) extends Event {
+  def code: Int = Event.TaskEnd
+}
+final case class ExecutorAddedEvent(time: Long, executorId: String, host: String, cores: Int) extends Event {
+  def code: Int = Event.ExecutorAdded
+}
+final case class ExecutorRemovedEvent(time: Long, executorId: String, reason: String) extends Event {
+  def code: Int = Event.ExecutorRemoved
+}
+final case class BlockManagerRemovedEvent(time: Long, executorId: String, host: String, port: Int) extends Event {
+  def code: Int = Event.BlockManagerRemoved
+}
+final case class ShuffleRegisteredEvent(time: Long, shuffleId: Int) extends Event {
+  def code: Int = Event.ShuffleRegistered
+}
+final case class ShuffleRemovedEvent(time: Long, shuffleId: Int, blocking: Boolean) extends Event {
+  def code: Int = Event.ShuffleRemoved
+}
+
+/**
+ * A map output committed by the shuffle IO hook on an executor, sent to the driver through the
+ * plugin RPC (so it must be Serializable, which case classes are).
+ */
+final case class MapOutputCommittedEvent(
+    time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, stageAttempt: Int,
+    executorId: String, host: String, bytes: Long, numPartitions: Int, nonEmptyPartitions: Int,
+    maxPartitionBytes: Long) extends Event {
+  def code: Int = Event.MapOutputCommitted
+}
+
+/** Sent by the executor plugin when it starts: lets the driver map executor ids to processes. */
+final case class ExecutorPluginStartedEvent(time: Long, executorId: String, host: String, pid: Long) extends Event {
+  def code: Int = Event.ExecutorPluginStarted
+}

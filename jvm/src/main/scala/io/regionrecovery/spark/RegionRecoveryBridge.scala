@@ -1,0 +1,24 @@
+package io.regionrecovery.spark
+
+import org.apache.spark.SparkContext
+
+/**
+ * What Python calls through py4j (static forwarders of a Scala object). Python never gets called
+ * back: it polls `current().drain(...)` on its own thread.
+ */
+object RegionRecoveryBridge {
+  def version(): String = RegionRecovery.Version
+
+  /** The state of the running application, or null when neither the plugin nor the listener is installed. */
+  def current(): DriverState = RegionRecovery.current
+
+  /** Lets a listener installed through spark.extraListeners see its SparkContext (for queue metrics). */
+  def attach(sc: SparkContext): DriverState = {
+    RegionRecovery.attachContext(sc)
+    RegionRecovery.current
+  }
+
+  /** Waits until Spark's listener bus has delivered every event posted so far (tests, reports). */
+  def waitForListeners(sc: SparkContext, timeoutMs: Long): Unit =
+    org.apache.spark.regionrecovery.SparkInternals.waitUntilListenersIdle(sc, timeoutMs)
+}

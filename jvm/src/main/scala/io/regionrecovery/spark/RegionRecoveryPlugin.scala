@@ -1,0 +1,81 @@
+package io.regionrecovery.spark
+
+import java.util.{Collections, Map => JMap}
+
+import org.apache.spark.SparkContext
+import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext, SparkPlugin}
+import org.apache.spark.internal.Logging
+import org.apache.spark.regionrecovery.SparkInternals
+
+/**
+ * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
+ * own and receives executor reports over the plugin RPC; the executor part gives the shuffle IO
+ * hook its channel to the driver.
+ */
+class RegionRecoveryPlugin extends SparkPlugin {
+  override def driverPlugin(): DriverPlugin = new RegionRecoveryDriverPlugin
+  override def executorPlugin(): ExecutorPlugin = new RegionRecoveryExecutorPlugin
+}
+
+class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
+  @volatile private var state: DriverState = _
+
+  override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
+    state = RegionRecovery.startForPlugin(sc)
+    SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), RegionRecovery.QueueName)
+    logInfo(s"region-recovery ${RegionRecovery.Version}: listening on queue '${RegionRecovery.QueueName}' " +
+      s"(event buffer ${state.capacity})")
+    Collections.emptyMap()
+  }
+
+  /** Executor reports: map outputs committed by the shuffle IO hook, executor plugin start. */
+  override def receive(message: AnyRef): AnyRef = {
+    message match {
+      case e: Event => state.offer(e)
+      case other => logWarning(s"region-recovery: ignoring unknown message $other")
+    }
+    null
+  }
+
+  override def shutdown(): Unit = if (state != null) state.stopped = true
+}
+
+class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
+  /** Never throws: an exception here would stop the executor from starting. */
+  override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit =
+    try {
+      ExecutorSide.context = ctx
+      // PluginContext.hostname() throws on executors in 4.3 (their RpcEnv has no address).
+      val env = org.apache.spark.SparkEnv.get
+      val host = if (env != null && env.blockManager != null) env.blockManager.blockManagerId.host else null
+      ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
+        ProcessHandle.current().pid()))
+    } catch {
+      case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
+    }
+
+  override def shutdown(): Unit = ExecutorSide.context = null
+}
+
+/** The executor JVM's channel to the driver, shared by the executor plugin and the shuffle IO hook. */
+object ExecutorSide extends Logging {
+  @volatile private[spark] var context: PluginContext = _
+  private val unsent = new java.util.concurrent.atomic.AtomicLong(0)
+
+  def unsentReports: Long = unsent.get
+
+  /** Fire-and-forget; a report that cannot be sent is counted and logged once, never thrown. */
+  def send(e: Event): Unit = {
+    val ctx = context
+    if (ctx == null) {
+      if (unsent.getAndIncrement() == 0)
+        logWarning("region-recovery: the executor plugin is not loaded (add io.regionrecovery.spark." +
+          "RegionRecoveryPlugin to spark.plugins); map outputs are not reported to the driver")
+    } else {
+      try ctx.send(e) catch {
+        case ex: Exception =>
+          if (unsent.getAndIncrement() == 0) logWarning(s"region-recovery: cannot report to the driver: $ex")
+      }
+    }
+  }
+}

@@ -1,0 +1,91 @@
+package io.regionrecovery.spark
+
+import java.io.File
+import java.util.{Map => JMap, Optional}
+
+import org.apache.spark.{SparkConf, SparkEnv, TaskContext}
+import org.apache.spark.shuffle.api._
+import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
+import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
+
+/**
+ * `spark.shuffle.sort.io.plugin.class` hook: Spark's local-disk shuffle IO, unchanged, plus reports.
+ * The driver part reports shuffle registration and removal (ContextCleaner posts no listener event
+ * for it); the executor part reports every committed map output to the driver through the plugin.
+ */
+class RegionRecoveryShuffleDataIO(conf: SparkConf) extends ShuffleDataIO {
+  private val delegate = new LocalDiskShuffleDataIO(conf)
+  override def executor(): ShuffleExecutorComponents = new ReportingExecutorComponents(delegate.executor())
+  override def driver(): ShuffleDriverComponents = new ReportingDriverComponents(delegate.driver())
+}
+
+class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends ShuffleDriverComponents {
+  override def initializeApplication(): JMap[String, String] = {
+    val s = RegionRecovery.current
+    if (s != null) s.shuffleIoActive = true
+    delegate.initializeApplication()
+  }
+  override def cleanupApplication(): Unit = delegate.cleanupApplication()
+  override def registerShuffle(shuffleId: Int): Unit = {
+    delegate.registerShuffle(shuffleId)
+    RegionRecovery.offer(ShuffleRegisteredEvent(System.currentTimeMillis(), shuffleId))
+  }
+  override def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = {
+    RegionRecovery.offer(ShuffleRemovedEvent(System.currentTimeMillis(), shuffleId, blocking))
+    delegate.removeShuffle(shuffleId, blocking)
+  }
+  override def supportsReliableStorage(): Boolean = delegate.supportsReliableStorage()
+}
+
+class ReportingExecutorComponents(delegate: ShuffleExecutorComponents) extends ShuffleExecutorComponents {
+  @volatile private var executorId: String = _
+
+  override def initializeExecutor(appId: String, execId: String, extraConfigs: JMap[String, String]): Unit = {
+    executorId = execId
+    delegate.initializeExecutor(appId, execId, extraConfigs)
+  }
+
+  override def createMapOutputWriter(shuffleId: Int, mapTaskId: Long, numPartitions: Int): ShuffleMapOutputWriter =
+    new ReportingMapOutputWriter(delegate.createMapOutputWriter(shuffleId, mapTaskId, numPartitions),
+      new CommitReporter(shuffleId, mapTaskId, executorId))
+
+  override def createSingleFileMapOutputWriter(shuffleId: Int, mapId: Long): Optional[SingleSpillShuffleMapOutputWriter] =
+    delegate.createSingleFileMapOutputWriter(shuffleId, mapId).map { w =>
+      new ReportingSingleSpillWriter(w, new CommitReporter(shuffleId, mapId, executorId))
+    }
+}
+
+/** Summarises one committed map output and sends it; runs on the task thread, after the commit. */
+private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorId: String) {
+  def committed(partitionLengths: Array[Long]): Unit = {
+    var total = 0L; var nonEmpty = 0; var max = 0L
+    partitionLengths.foreach { l => total += l; if (l > 0) nonEmpty += 1; if (l > max) max = l }
+    val tc = TaskContext.get()
+    val env = SparkEnv.get
+    val host = if (env == null || env.blockManager == null) null else env.blockManager.blockManagerId.host
+    ExecutorSide.send(MapOutputCommittedEvent(System.currentTimeMillis(), shuffleId, mapId,
+      if (tc == null) -1 else tc.partitionId(), if (tc == null) -1 else tc.stageAttemptNumber(),
+      if (executorId != null) executorId else if (env != null) env.executorId else null,
+      host, total, partitionLengths.length, nonEmpty, max))
+  }
+}
+
+class ReportingMapOutputWriter(delegate: ShuffleMapOutputWriter, reporter: CommitReporter)
+    extends ShuffleMapOutputWriter {
+  override def getPartitionWriter(reducePartitionId: Int): ShufflePartitionWriter =
+    delegate.getPartitionWriter(reducePartitionId)
+  override def commitAllPartitions(checksums: Array[Long]): MapOutputCommitMessage = {
+    val message = delegate.commitAllPartitions(checksums)
+    reporter.committed(message.getPartitionLengths)
+    message
+  }
+  override def abort(error: Throwable): Unit = delegate.abort(error)
+}
+
+class ReportingSingleSpillWriter(delegate: SingleSpillShuffleMapOutputWriter, reporter: CommitReporter)
+    extends SingleSpillShuffleMapOutputWriter {
+  override def transferMapSpillFile(mapSpillFile: File, partitionLengths: Array[Long], checksums: Array[Long]): Unit = {
+    delegate.transferMapSpillFile(mapSpillFile, partitionLengths, checksums)
+    reporter.committed(partitionLengths)
+  }
+}

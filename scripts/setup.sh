@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up everything the project needs on a fresh machine (Python 3.11, Java 17, Maven present):
+# the .venv with pyspark 4.3.0 and the package, sbt (bootstrapped from Maven Central), the plugin
+# jar (built, bundled into the package, and published to ~/.m2 for --packages).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+step() { printf '\n==> %s\n' "$*"; }
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  step "creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+step "installing pyspark 4.3.0 and the package (editable) into .venv"
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,bench]'
+
+scripts/build-jar.sh

@@ -1,0 +1,180 @@
+"""Attaching to the JVM side and draining its event batches into the live model.
+
+Python is never called back by the JVM: a daemon thread polls the plugin's bounded buffer with a
+short blocking wait, decodes each compact batch and applies it to the model. The JVM side never
+waits for Python, so a slow or dead Python process cannot stall Spark's listener bus.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Callable, Dict, List, Optional
+
+from . import packaging
+from .errors import (AlreadyAttachedError, NotEnabledError, NotOnClasspathError,
+                     SparkConnectNotSupportedError, SparkNotStartedError)
+from .events import Batch, decode_batch
+from .model import LiveModel
+
+log = logging.getLogger("region_recovery")
+
+BRIDGE_CLASS = "io.regionrecovery.spark.RegionRecoveryBridge"
+
+
+def _is_connect(spark) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _spark_context(spark):
+    """The classic SparkContext behind a session (or a SparkContext itself), with clear errors."""
+    if spark is None:
+        raise SparkNotStartedError("no Spark session: build one (SparkSession.builder...getOrCreate()) first")
+    if _is_connect(spark):
+        raise SparkConnectNotSupportedError(
+            "this is a Spark Connect session, which has no py4j gateway to the driver JVM: region-recovery's "
+            "controller needs a classic PySpark session (the plugin itself can still run on the Connect "
+            f"server with spark.plugins={packaging.PLUGIN_CLASS})")
+    sc = getattr(spark, "sparkContext", spark)
+    if getattr(sc, "_jsc", None) is None:
+        raise SparkNotStartedError("the SparkContext is stopped: start a new session before attaching")
+    return sc
+
+
+def _jvm_bridge(sc):
+    from py4j.java_gateway import JavaClass
+    bridge = sc._jvm
+    for part in BRIDGE_CLASS.split("."):
+        bridge = getattr(bridge, part)
+    if not isinstance(bridge, JavaClass):
+        raise NotOnClasspathError(
+            f"the driver JVM cannot load {BRIDGE_CLASS}: the plugin jar is not on its classpath. Build the "
+            "session with region_recovery.configure(SparkSession.builder), or pass "
+            f"--packages {packaging.MAVEN_COORDINATE} (or --jars/--driver-class-path with the jar from "
+            f"region_recovery.jar_path()) and --conf spark.plugins={packaging.PLUGIN_CLASS}")
+    return bridge
+
+
+class RegionRecovery:
+    """The Python side of one application: its live model, fed by a background drain thread."""
+
+    _attached: Dict[str, "RegionRecovery"] = {}
+    _attached_lock = threading.Lock()
+
+    def __init__(self, sc, bridge, state, max_batch: int, wait_ms: int) -> None:
+        self._sc = sc
+        self._bridge = bridge
+        self._state = state
+        self._max_batch = max_batch
+        self._wait_ms = wait_ms
+        self.app_id: str = sc.applicationId
+        self.model = LiveModel()
+        self._subscribers: List[Callable[[Batch], None]] = []
+        self._stop = threading.Event()
+        self._error: Optional[BaseException] = None
+        self._reported_drops = 0
+        self._thread = threading.Thread(target=self._drain_loop, name=f"region-recovery-drain-{self.app_id}",
+                                        daemon=True)
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    @classmethod
+    def attach(cls, spark, *, max_batch: int = 50_000, wait_ms: int = 100) -> "RegionRecovery":
+        """Connects to the plugin of `spark`'s application and starts draining its events."""
+        sc = _spark_context(spark)
+        bridge = _jvm_bridge(sc)
+        with cls._attached_lock:
+            existing = cls._attached.get(sc.applicationId)
+            if existing is not None and not existing._stop.is_set():
+                raise AlreadyAttachedError(
+                    f"region-recovery is already attached to application {sc.applicationId}: use "
+                    "RegionRecovery.get(spark) for the existing instance, or detach() it first")
+            state = bridge.attach(sc._jsc.sc())
+            if state is None:
+                raise NotEnabledError(
+                    "the plugin jar is on the classpath but region-recovery is not enabled in this application: "
+                    f"set spark.plugins={packaging.PLUGIN_CLASS} (region_recovery.configure(builder) does this), "
+                    f"or spark.extraListeners={packaging.LISTENER_CLASS} for events without the shuffle hook")
+            rr = cls(sc, bridge, state, max_batch, wait_ms)
+            cls._attached[sc.applicationId] = rr
+        rr._thread.start()
+        status = rr.status()
+        log.info("region-recovery %s attached to %s (installed by %s, queue %s, shuffle IO %s)",
+                 status.get("version"), rr.app_id, status.get("installedBy"), status.get("queue"),
+                 "on" if status.get("shuffleIo") else "off")
+        return rr
+
+    @classmethod
+    def get(cls, spark) -> Optional["RegionRecovery"]:
+        sc = _spark_context(spark)
+        rr = cls._attached.get(sc.applicationId)
+        return rr if rr is not None and not rr._stop.is_set() else None
+
+    def detach(self, timeout: float = 5.0) -> None:
+        """Stops the drain thread (the JVM side keeps buffering, bounded, until the app ends)."""
+        self._stop.set()
+        self._thread.join(timeout)
+        with self._attached_lock:
+            if self._attached.get(self.app_id) is self:
+                del self._attached[self.app_id]
+
+    def subscribe(self, callback: Callable[[Batch], None]) -> None:
+        """Calls callback(batch) on the drain thread after each batch is applied to the model."""
+        self._subscribers.append(callback)
+
+    # ---- queries -------------------------------------------------------------------------
+    def status(self) -> dict:
+        """What the JVM side reports: installer, queue, buffer counters, drops, shuffle IO."""
+        s = json.loads(self._state.statusJson())
+        s["pythonEventsApplied"] = self.model.events_applied
+        s["drainError"] = repr(self._error) if self._error else None
+        return s
+
+    def sync(self, timeout: float = 60.0) -> None:
+        """Returns once the model holds every event Spark posted before this call."""
+        deadline = time.monotonic() + timeout
+        self._bridge.waitForListeners(self._sc._jsc.sc(), int(timeout * 1000))
+        target = self._state.buffer().acceptedCount()
+        left = max(0.0, deadline - time.monotonic())
+        if not self.model.wait_for(lambda m: m.next_seq + m.dropped_events >= target, left):
+            if self._error:
+                raise RuntimeError(f"region-recovery drain thread failed: {self._error!r}") from self._error
+            raise TimeoutError(f"the model did not catch up with {target} events within {timeout} s "
+                               f"(applied {self.model.next_seq})")
+
+    def executor_pids(self) -> Dict[str, int]:
+        """Live executors' OS process ids, as their plugins reported them."""
+        return self.model.read(lambda m: {e.executor_id: e.pid for e in m.executors.values()
+                                          if e.alive and e.pid is not None})
+
+    # ---- the drain thread ----------------------------------------------------------------
+    def _drain_loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                data = self._state.drain(self._max_batch, self._wait_ms)
+                batch = decode_batch(bytes(data))
+                if batch.first_seq != self.model.next_seq:
+                    log.error("region-recovery: event batch starts at %d, expected %d", batch.first_seq,
+                              self.model.next_seq)
+                self.model.apply_batch(batch)
+                if batch.dropped_total > self._reported_drops:
+                    log.error("region-recovery: the JVM event buffer dropped %d events (capacity %s); the model "
+                              "is incomplete. Raise spark.regionRecovery.eventBuffer.capacity",
+                              batch.dropped_total - self._reported_drops, self._state.capacity())
+                    self._reported_drops = batch.dropped_total
+                for callback in list(self._subscribers):
+                    callback(batch)
+                if not batch.events and self.model.app_ended:
+                    break
+        except Exception as e:  # the gateway went away, or a bug: never kill the user's program
+            if not self._stop.is_set() and not _gateway_closed(e):
+                self._error = e
+                log.exception("region-recovery drain thread stopped")
+        finally:
+            self._stop.set()
+
+
+def _gateway_closed(e: BaseException) -> bool:
+    """True when py4j lost its JVM (the application shut down), which ends draining normally."""
+    from py4j.protocol import Py4JNetworkError
+    return isinstance(e, (Py4JNetworkError, ConnectionError))

@@ -1,0 +1,29 @@
+"""Errors a user can act on: each message says what is wrong and what to change."""
+
+
+class RegionRecoveryError(RuntimeError):
+    """Base class of the errors this package raises on purpose."""
+
+
+class JarNotFoundError(RegionRecoveryError):
+    """The plugin jar is neither in the installed package nor where REGION_RECOVERY_JAR points."""
+
+
+class NotOnClasspathError(RegionRecoveryError):
+    """The driver JVM cannot load the plugin's classes."""
+
+
+class NotEnabledError(RegionRecoveryError):
+    """The jar is there but neither the plugin nor the listener is installed in this application."""
+
+
+class SparkConnectNotSupportedError(RegionRecoveryError):
+    """A Spark Connect session has no py4j gateway to the driver JVM."""
+
+
+class SparkNotStartedError(RegionRecoveryError):
+    """No running SparkContext to attach to."""
+
+
+class AlreadyAttachedError(RegionRecoveryError):
+    """RegionRecovery.attach was called twice for the same application."""

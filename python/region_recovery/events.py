@@ -1,0 +1,305 @@
+"""Typed events from the JVM side and the decoder of their compact binary batches.
+
+The wire format is written by jvm/.../BatchEncoder.scala (see its doc comment); the WIRE_* codes
+here must match Event.scala. Strings travel once per batch in a table and events refer to them by
+index; -1 means None, which lands on the None we append to the table (Python negative indexing).
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+WIRE_MAGIC = 0x52524231  # "RRB1"
+WIRE_VERSION = 1
+
+(WIRE_APP_START, WIRE_APP_END, WIRE_JOB_START, WIRE_JOB_END, WIRE_STAGE_SUBMITTED,
+ WIRE_STAGE_COMPLETED, WIRE_TASK_START, WIRE_TASK_END, WIRE_EXECUTOR_ADDED,
+ WIRE_EXECUTOR_REMOVED, WIRE_BLOCK_MANAGER_REMOVED, WIRE_SHUFFLE_REGISTERED,
+ WIRE_SHUFFLE_REMOVED, WIRE_MAP_OUTPUT_COMMITTED, WIRE_EXECUTOR_PLUGIN_STARTED) = range(1, 16)
+
+
+class CorruptBatchError(ValueError):
+    """A batch from the JVM could not be decoded (version mismatch between jar and package, or a bug)."""
+
+
+class TaskEndReason(enum.IntEnum):
+    """Spark's TaskEndReason subclasses, as the listener flattens them."""
+    SUCCESS = 0
+    RESUBMITTED = 1
+    FETCH_FAILED = 2
+    EXCEPTION_FAILURE = 3
+    EXECUTOR_LOST = 4
+    TASK_KILLED = 5
+    COMMIT_DENIED = 6
+    RESULT_LOST = 7
+    EXECUTOR_SHUTDOWN = 8
+    UNKNOWN = 9
+
+
+class Determinism(enum.IntEnum):
+    """RDD.outputDeterministicLevel of a stage's last RDD."""
+    DETERMINATE = 0
+    UNORDERED = 1
+    INDETERMINATE = 2
+
+
+@dataclass(slots=True)
+class AppStart:
+    time: int
+    app_id: Optional[str]
+    app_name: Optional[str]
+    user: Optional[str]
+
+
+@dataclass(slots=True)
+class AppEnd:
+    time: int
+    exit_code: Optional[int]
+
+
+@dataclass(slots=True)
+class StageMeta:
+    """One stage of a job as JobStart lists it (skipped stages included)."""
+    stage_id: int
+    attempt: int
+    name: Optional[str]
+    num_tasks: int
+    shuffle_id: Optional[int]
+    determinism: Determinism
+    barrier: bool
+    parents: Tuple[int, ...]
+
+
+@dataclass(slots=True)
+class JobStart:
+    time: int
+    job_id: int
+    sql_execution_id: Optional[int]
+    job_group: Optional[str]
+    stages: List[StageMeta] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class JobEnd:
+    time: int
+    job_id: int
+    succeeded: bool
+    error: Optional[str]
+
+
+@dataclass(slots=True)
+class StageSubmitted:
+    time: int
+    stage_id: int
+    attempt: int
+    num_tasks: int
+    shuffle_id: int  # -1 for a result stage
+
+
+@dataclass(slots=True)
+class StageCompleted:
+    time: int
+    stage_id: int
+    attempt: int
+    num_tasks: int
+    shuffle_id: int
+    failure_reason: Optional[str]
+
+
+@dataclass(slots=True)
+class TaskStart:
+    time: int
+    stage_id: int
+    stage_attempt: int
+    task_id: int
+    partition: int
+    attempt: int
+    executor_id: Optional[str]
+    host: Optional[str]
+    speculative: bool
+
+
+@dataclass(slots=True)
+class TaskEnd:
+    """A task's end with its reason flattened; fields that do not apply to the reason are -1/None."""
+    time: int
+    stage_id: int
+    stage_attempt: int
+    task_id: int
+    partition: int
+    attempt: int
+    executor_id: Optional[str]
+    host: Optional[str]
+    speculative: bool
+    is_shuffle_map: bool
+    duration_ms: int
+    shuffle_bytes_written: int
+    shuffle_records_written: int
+    reason: int  # TaskEndReason value
+    fetch_shuffle_id: int
+    fetch_map_id: int
+    fetch_map_index: int
+    fetch_reduce_id: int
+    lost_executor_id: Optional[str]
+    block_manager_host: Optional[str]
+    exception_class: Optional[str]
+    message: Optional[str]
+    exit_caused_by_app: bool
+    counts_toward_failures: bool
+
+
+@dataclass(slots=True)
+class ExecutorAdded:
+    time: int
+    executor_id: str
+    host: Optional[str]
+    cores: int
+
+
+@dataclass(slots=True)
+class ExecutorRemoved:
+    time: int
+    executor_id: str
+    reason: Optional[str]
+
+
+@dataclass(slots=True)
+class BlockManagerRemoved:
+    time: int
+    executor_id: str
+    host: Optional[str]
+    port: int
+
+
+@dataclass(slots=True)
+class ShuffleRegistered:
+    time: int
+    shuffle_id: int
+
+
+@dataclass(slots=True)
+class ShuffleRemoved:
+    time: int
+    shuffle_id: int
+    blocking: bool
+
+
+@dataclass(slots=True)
+class MapOutputCommitted:
+    """Reported by the shuffle IO hook on the executor once a map output's files are committed."""
+    time: int
+    shuffle_id: int
+    map_id: int
+    map_index: int
+    stage_attempt: int
+    executor_id: Optional[str]
+    host: Optional[str]
+    bytes: int
+    num_partitions: int
+    non_empty_partitions: int
+    max_partition_bytes: int
+
+
+@dataclass(slots=True)
+class ExecutorPluginStarted:
+    """The executor plugin's hello: which OS process runs the executor."""
+    time: int
+    executor_id: str
+    host: Optional[str]
+    pid: int
+
+
+@dataclass(slots=True)
+class Batch:
+    first_seq: int
+    dropped_total: int  # events the JVM buffer dropped since the application started
+    events: list
+
+
+# Fixed layouts after the 1-byte code: ">q" time, then the fields; "i" slots marked S are strings.
+_S = "S"
+_LAYOUTS = {
+    WIRE_APP_START: (AppStart, "q" + "iii", (1, 2, 3)),
+    WIRE_APP_END: (AppEnd, "q" + "i", ()),
+    WIRE_JOB_END: (JobEnd, "q" + "i?i", (3,)),
+    WIRE_STAGE_SUBMITTED: (StageSubmitted, "q" + "iiii", ()),
+    WIRE_STAGE_COMPLETED: (StageCompleted, "q" + "iiiii", (5,)),
+    WIRE_TASK_START: (TaskStart, "q" + "iiqiiii?", (6, 7)),
+    WIRE_TASK_END: (TaskEnd, "q" + "iiqiiii??qqqbiqiiiiii??", (6, 7, 18, 19, 20, 21)),
+    WIRE_EXECUTOR_ADDED: (ExecutorAdded, "q" + "iii", (1, 2)),
+    WIRE_EXECUTOR_REMOVED: (ExecutorRemoved, "q" + "ii", (1, 2)),
+    WIRE_BLOCK_MANAGER_REMOVED: (BlockManagerRemoved, "q" + "iii", (1, 2)),
+    WIRE_SHUFFLE_REGISTERED: (ShuffleRegistered, "q" + "i", ()),
+    WIRE_SHUFFLE_REMOVED: (ShuffleRemoved, "q" + "i?", ()),
+    WIRE_MAP_OUTPUT_COMMITTED: (MapOutputCommitted, "q" + "iqiiiiqiiq", (5, 6)),
+    WIRE_EXECUTOR_PLUGIN_STARTED: (ExecutorPluginStarted, "q" + "iiq", (1, 2)),
+}
+_STRUCTS = {code: (cls, struct.Struct(">" + fmt), strs) for code, (cls, fmt, strs) in _LAYOUTS.items()}
+_HEADER = struct.Struct(">iHqqi")
+_INT = struct.Struct(">i")
+_JOB_HEAD = struct.Struct(">qiqii")
+_STAGE_HEAD = struct.Struct(">iiiiib?i")
+
+
+def decode_batch(data: bytes) -> Batch:
+    """Decodes one batch; raises CorruptBatchError on anything malformed or truncated."""
+    try:
+        return _decode(memoryview(data))
+    except (struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
+        raise CorruptBatchError(f"cannot decode event batch of {len(data)} bytes: {e}") from e
+
+
+def _decode(buf: memoryview) -> Batch:
+    magic, version, first_seq, dropped, n_strings = _HEADER.unpack_from(buf, 0)
+    if magic != WIRE_MAGIC or version != WIRE_VERSION:
+        raise CorruptBatchError(
+            f"event batch has magic {magic:#x} version {version}, expected {WIRE_MAGIC:#x} version "
+            f"{WIRE_VERSION}: the plugin jar and the Python package are of different versions")
+    off = _HEADER.size
+    strings: list = []
+    unpack_int = _INT.unpack_from
+    for _ in range(n_strings):
+        (n,) = unpack_int(buf, off)
+        off += 4
+        strings.append(str(buf[off:off + n], "utf-8"))
+        off += n
+    strings.append(None)  # index -1 -> None
+    (n_events,) = unpack_int(buf, off)
+    off += 4
+    events = []
+    append = events.append
+    structs = _STRUCTS
+    for _ in range(n_events):
+        code = buf[off]
+        off += 1
+        if code == WIRE_JOB_START:
+            ev, off = _decode_job_start(buf, off, strings)
+            append(ev)
+            continue
+        cls, st, str_slots = structs[code]
+        values = st.unpack_from(buf, off)
+        off += st.size
+        if str_slots:
+            values = list(values)
+            for i in str_slots:
+                values[i] = strings[values[i]]
+        append(cls(*values))
+    if off != len(buf):
+        raise CorruptBatchError(f"event batch has {len(buf) - off} trailing bytes")
+    return Batch(first_seq, dropped, events)
+
+
+def _decode_job_start(buf: memoryview, off: int, strings: list):
+    time, job_id, sql_id, group, n_stages = _JOB_HEAD.unpack_from(buf, off)
+    off += _JOB_HEAD.size
+    stages = []
+    for _ in range(n_stages):
+        sid, att, name, ntasks, shuffle, det, barrier, npar = _STAGE_HEAD.unpack_from(buf, off)
+        off += _STAGE_HEAD.size
+        parents = struct.unpack_from(f">{npar}i", buf, off)
+        off += 4 * npar
+        stages.append(StageMeta(sid, att, strings[name], ntasks, None if shuffle < 0 else shuffle,
+                                Determinism(det), barrier, parents))
+    return JobStart(time, job_id, None if sql_id < 0 else sql_id, strings[group], stages), off

@@ -1,0 +1,101 @@
+"""Where the plugin jar is, and the Spark settings that enable it (the pip helper).
+
+The jar ships inside the wheel (region_recovery/jars/), so `pip install spark-region-recovery`
+is enough for a PySpark driver; clusters that take `--packages` use MAVEN_COORDINATE instead.
+"""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from typing import Dict
+
+from ._version import __version__
+from .errors import JarNotFoundError
+
+log = logging.getLogger("region_recovery")
+
+SCALA_BINARY = "2.13"
+ARTIFACT = f"region-recovery-spark_{SCALA_BINARY}"
+MAVEN_COORDINATE = f"io.regionrecovery:{ARTIFACT}:{__version__}"
+PLUGIN_CLASS = "io.regionrecovery.spark.RegionRecoveryPlugin"
+LISTENER_CLASS = "io.regionrecovery.spark.RegionRecoveryListener"
+SHUFFLE_IO_CLASS = "io.regionrecovery.spark.RegionRecoveryShuffleDataIO"
+LOCAL_DISK_SHUFFLE_IO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
+QUEUE_NAME = "regionRecovery"
+JAR_ENV = "REGION_RECOVERY_JAR"
+
+_LIST_KEYS = {"spark.plugins": ",", "spark.jars": ",", "spark.jars.packages": ",",
+              "spark.driver.extraClassPath": os.pathsep, "spark.executor.extraClassPath": os.pathsep}
+
+
+def jar_path() -> str:
+    """The plugin jar: $REGION_RECOVERY_JAR, else the one bundled in this package."""
+    override = os.environ.get(JAR_ENV)
+    if override:
+        if not os.path.isfile(override):
+            raise JarNotFoundError(f"{JAR_ENV}={override} does not name a file")
+        return os.path.abspath(override)
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "jars", f"{ARTIFACT}-{__version__}.jar")))
+    if not found:
+        raise JarNotFoundError(
+            f"the plugin jar {ARTIFACT}-{__version__}.jar is not in {os.path.join(here, 'jars')}: "
+            f"install a built wheel, run scripts/build-jar.sh in a source checkout, or set {JAR_ENV}")
+    return found[0]
+
+
+def spark_settings(existing: Dict[str, str], use_packages: bool = False,
+                   shuffle_io: bool = True) -> Dict[str, str]:
+    """The settings to add to `existing` (user values are kept; list-valued keys are appended to).
+
+    use_packages: resolve the jar as a Maven package (spark.jars.packages) instead of the bundled
+    file; executors then get it through Spark's own distribution of dependency jars.
+    """
+    wanted: Dict[str, str] = {"spark.plugins": PLUGIN_CLASS}
+    if use_packages:
+        wanted["spark.jars.packages"] = MAVEN_COORDINATE
+    else:
+        jar = jar_path()
+        # extraClassPath puts the classes on every JVM's system class loader, so the executor
+        # plugin and the shuffle IO hook (which share ExecutorSide) see the same classes.
+        wanted.update({"spark.jars": jar, "spark.driver.extraClassPath": jar,
+                       "spark.executor.extraClassPath": jar})
+    out: Dict[str, str] = {}
+    for key, value in wanted.items():
+        current = existing.get(key)
+        sep = _LIST_KEYS[key]
+        items = [x.strip() for x in current.split(sep)] if current else []
+        if value not in items:
+            out[key] = sep.join([x for x in items if x] + [value])
+    if shuffle_io:
+        current = existing.get("spark.shuffle.sort.io.plugin.class")
+        if current in (None, "", LOCAL_DISK_SHUFFLE_IO):
+            out["spark.shuffle.sort.io.plugin.class"] = SHUFFLE_IO_CLASS
+        elif current != SHUFFLE_IO_CLASS:
+            log.warning("spark.shuffle.sort.io.plugin.class is %s; leaving it alone, so map outputs will not "
+                        "be reported by the shuffle IO hook", current)
+    queue_key = f"spark.scheduler.listenerbus.eventqueue.{QUEUE_NAME}.capacity"
+    if queue_key not in existing:
+        out[queue_key] = "20000"
+    return out
+
+
+def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
+    """Adds the plugin, jar, listener-queue and shuffle IO settings to a SparkSession.Builder.
+
+    Settings the user already made are left alone; list-valued keys (spark.plugins, spark.jars,
+    class paths) get our entry appended. Returns the same builder, for chaining.
+    """
+    options = getattr(builder, "_options", None)
+    if options is None or not hasattr(builder, "config"):
+        raise TypeError(f"configure() takes a SparkSession.Builder, got {type(builder).__name__}")
+    if "spark.remote" in options or os.environ.get("SPARK_REMOTE"):
+        from .errors import SparkConnectNotSupportedError
+        raise SparkConnectNotSupportedError(
+            "configure() was given a Spark Connect builder: the plugin must be configured on the Connect "
+            "server (spark.plugins=" + PLUGIN_CLASS + "), and the Python controller needs a classic session")
+    existing = {k: str(v) for k, v in options.items()}
+    for key, value in spark_settings(existing, use_packages=use_packages, shuffle_io=shuffle_io).items():
+        builder.config(key, value)
+    return builder

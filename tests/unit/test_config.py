@@ -1,0 +1,270 @@
+"""Configuration: duration/size/bool/int syntax, Flink aliases and defaults, and every error path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from region_recovery import config
+from region_recovery.config import (
+    PREFIX,
+    ConfigError,
+    ConfigKey,
+    RecoveryConfig,
+    parse_bool,
+    parse_bytes,
+    parse_duration_ms,
+    parse_int,
+)
+
+RS = PREFIX + "restart-strategy."
+
+
+# ---------------------------------------------------------------------- parsers
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("10 s", 10_000), ("10s", 10_000), ("1 min", 60_000), ("1min", 60_000), ("10000 ms", 10_000),
+        ("500ms", 500), ("500", 500), (" 42 ", 42), ("0", 0), ("2 h", 7_200_000), ("1d", 86_400_000),
+        ("3 m", 180_000), ("2 mins", 120_000), ("1 minute", 60_000), ("5 minutes", 300_000),
+        ("1 milli", 1), ("7 millis", 7), ("1 millisecond", 1), ("9 milliseconds", 9),
+        ("1 sec", 1_000), ("2 secs", 2_000), ("1 second", 1_000), ("3 seconds", 3_000),
+        ("1 hour", 3_600_000), ("2 hours", 7_200_000), ("1 day", 86_400_000), ("2 days", 172_800_000),
+        ("10 S", 10_000), ("1 MIN", 60_000), ("1H", 3_600_000),
+    ],
+)
+def test_parse_duration(text, ms):
+    assert parse_duration_ms(text) == ms
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [("", "not a duration"), ("abc", "not a duration"), ("1.5 s", "not a duration"), ("s", "not a duration"),
+     ("-1 s", "cannot be negative"), ("10 us", "unknown duration unit 'us'"), ("10 weeks", "unknown duration unit"),
+     ("1 s 2", "not a duration")],
+)
+def test_parse_duration_errors(text, reason):
+    with pytest.raises(ValueError, match=reason):
+        parse_duration_ms(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("64m", 64 << 20), ("1g", 1 << 30), ("512 MiB", 512 << 20), ("1024", 1024), ("10b", 10), ("2 kb", 2048),
+     ("3K", 3072), ("1 gb", 1 << 30), ("1t", 1 << 40), ("1 TiB", 1 << 40), ("1p", 1 << 50), ("5 bytes", 5),
+     ("2 mebibytes", 2 << 20)],
+)
+def test_parse_bytes(text, size):
+    assert parse_bytes(text) == size
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"), [("-1m", "negative"), ("1.5g", "not a size"), ("3 zb", "unknown size unit")]
+)
+def test_parse_bytes_errors(text, reason):
+    with pytest.raises(ValueError, match=reason):
+        parse_bytes(text)
+
+
+@pytest.mark.parametrize(("text", "value"), [("true", True), ("FALSE", False), (" True ", True), ("false", False)])
+def test_parse_bool(text, value):
+    assert parse_bool(text) is value
+
+
+@pytest.mark.parametrize("text", ["yes", "1", "", "t"])
+def test_parse_bool_errors(text):
+    with pytest.raises(ValueError, match="not a boolean"):
+        parse_bool(text)
+
+
+def test_parse_int():
+    assert parse_int(" 12 ") == 12 and parse_int("-3") == -3 and parse_int("+4") == 4
+    for text in ("1.0", "x", "", "1e3"):
+        with pytest.raises(ValueError, match="not an integer"):
+            parse_int(text)
+
+
+# ---------------------------------------------------------------------- defaults and aliases
+
+
+def test_defaults_are_flink_defaults_and_no_restart():
+    parsed = RecoveryConfig.from_conf({})
+    assert parsed == RecoveryConfig()
+    assert parsed.restart_strategy == "none"
+    assert (parsed.fixed_delay_attempts, parsed.fixed_delay_delay_ms) == (1, 1_000)
+    assert (parsed.failure_rate_max_failures_per_interval, parsed.failure_rate_interval_ms,
+            parsed.failure_rate_delay_ms) == (1, 60_000, 1_000)
+    assert (parsed.exponential_initial_backoff_ms, parsed.exponential_max_backoff_ms,
+            parsed.exponential_backoff_multiplier, parsed.exponential_reset_backoff_threshold_ms,
+            parsed.exponential_jitter_factor, parsed.exponential_attempts_before_reset_backoff) == (
+        1_000, 60_000, 1.5, 3_600_000, 0.1, None)
+    assert parsed.failover_strategy == "region" and parsed.skip_deterministic_consumers is False
+
+
+@pytest.mark.parametrize(
+    ("value", "canonical"),
+    [("none", "none"), ("off", "none"), ("disable", "none"), ("NONE", "none"),
+     ("fixed-delay", "fixed-delay"), ("fixeddelay", "fixed-delay"), ("Fixed-Delay", "fixed-delay"),
+     ("failure-rate", "failure-rate"), ("failurerate", "failure-rate"), ("FAILURERATE", "failure-rate"),
+     ("exponential-delay", "exponential-delay"), ("exponentialdelay", "exponential-delay"),
+     (" Exponential-Delay ", "exponential-delay")],
+)
+def test_restart_strategy_aliases(value, canonical):
+    assert RecoveryConfig.from_conf({RS + "type": value}).restart_strategy == canonical
+
+
+def test_deprecated_restart_strategy_key_and_precedence():
+    assert RecoveryConfig.from_conf({PREFIX + "restart-strategy": "fixeddelay"}).restart_strategy == "fixed-delay"
+    both = {PREFIX + "restart-strategy": "fixed-delay", RS + "type": "failure-rate"}
+    assert RecoveryConfig.from_conf(both).restart_strategy == "failure-rate"
+
+
+@pytest.mark.parametrize(
+    ("value", "canonical"), [("region", "region"), ("REGION", "region"), ("full", "full"), ("Full", "full")]
+)
+def test_failover_strategy(value, canonical):
+    assert RecoveryConfig.from_conf({PREFIX + "failover-strategy": value}).failover_strategy == canonical
+
+
+def test_all_keys_parse():
+    parsed = RecoveryConfig.from_conf({
+        RS + "type": "exponential-delay",
+        RS + "fixed-delay.attempts": "5",
+        RS + "fixed-delay.delay": "10 s",
+        RS + "failure-rate.max-failures-per-interval": "3",
+        RS + "failure-rate.failure-rate-interval": "5 min",
+        RS + "failure-rate.delay": "2s",
+        RS + "exponential-delay.initial-backoff": "10 s",
+        RS + "exponential-delay.max-backoff": "2 min",
+        RS + "exponential-delay.backoff-multiplier": "1.4",
+        RS + "exponential-delay.reset-backoff-threshold": "10 min",
+        RS + "exponential-delay.jitter-factor": "0",
+        RS + "exponential-delay.attempts-before-reset-backoff": "10",
+        PREFIX + "failover-strategy": "full",
+        PREFIX + "failover.skip-deterministic-consumers": "TRUE",
+    })
+    assert parsed == RecoveryConfig(
+        restart_strategy="exponential-delay", fixed_delay_attempts=5, fixed_delay_delay_ms=10_000,
+        failure_rate_max_failures_per_interval=3, failure_rate_interval_ms=300_000, failure_rate_delay_ms=2_000,
+        exponential_initial_backoff_ms=10_000, exponential_max_backoff_ms=120_000,
+        exponential_backoff_multiplier=1.4, exponential_reset_backoff_threshold_ms=600_000,
+        exponential_jitter_factor=0.0, exponential_attempts_before_reset_backoff=10,
+        failover_strategy="full", skip_deterministic_consumers=True,
+    )
+
+
+@pytest.mark.parametrize("value", ["infinite", "unlimited", "Infinite"])
+def test_unlimited_attempts_before_reset(value):
+    conf = {RS + "exponential-delay.attempts-before-reset-backoff": value}
+    assert RecoveryConfig.from_conf(conf).exponential_attempts_before_reset_backoff is None
+
+
+def test_keys_outside_the_owned_namespaces_are_ignored():
+    conf = {PREFIX + "eventBuffer.capacity": "not-validated-here", PREFIX + "retained.dir": "/tmp/x",
+            "spark.executor.memory": "4g"}
+    assert RecoveryConfig.from_conf(conf) == RecoveryConfig()
+
+
+def test_non_string_values_are_accepted():
+    assert RecoveryConfig.from_conf({RS + "fixed-delay.attempts": 4}).fixed_delay_attempts == 4
+
+
+# ---------------------------------------------------------------------- errors name key, value, accepted
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "accepted"),
+    [
+        (RS + "type", "sometimes", "fixed-delay, fixeddelay"),
+        (PREFIX + "restart-strategy", "sometimes", "exponential-delay"),
+        (RS + "fixed-delay.attempts", "three", "an integer >= 0"),
+        (RS + "fixed-delay.attempts", "-1", "an integer >= 0"),
+        (RS + "fixed-delay.delay", "10 parsecs", "a whole number with a unit"),
+        (RS + "fixed-delay.delay", "-5 s", "a whole number with a unit"),
+        (RS + "failure-rate.max-failures-per-interval", "0", "an integer >= 1"),
+        (RS + "failure-rate.failure-rate-interval", "0 s", "at least 1 ms"),
+        (RS + "failure-rate.delay", "1.5s", "a whole number with a unit"),
+        (RS + "exponential-delay.initial-backoff", "0", "at least 1 ms"),
+        (RS + "exponential-delay.max-backoff", "0 ms", "at least 1 ms"),
+        (RS + "exponential-delay.backoff-multiplier", "1", "a number > 1"),
+        (RS + "exponential-delay.backoff-multiplier", "nan", "a number > 1"),
+        (RS + "exponential-delay.reset-backoff-threshold", "soon", "a whole number with a unit"),
+        (RS + "exponential-delay.jitter-factor", "1.5", "between 0 and 1"),
+        (RS + "exponential-delay.jitter-factor", "-0.1", "between 0 and 1"),
+        (RS + "exponential-delay.attempts-before-reset-backoff", "0", "an integer >= 1, or infinite"),
+        (PREFIX + "failover-strategy", "partial", "region, full"),
+        (PREFIX + "failover.skip-deterministic-consumers", "yes", "true, false"),
+    ],
+)
+def test_invalid_values_name_key_value_and_accepted(key, value, accepted):
+    with pytest.raises(ConfigError) as error:
+        RecoveryConfig.from_conf({key: value})
+    message = str(error.value)
+    assert key in message and repr(value) in message and accepted in message
+    assert error.value.key == key and error.value.value == value
+    assert isinstance(error.value, ValueError)
+
+
+def test_values_of_unselected_strategies_are_still_validated():
+    with pytest.raises(ConfigError, match="failure-rate.delay"):
+        RecoveryConfig.from_conf({RS + "type": "fixed-delay", RS + "failure-rate.delay": "later"})
+
+
+@pytest.mark.parametrize(
+    ("key", "suggestion"),
+    [
+        (RS + "fixed-delay.attemps", RS + "fixed-delay.attempts"),
+        (RS + "exponential-delay.jitter", RS + "exponential-delay.jitter-factor"),
+        (PREFIX + "failover-stratgy", PREFIX + "failover-strategy"),
+        (PREFIX + "failover.skip-deterministic-consumer", PREFIX + "failover.skip-deterministic-consumers"),
+        (PREFIX + "restart-strategy.typ", RS + "type"),
+    ],
+)
+def test_unknown_keys_in_owned_namespaces_are_typos(key, suggestion):
+    with pytest.raises(ConfigError) as error:
+        RecoveryConfig.from_conf({key: "1"})
+    message = str(error.value)
+    assert f"Unknown configuration key {key} (value '1')" in message
+    assert f"Did you mean {suggestion}?" in message
+    assert error.value.key == key
+
+
+def test_initial_backoff_above_max_backoff_names_both_keys():
+    conf = {RS + "type": "exponential-delay", RS + "exponential-delay.initial-backoff": "2 min"}
+    with pytest.raises(ConfigError) as error:
+        RecoveryConfig.from_conf(conf)
+    message = str(error.value)
+    assert RS + "exponential-delay.initial-backoff" in message and RS + "exponential-delay.max-backoff" in message
+    assert "120000 ms" in message and "60000 ms" in message
+    conf[RS + "type"] = "fixed-delay"  # only checked for the selected strategy, like Flink
+    assert RecoveryConfig.from_conf(conf).exponential_initial_backoff_ms == 120_000
+
+
+# ---------------------------------------------------------------------- registry
+
+
+def test_registry_can_be_extended_by_other_modules(monkeypatch):
+    monkeypatch.setattr(config, "_REGISTRY", dict(config._REGISTRY))
+    monkeypatch.setattr(config, "_NAMESPACES", list(config._NAMESPACES))
+    key = config.register(ConfigKey(PREFIX + "eventBuffer.capacity", 10_000, config.parse_int, "an integer",
+                                    "Events buffered on the driver.", "10000"))
+    assert config.read({}, key.name) == 10_000
+    assert config.read({key.name: "5"}, key.name) == 5
+    config.validate({key.name: "5", PREFIX + "eventBuffer.other": "x"})  # namespace not registered: ignored
+    config.register_namespace(PREFIX + "eventBuffer.")
+    with pytest.raises(ConfigError, match="Unknown configuration key"):
+        config.validate({PREFIX + "eventBuffer.other": "x"})
+    with pytest.raises(ConfigError, match="eventBuffer.capacity"):
+        config.validate({key.name: "lots"})
+    with pytest.raises(ValueError, match="already registered"):
+        config.register(key)
+
+
+def test_every_registered_key_is_documented():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    for key in config.registered_keys():
+        assert f"`{key.name}`" in doc, key.name
+        assert key.default_text in doc

@@ -90,7 +90,7 @@ class RegionRecovery:
                     f"region-recovery is already attached to application {sc.applicationId}: use "
                     "RegionRecovery.get(spark) for the existing instance, or detach() it first")
             state = bridge.attach(sc._jsc.sc())
-            if state is None:
+            if state is None or state.stopped():  # stopped: left by an earlier application in this JVM
                 raise NotEnabledError(
                     "the plugin jar is on the classpath but region-recovery is not enabled in this application: "
                     f"set spark.plugins={packaging.PLUGIN_CLASS} (region_recovery.configure(builder) does this), "

@@ -1,0 +1,72 @@
+"""The `region-recovery` command: the demo, and how to enable the plugin on a cluster."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from . import __version__, packaging
+
+
+def _cmd_demo(args) -> int:
+    from .demo import run_demo
+    run_demo(master=args.master, records=args.records, report_path=args.json)
+    return 0
+
+
+def _cmd_jar(args) -> int:
+    print(packaging.jar_path())
+    return 0
+
+
+def _cmd_submit_args(args) -> int:
+    """Prints spark-submit flags that enable the plugin (bundled jar, or --packages)."""
+    existing: dict = {}
+    settings = packaging.spark_settings(existing, use_packages=args.packages)
+    flags = []
+    for key, value in settings.items():
+        if key == "spark.jars.packages":
+            flags.append(f"--packages {value}")
+        else:
+            flags.append(f"--conf {key}={value}")
+    print(" \\\n  ".join(flags))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="region-recovery", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log region_recovery at INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run a multi-stage job, kill an executor mid-job, show the live model")
+    demo.add_argument("--master", default="local-cluster[2,1,1024]",
+                      help="Spark master (default: %(default)s, two executor JVMs)")
+    demo.add_argument("--records", type=int, default=20_000, help="input size (default: %(default)s)")
+    demo.add_argument("--json", metavar="PATH", help="also write the model and status as JSON")
+    demo.set_defaults(func=_cmd_demo)
+
+    jar = sub.add_parser("jar", help="print the path of the bundled plugin jar")
+    jar.set_defaults(func=_cmd_jar)
+
+    sa = sub.add_parser("submit-args", help="print spark-submit flags that enable the plugin")
+    sa.add_argument("--packages", action="store_true", help=f"use --packages {packaging.MAVEN_COORDINATE}")
+    sa.set_defaults(func=_cmd_submit_args)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        from .errors import RegionRecoveryError
+        if isinstance(e, RegionRecoveryError):
+            print(f"region-recovery: {e}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Real faults for tests and demos: signals to executor processes, deleted map output files.
+
+Every function acts on a process id that this Python process started, directly or through the
+JVMs it launched (local-cluster executors are children of the driver JVM; standalone masters and
+workers are started by the test). A pid outside our own process tree is refused: these helpers
+must never signal someone else's process.
+"""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import signal
+import time
+from typing import List, Optional
+
+log = logging.getLogger("region_recovery")
+
+
+class FaultError(RuntimeError):
+    """A fault could not be injected (unknown executor, foreign process, nothing to delete)."""
+
+
+def _parent(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # the command name (field 2) may contain spaces; ppid is the 2nd field after the closing paren
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def is_descendant(pid: int, ancestor: Optional[int] = None) -> bool:
+    """Whether `pid` is in the process tree below `ancestor` (default: this process)."""
+    ancestor = os.getpid() if ancestor is None else ancestor
+    seen = 0
+    while pid and pid > 1 and seen < 64:
+        parent = _parent(pid)
+        if parent == ancestor:
+            return True
+        if parent is None:
+            return False
+        pid, seen = parent, seen + 1
+    return False
+
+
+def _signal(pid: int, sig: int, owned_pids: Optional[List[int]] = None) -> None:
+    if not (is_descendant(pid) or (owned_pids and pid in owned_pids)):
+        raise FaultError(f"refusing to signal pid {pid}: it was not started by this process")
+    log.info("region-recovery fault: %s -> pid %d", signal.Signals(sig).name, pid)
+    os.kill(pid, sig)
+
+
+def executor_pid(rr, executor_id: str, timeout: float = 30.0) -> int:
+    """The OS pid of a live executor, as its plugin reported it."""
+    ok = rr.model.wait_for(lambda m: executor_id in m.executors and m.executors[executor_id].pid is not None,
+                           timeout)
+    if not ok:
+        raise FaultError(f"executor {executor_id} has not reported its pid (is the plugin in spark.plugins?)")
+    return rr.model.read(lambda m: m.executors[executor_id].pid)
+
+
+def kill_executor(rr, executor_id: str) -> int:
+    """SIGKILL: the executor process dies at once, as on an OOM kill or a lost node."""
+    pid = executor_pid(rr, executor_id)
+    _signal(pid, signal.SIGKILL)
+    return pid
+
+
+def freeze_executor(rr, executor_id: str) -> int:
+    """SIGSTOP: the process stays but stops heartbeating, until the driver times it out."""
+    pid = executor_pid(rr, executor_id)
+    _signal(pid, signal.SIGSTOP)
+    return pid
+
+
+def thaw(pid: int) -> None:
+    """SIGCONT a process frozen by freeze_executor (no error if it is already gone)."""
+    try:
+        _signal(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def kill_pid(pid: int, owned_pids: Optional[List[int]] = None) -> None:
+    """SIGKILL a process this test started (e.g. a standalone worker from subprocess.Popen)."""
+    _signal(pid, signal.SIGKILL, owned_pids)
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> bool:
+    """Waits until `pid` has exited (its zombie reaped or not)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            if state in ("Z", "X"):
+                return True
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def delete_map_output(local_dirs: List[str], shuffle_id: int, map_id: int) -> List[str]:
+    """Deletes one map output's files (data, index, checksum) under the given local dirs."""
+    pattern = f"shuffle_{shuffle_id}_{map_id}_0.*"
+    found = [p for d in local_dirs for p in glob.glob(os.path.join(d, "**", pattern), recursive=True)]
+    if not found:
+        raise FaultError(f"no files of shuffle {shuffle_id} map {map_id} under {local_dirs}")
+    for p in found:
+        os.remove(p)
+    return found

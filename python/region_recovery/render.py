@@ -1,0 +1,75 @@
+"""Human-readable views of the live model, for the CLI and the demo (plain text, no colours)."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import List
+
+from .model import LiveModel
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def describe_model(model: LiveModel) -> str:
+    """What the model saw: executors, jobs, stages and their attempts, shuffles and lost outputs."""
+    return model.read(_describe)
+
+
+def _describe(m: LiveModel) -> str:
+    lines: List[str] = [f"Application {m.app_id} ({m.app_name}): {m.events_applied} events, "
+                        f"{m.dropped_events} dropped, {m.tasks_started} tasks started, {m.tasks_ended} ended"]
+    lines.append("")
+    lines.append("Executors")
+    for ex in sorted(m.executors.values(), key=lambda e: (len(e.executor_id), e.executor_id)):
+        state = "alive" if ex.alive else "LOST"
+        detail = ""
+        if ex.loss is not None:
+            code = f", exit code {ex.loss.exit_code}" if ex.loss.exit_code is not None else ""
+            detail = f": {ex.loss.kind.value}{code} ({ex.loss.message.splitlines()[0][:90]!r})"
+            if ex.removals > 1:
+                detail += f" [Spark reported the removal {ex.removals} times]"
+        lines.append(f"  executor {ex.executor_id:>3} on {ex.host} pid {ex.pid}: {state}{detail}")
+    lines.append("")
+    lines.append("Jobs")
+    for job in sorted(m.jobs.values(), key=lambda j: j.job_id):
+        took = (f"{(job.completed_time - job.submitted_time) / 1000:.1f} s"
+                if job.completed_time else "running")
+        kinds = Counter(f.kind for f in job.failures)
+        failures = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or "none"
+        lines.append(f"  job {job.job_id}: {job.status} ({took}); stages {job.stage_ids}; failures: {failures}")
+        for sid in job.stage_ids:
+            st = m.stages.get(sid)
+            if st is None:
+                continue
+            kind = f"map stage of shuffle {st.shuffle_id}" if st.shuffle_id is not None else "result stage"
+            parents = f", parents {list(st.parents)}" if st.parents else ""
+            if st.skipped:
+                lines.append(f"    stage {sid} ({kind}{parents}): skipped, its output was already available")
+                continue
+            atts = "; ".join(
+                f"attempt {a.attempt}: {a.status}, {a.num_tasks} tasks"
+                + (f" ({a.tasks_failed} failed)" if a.tasks_failed else "")
+                for a in sorted(st.attempts.values(), key=lambda a: a.attempt))
+            lines.append(f"    stage {sid} ({kind}{parents}): {atts}")
+    lines.append("")
+    lines.append("Shuffles (map outputs by map index)")
+    for sh in sorted(m.shuffles.values(), key=lambda s: s.shuffle_id):
+        total = sum(o.bytes for o in sh.outputs.values())
+        lines.append(f"  shuffle {sh.shuffle_id}: {sh.available_count()}/{sh.num_maps} outputs available, "
+                     f"{_fmt_bytes(total)}, {sh.determinism.name.lower()}"
+                     + (", removed" if sh.removed else ""))
+        by_exec = Counter(o.executor_id for o in sh.outputs.values() if o.available)
+        if by_exec:
+            lines.append("    located on: " + ", ".join(f"executor {e} x{n}" for e, n in sorted(by_exec.items())))
+        missing = sh.missing()
+        if missing:
+            lines.append(f"    unavailable: map {missing}")
+        for r in sh.recomputations:
+            lines.append(f"    map {r.map_index}: lost on executor {r.lost_on} ({r.lost_reason}); "
+                         f"recomputed on executor {r.recomputed_on}")
+    return "\n".join(lines)

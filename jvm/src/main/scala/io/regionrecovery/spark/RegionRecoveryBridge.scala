@@ -18,6 +18,10 @@ object RegionRecoveryBridge {
     RegionRecovery.current
   }
 
+  /** Map outputs of a shuffle that Spark's MapOutputTracker holds (-1 if it does not know the shuffle). */
+  def availableMapOutputs(shuffleId: Int): Int =
+    org.apache.spark.regionrecovery.SparkInternals.availableMapOutputs(shuffleId)
+
   /** Waits until Spark's listener bus has delivered every event posted so far (tests, reports). */
   def waitForListeners(sc: SparkContext, timeoutMs: Long): Unit =
     org.apache.spark.regionrecovery.SparkInternals.waitUntilListenersIdle(sc, timeoutMs)

@@ -1,6 +1,6 @@
 package org.apache.spark.regionrecovery
 
-import org.apache.spark.{SparkContext, SparkEnv}
+import org.apache.spark.{MapOutputTrackerMaster, SparkContext, SparkEnv}
 import org.apache.spark.scheduler.{SparkListenerInterface, StageInfo}
 
 /**
@@ -35,4 +35,10 @@ object SparkInternals {
   def isBarrier(stage: StageInfo): Boolean = stage.rddInfos.exists(_.isBarrier)
 
   def env: SparkEnv = SparkEnv.get
+
+  private def tracker: MapOutputTrackerMaster = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
+
+  /** How many map outputs of a shuffle the driver's MapOutputTracker has registered (-1: unknown shuffle). */
+  def availableMapOutputs(shuffleId: Int): Int =
+    if (tracker.containsShuffle(shuffleId)) tracker.getNumAvailableOutputs(shuffleId) else -1
 }

@@ -1,0 +1,129 @@
+"""The live model against a real local-cluster: DAG, executor loss by SIGKILL and by heartbeat
+timeout (SIGSTOP), recomputed outputs, and no lost events on a 20,000-task job."""
+from __future__ import annotations
+
+from operator import add
+
+import pytest
+
+from region_recovery import faults
+from region_recovery.executors import LossKind
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def two_shuffle_rdd(sc, n=2000):
+    first = sc.parallelize(range(n), 6).map(lambda x: (x % 50, 1)).reduceByKey(add, 4)
+    return first.map(lambda kv: (kv[0] % 5, kv[1])).reduceByKey(add, 2)
+
+
+def test_two_shuffle_dag_shuffle_ids_and_parents(cluster):
+    c = cluster()
+    result = dict(two_shuffle_rdd(c.sc).collect())
+    assert result == {k: 400 for k in range(5)}
+    c.rr.sync()
+    m = c.model
+    (job,) = m.jobs.values()
+    assert job.status == "succeeded"
+    stages = [m.stages[s] for s in job.stage_ids]
+    result_stage = [s for s in stages if s.shuffle_id is None]
+    map_stages = {s.stage_id: s for s in stages if s.shuffle_id is not None}
+    assert len(result_stage) == 1 and len(map_stages) == 2
+    # result <- second map stage <- first map stage
+    (second_id,) = result_stage[0].parents
+    second = map_stages[second_id]
+    (first_id,) = second.parents
+    first = map_stages[first_id]
+    assert first.parents == ()
+    assert (first.num_tasks, second.num_tasks) == (6, 4)
+    for st in (first, second):
+        sh = m.shuffles[st.shuffle_id]
+        assert sh.registered, "the shuffle IO driver component reported the registration"
+        assert sh.num_maps == st.num_tasks
+        assert sorted(sh.outputs) == list(range(st.num_tasks))
+        # Spark's own map output tracker agrees on the id and the output count
+        assert c.jvm_available_outputs(st.shuffle_id) == st.num_tasks
+        for out in sh.outputs.values():
+            assert out.available and out.executor_id in m.executors
+            assert out.committed_bytes == out.bytes > 0, "shuffle IO and task metrics agree on bytes"
+    assert c.rr.status()["dropped"] == 0
+
+
+def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(cluster):
+    c = cluster()
+    c.wait_executors(2)
+    pairs = c.sc.parallelize(range(3000), 6).map(lambda x: (x % 30, 1)).reduceByKey(add, 3)
+    assert pairs.count() == 30
+    c.rr.sync()
+    (sid,) = [s for s in c.model.shuffles]
+    on_exec = {}
+    for out in c.model.shuffles[sid].outputs.values():
+        on_exec.setdefault(out.executor_id, []).append(out.map_index)
+    victim = max(on_exec, key=lambda e: len(on_exec[e]))
+    lost = sorted(on_exec[victim])
+    assert lost, "the victim holds map outputs"
+
+    pid = faults.kill_executor(c.rr, victim)
+    assert faults.wait_gone(pid)
+    assert c.model.wait_for(lambda m: not m.executors[victim].alive, 60), "executor removal not seen"
+    ex = c.model.executors[victim]
+    assert ex.loss.kind is LossKind.PROCESS_EXITED
+    assert ex.loss.exit_code == 137  # 128 + SIGKILL
+    sh = c.model.shuffles[sid]
+    assert sh.missing() == lost, "exactly the victim's outputs are unavailable"
+    assert all("executor" in sh.outputs[i].lost_reason for i in lost)
+
+    assert pairs.count() == 30  # Spark recomputes the missing map outputs
+    c.rr.sync()
+    sh = c.model.shuffles[sid]
+    assert sh.missing() == []
+    assert sorted(r.map_index for r in sh.recomputations) == lost
+    alive = set(c.model.live_executors())
+    for r in sh.recomputations:
+        assert r.lost_on == victim and r.recomputed_on in alive and r.recomputed_on != victim
+        assert sh.outputs[r.map_index].executor_id == r.recomputed_on
+    assert c.jvm_available_outputs(sid) == 6
+
+
+def test_sigstop_executor_classified_as_heartbeat_timeout(cluster):
+    c = cluster(**{"spark.network.timeout": "8s", "spark.executor.heartbeatInterval": "1s",
+                   "spark.network.timeoutInterval": "1s"})
+    c.wait_executors(2)
+    pairs = c.sc.parallelize(range(1000), 4).map(lambda x: (x % 10, 1)).reduceByKey(add, 2)
+    assert pairs.count() == 10
+    c.rr.sync()
+    victim = c.model.live_executors()[0]
+    pid = faults.freeze_executor(c.rr, victim)
+    c.frozen.append(pid)
+    assert c.model.wait_for(lambda m: not m.executors[victim].alive, 60), "heartbeat timeout not seen"
+    loss = c.model.executors[victim].loss
+    assert loss.kind is LossKind.HEARTBEAT_TIMEOUT, loss
+    assert "heartbeat timed out" in loss.message
+    assert all(not o.available for o in c.model.outputs_on(victim))
+    assert pairs.count() == 10  # and the application goes on without it
+
+
+def test_no_event_lost_on_a_20000_task_job(cluster):
+    c = cluster()
+    c.wait_executors(2)
+    df = c.spark.range(0, 20_000, 1, 20_000)
+    assert df.count() == 20_000
+    c.rr.sync(timeout=120)
+    tracker = c.sc.statusTracker()
+    m = c.model
+    spark_started = spark_done = 0
+    for job in m.jobs.values():
+        for sid in job.stage_ids:
+            info = tracker.getStageInfo(sid)
+            if info is None or m.stages[sid].skipped:
+                continue
+            spark_done += info.numCompletedTasks + info.numFailedTasks
+            spark_started += info.numTasks
+    model_started = sum(a.tasks_started for s in m.stages.values() for a in s.attempts.values())
+    model_ended = sum(a.tasks_succeeded + a.tasks_failed for s in m.stages.values() for a in s.attempts.values())
+    assert spark_started >= 20_000
+    assert model_started == spark_started
+    assert model_ended == spark_done
+    assert m.tasks_started == m.tasks_ended == model_started
+    status = c.rr.status()
+    assert status["dropped"] == 0 and status["sparkQueueDropped"] == 0

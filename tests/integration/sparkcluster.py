@@ -1,0 +1,72 @@
+"""Helpers for integration tests: real multi-process Spark: local-cluster executors are separate JVMs.
+
+Each test gets a fresh application (faults change a cluster for good). Sessions use the real
+plugin jar bundled by scripts/build-jar.sh. Processes a test freezes are thawed and killed in
+teardown, by pid, so nothing outlives the test.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MASTER = os.environ.get("REGION_RECOVERY_TEST_MASTER", "local-cluster[2,1,1024]")
+
+
+def base_builder(app_name: str, master: str = MASTER, **conf):
+    from pyspark.sql import SparkSession
+    b = (SparkSession.Builder().master(master).appName(app_name)  # a fresh builder: SparkSession.builder keeps options
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.ui.enabled", "false").config("spark.pyspark.python", sys.executable)
+         .config("spark.sql.shuffle.partitions", "4"))
+    for k, v in conf.items():
+        b = b.config(k.replace("__", "."), v)
+    return b
+
+
+class Cluster:
+    """One application on a local multi-process cluster, with the controller's model attached."""
+
+    def __init__(self, app_name: str, conf: dict):
+        import region_recovery
+        self.spark = region_recovery.configure(base_builder(app_name, **conf)).getOrCreate()
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self.sc = self.spark.sparkContext
+        self.rr = region_recovery.RegionRecovery.attach(self.spark)
+        self.frozen: list[int] = []
+
+    @property
+    def model(self):
+        return self.rr.model
+
+    def wait_executors(self, n: int, timeout: float = 120) -> list[str]:
+        ok = self.model.wait_for(lambda m: sum(1 for e in m.executors.values() if e.alive and e.pid) >= n, timeout)
+        assert ok, f"fewer than {n} executors registered within {timeout} s: {self.model.executors}"
+        return self.model.live_executors()
+
+    def jvm_available_outputs(self, shuffle_id: int) -> int:
+        return self.sc._jvm.io.regionrecovery.spark.RegionRecoveryBridge.availableMapOutputs(shuffle_id)
+
+    def close(self) -> None:
+        for pid in self.frozen:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    break
+        try:
+            self.rr.detach()
+        finally:
+            self.spark.stop()
+
+
+def run_python(code: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Runs a script in a fresh interpreter, hence a fresh driver JVM (class path set at launch)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=str(ROOT))

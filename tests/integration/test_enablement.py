@@ -1,0 +1,152 @@
+"""The ways users enable the plugin, and the errors when they get it wrong, on real Spark.
+
+Class path settings take effect when a driver JVM starts, so the cases that need their own JVM
+run in a fresh interpreter (run_python).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import region_recovery
+from region_recovery import packaging
+from region_recovery.errors import AlreadyAttachedError, SparkNotStartedError
+
+from sparkcluster import ROOT, run_python
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+
+SHUFFLE_JOB_AND_REPORT = """
+    from operator import add
+    rr = region_recovery.RegionRecovery.attach(spark)
+    assert spark.sparkContext.parallelize(range(100), 3).map(lambda x: (x % 7, 1)).reduceByKey(add, 2).count() == 7
+    rr.sync()
+    committed = [o.committed_bytes for s in rr.model.shuffles.values() for o in s.outputs.values()]
+    print("RESULT " + json.dumps({"status": rr.status(), "committed": committed,
+                                   "module": region_recovery.__file__, "jar_conf": spark.conf.get("spark.jars", ""),
+                                   "jar_path": region_recovery.jar_path() if not USE_PACKAGES else None}))
+    spark.stop()
+"""
+
+
+def _result(proc: subprocess.CompletedProcess) -> dict:
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"subprocess failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _script(builder_code: str, use_packages: bool) -> str:
+    """A driver script: a local-cluster builder `b`, the caller's code making `spark`, a shuffle job."""
+    head = f"""
+        import json, sys
+        from pyspark.sql import SparkSession
+        import region_recovery
+        USE_PACKAGES = {use_packages}
+        b = (SparkSession.builder.master("local-cluster[1,1,1024]").appName("enablement")
+             .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
+             .config("spark.pyspark.python", sys.executable))
+        """
+    tail = """
+        spark.sparkContext.setLogLevel("ERROR")
+        """
+    return "\n".join(textwrap.dedent(part) for part in (head, builder_code, tail, SHUFFLE_JOB_AND_REPORT))
+
+
+def test_packages_resolve_offline_from_local_m2(tmp_path):
+    m2 = Path.home() / ".m2" / "repository" / "io" / "regionrecovery" / packaging.ARTIFACT / region_recovery.__version__
+    assert m2.is_dir(), "scripts/build-jar.sh publishes to ~/.m2 (sbt publishM2)"
+    ivy = tmp_path / "ivy"
+    proc = run_python(_script(
+        f"spark = region_recovery.configure(b.config('spark.jars.ivy', {str(ivy)!r}), use_packages=True).getOrCreate()",
+        use_packages=True))
+    out = _result(proc)
+    assert out["status"]["installedBy"] == "plugin" and out["status"]["shuffleIo"] is True
+    assert out["status"]["executorsReporting"] == 1, "the executor JVM loaded the plugin from the package"
+    assert out["committed"] and all(b and b > 0 for b in out["committed"])
+    assert str(ivy) in out["jar_conf"], "the jar came through Ivy (spark.jars.packages), not a path"
+    assert "local-m2-cache" in proc.stdout + proc.stderr
+
+
+def test_built_wheel_ships_the_jar_and_is_enough(tmp_path):
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(wheels), str(ROOT)], check=True, capture_output=True, text=True, timeout=300)
+    (wheel,) = wheels.glob("spark_region_recovery-*.whl")
+    jar_entry = f"region_recovery/jars/{packaging.ARTIFACT}-{region_recovery.__version__}.jar"
+    assert jar_entry in zipfile.ZipFile(wheel).namelist()
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    env = {"PYTHONPATH": str(site)}
+    proc = run_python(_script("spark = region_recovery.configure(b).getOrCreate()", use_packages=False), env=env)
+    out = _result(proc)
+    assert out["module"].startswith(str(site)), "the installed wheel, not the source tree, was imported"
+    assert out["jar_path"].startswith(str(site)) and out["jar_path"] in out["jar_conf"]
+    assert out["status"]["executorsReporting"] == 1
+    assert out["committed"] and all(b and b > 0 for b in out["committed"])
+
+
+def test_missing_jar_and_disabled_plugin_give_actionable_errors():
+    proc = run_python("""
+        import sys
+        from pyspark.sql import SparkSession
+        import region_recovery
+        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                 .config("spark.driver.host", "127.0.0.1").getOrCreate())
+        try:
+            region_recovery.RegionRecovery.attach(spark)
+        except region_recovery.NotOnClasspathError as e:
+            print("NOT_ON_CLASSPATH", e)
+        spark.stop()
+    """)
+    assert "NOT_ON_CLASSPATH" in proc.stdout, proc.stderr[-3000:]
+    assert "configure(" in proc.stdout and packaging.MAVEN_COORDINATE in proc.stdout
+    proc = run_python(f"""
+        from pyspark.sql import SparkSession
+        import region_recovery
+        jar = region_recovery.jar_path()
+        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                 .config("spark.driver.host", "127.0.0.1").config("spark.driver.extraClassPath", jar).getOrCreate())
+        try:
+            region_recovery.RegionRecovery.attach(spark)
+        except region_recovery.NotEnabledError as e:
+            print("NOT_ENABLED", e)
+        spark.stop()
+    """)
+    assert "NOT_ENABLED" in proc.stdout, proc.stderr[-3000:]
+    assert f"spark.plugins={packaging.PLUGIN_CLASS}" in proc.stdout
+
+
+def test_attach_twice_and_attach_after_stop(cluster):
+    c = cluster()
+    with pytest.raises(AlreadyAttachedError, match="already attached"):
+        region_recovery.RegionRecovery.attach(c.spark)
+    assert region_recovery.RegionRecovery.get(c.spark) is c.rr
+    conf = c.spark.conf.get("spark.jars")
+    assert region_recovery.jar_path() in conf, "configure() ships the bundled jar through spark.jars"
+    c.close()
+    with pytest.raises(SparkNotStartedError, match="stopped"):
+        region_recovery.RegionRecovery.attach(c.spark)
+
+
+def test_listener_alone_through_extra_listeners():
+    # Own JVM: PySpark copies the first session's settings (spark.plugins) into later ones.
+    proc = run_python(_script(f"""
+        settings = region_recovery.packaging.spark_settings({{}}, shuffle_io=False)
+        del settings["spark.plugins"]
+        b = b.config("spark.extraListeners", {packaging.LISTENER_CLASS!r})
+        for k, v in settings.items():
+            b = b.config(k, v)
+        spark = b.getOrCreate()
+        """, use_packages=False))
+    out = _result(proc)
+    assert out["status"]["installedBy"] == "extraListeners" and out["status"]["queue"] == "shared"
+    assert out["status"]["executorsReporting"] == 0 and out["status"]["shuffleIo"] is False
+    assert len(out["committed"]) == 3 and out["committed"] == [None] * 3, "outputs located, no IO hook reports"

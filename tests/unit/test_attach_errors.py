@@ -1,0 +1,22 @@
+"""attach() refuses what it cannot work with, with messages that say what to do. No JVM here."""
+import pytest
+
+from region_recovery import RegionRecovery
+from region_recovery.errors import SparkConnectNotSupportedError, SparkNotStartedError
+
+
+def test_spark_connect_session_is_refused_with_a_clear_reason():
+    pytest.importorskip("grpc", reason="Spark Connect client libraries (pyspark[connect]) not installed")
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    # A real Connect session object; its client connects lazily, so no server is needed to build it.
+    session = ConnectSession.builder.remote("sc://127.0.0.1:1").getOrCreate()
+    try:
+        with pytest.raises(SparkConnectNotSupportedError, match="Spark Connect.*py4j.*spark.plugins"):
+            RegionRecovery.attach(session)
+    finally:
+        ConnectSession._active_session = None  # type: ignore[attr-defined]
+
+
+def test_no_session_is_refused():
+    with pytest.raises(SparkNotStartedError, match="no Spark session"):
+        RegionRecovery.attach(None)

@@ -1,0 +1,287 @@
+"""spark_settings / configure / jar_path, with pyspark's real SparkSession.Builder and no JVM.
+
+SparkSession.Builder() and .config(...) only fill a dict (Builder._options); a JVM starts at
+getOrCreate(). test_builder_starts_no_jvm checks that, so the other tests can use the real builder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+import region_recovery
+from region_recovery import packaging
+from region_recovery._version import __version__
+from region_recovery.errors import JarNotFoundError, SparkConnectNotSupportedError
+from region_recovery.packaging import (JAR_ENV, LOCAL_DISK_SHUFFLE_IO, MAVEN_COORDINATE, PLUGIN_CLASS,
+                                       SHUFFLE_IO_CLASS, configure, jar_path, spark_settings)
+
+SHUFFLE_IO_KEY = "spark.shuffle.sort.io.plugin.class"
+QUEUE_KEY = "spark.scheduler.listenerbus.eventqueue.regionRecovery.capacity"
+JAR_NAME = f"region-recovery-spark_2.13-{__version__}.jar"
+
+
+def _child_pids() -> set:
+    """Processes whose parent is this one (a JVM launched by pyspark would be one)."""
+    me = str(os.getpid())
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            found.add(int(entry))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_connect_env(monkeypatch):
+    for key in ("SPARK_REMOTE", "MASTER", "SPARK_CONNECT_MODE_ENABLED"):
+        monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture
+def jar(tmp_path, monkeypatch):
+    """A jar file named by REGION_RECOVERY_JAR (its content does not matter to the settings)."""
+    path = tmp_path / "dist" / JAR_NAME
+    path.parent.mkdir()
+    path.write_bytes(b"PK\x05\x06" + b"\x00" * 18)
+    monkeypatch.setenv(JAR_ENV, str(path))
+    return str(path)
+
+
+@pytest.fixture
+def package_dir(tmp_path, monkeypatch):
+    """Makes jar_path look for the bundled jar under tmp_path/pkg/jars instead of the real package."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    monkeypatch.setattr(packaging, "__file__", str(pkg / "packaging.py"))
+    monkeypatch.delenv(JAR_ENV, raising=False)
+    return pkg
+
+
+def builder() -> SparkSession.Builder:
+    return SparkSession.builder.master("local[2]").appName("unit")
+
+
+# ---- the builder itself ----------------------------------------------------------------------
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to list child processes")
+def test_builder_starts_no_jvm(jar):
+    children = _child_pids()
+    b = configure(SparkSession.Builder().master("local[2]").config("spark.x", "1"))
+    assert isinstance(b, SparkSession.Builder)
+    assert b._options["spark.plugins"] == PLUGIN_CLASS
+    assert SparkContext._gateway is None and SparkContext._jvm is None
+    assert SparkContext._active_spark_context is None
+    assert _child_pids() - children == set()
+
+
+def test_configure_returns_the_same_builder_with_all_settings(jar):
+    b = builder()
+    assert configure(b) is b
+    opts = b._options
+    assert opts["spark.plugins"] == PLUGIN_CLASS
+    assert opts["spark.jars"] == jar
+    assert opts["spark.driver.extraClassPath"] == jar
+    assert opts["spark.executor.extraClassPath"] == jar
+    assert opts[SHUFFLE_IO_KEY] == SHUFFLE_IO_CLASS
+    assert opts[QUEUE_KEY] == "20000"
+    assert "spark.jars.packages" not in opts
+    assert (opts["spark.master"], opts["spark.app.name"]) == ("local[2]", "unit")  # untouched
+
+
+def test_configure_is_exported_at_package_level(jar):
+    assert region_recovery.configure is configure
+    assert region_recovery.configure(builder())._options["spark.plugins"] == PLUGIN_CLASS
+
+
+def test_configure_twice_adds_nothing_twice(jar):
+    b = configure(configure(builder()))
+    assert b._options["spark.plugins"] == PLUGIN_CLASS
+    assert b._options["spark.jars"] == jar
+    assert b._options["spark.driver.extraClassPath"] == jar
+
+
+# ---- user settings are kept ------------------------------------------------------------------
+
+def test_user_plugins_and_jars_are_kept_and_ours_appended(jar):
+    b = (builder().config("spark.plugins", "com.example.MetricsPlugin")
+         .config("spark.jars", "/opt/libs/a.jar,/opt/libs/b.jar")
+         .config("spark.driver.extraClassPath", "/opt/libs/a.jar")
+         .config("spark.executor.extraClassPath", f"/opt/x.jar{os.pathsep}/opt/y.jar"))
+    configure(b)
+    opts = b._options
+    assert opts["spark.plugins"] == f"com.example.MetricsPlugin,{PLUGIN_CLASS}"
+    assert opts["spark.jars"] == f"/opt/libs/a.jar,/opt/libs/b.jar,{jar}"
+    assert opts["spark.driver.extraClassPath"] == f"/opt/libs/a.jar{os.pathsep}{jar}"
+    assert opts["spark.executor.extraClassPath"] == f"/opt/x.jar{os.pathsep}/opt/y.jar{os.pathsep}{jar}"
+
+
+def test_entries_already_present_are_not_duplicated(jar):
+    b = (builder().config("spark.plugins", f"com.example.MetricsPlugin, {PLUGIN_CLASS}")
+         .config("spark.jars", f"{jar},/opt/libs/a.jar")
+         .config("spark.driver.extraClassPath", jar))
+    configure(b)
+    opts = b._options
+    assert opts["spark.plugins"] == f"com.example.MetricsPlugin, {PLUGIN_CLASS}"
+    assert opts["spark.jars"] == f"{jar},/opt/libs/a.jar"
+    assert opts["spark.driver.extraClassPath"] == jar
+    assert opts["spark.executor.extraClassPath"] == jar  # was not set: added
+
+
+def test_spark_settings_only_returns_what_changes(jar):
+    existing = {"spark.plugins": PLUGIN_CLASS, "spark.jars": jar, "spark.driver.extraClassPath": jar,
+                "spark.executor.extraClassPath": jar, SHUFFLE_IO_KEY: SHUFFLE_IO_CLASS, QUEUE_KEY: "500"}
+    assert spark_settings(existing) == {}
+
+
+def test_empty_list_values_are_replaced_not_joined(jar):
+    out = spark_settings({"spark.plugins": "", "spark.jars": " , "})
+    assert out["spark.plugins"] == PLUGIN_CLASS
+    assert out["spark.jars"] == jar
+
+
+def test_user_queue_capacity_is_kept(jar):
+    b = configure(builder().config(QUEUE_KEY, "5000"))
+    assert b._options[QUEUE_KEY] == "5000"
+
+
+def test_explicit_local_disk_shuffle_io_is_replaced_by_the_wrapper(jar):
+    b = configure(builder().config(SHUFFLE_IO_KEY, LOCAL_DISK_SHUFFLE_IO))
+    assert b._options[SHUFFLE_IO_KEY] == SHUFFLE_IO_CLASS
+
+
+def test_user_shuffle_io_plugin_is_left_alone_with_a_warning(jar, caplog):
+    custom = "org.apache.spark.shuffle.celeborn.CelebornShuffleDataIO"
+    with caplog.at_level(logging.WARNING, logger="region_recovery"):
+        b = configure(builder().config(SHUFFLE_IO_KEY, custom))
+    assert b._options[SHUFFLE_IO_KEY] == custom
+    warnings = [r for r in caplog.records if r.name == "region_recovery" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert custom in warnings[0].getMessage()
+    assert "shuffle.sort.io.plugin.class" in warnings[0].getMessage()
+    assert b._options["spark.plugins"] == PLUGIN_CLASS  # the rest is still configured
+
+
+def test_our_shuffle_io_already_set_gives_no_warning(jar, caplog):
+    with caplog.at_level(logging.WARNING, logger="region_recovery"):
+        b = configure(builder().config(SHUFFLE_IO_KEY, SHUFFLE_IO_CLASS))
+    assert b._options[SHUFFLE_IO_KEY] == SHUFFLE_IO_CLASS
+    assert [r for r in caplog.records if r.name == "region_recovery"] == []
+
+
+def test_shuffle_io_false_leaves_the_key_out(jar, caplog):
+    with caplog.at_level(logging.WARNING, logger="region_recovery"):
+        b = configure(builder().config(SHUFFLE_IO_KEY, "com.example.Custom"), shuffle_io=False)
+    assert b._options[SHUFFLE_IO_KEY] == "com.example.Custom"
+    assert caplog.records == []
+    assert SHUFFLE_IO_KEY not in configure(builder(), shuffle_io=False)._options
+
+
+# ---- Maven packages --------------------------------------------------------------------------
+
+def test_use_packages_sets_the_coordinate_and_no_jar_path(package_dir):
+    # No jar anywhere: resolving through --packages must not need one.
+    b = configure(builder(), use_packages=True)
+    opts = b._options
+    assert opts["spark.jars.packages"] == MAVEN_COORDINATE
+    assert MAVEN_COORDINATE == f"io.regionrecovery:region-recovery-spark_2.13:{__version__}"
+    for key in ("spark.jars", "spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+        assert key not in opts
+    assert opts["spark.plugins"] == PLUGIN_CLASS
+    assert opts[SHUFFLE_IO_KEY] == SHUFFLE_IO_CLASS
+
+
+def test_use_packages_appends_to_user_packages(package_dir):
+    b = configure(builder().config("spark.jars.packages", "org.example:lib:1.0"), use_packages=True)
+    assert b._options["spark.jars.packages"] == f"org.example:lib:1.0,{MAVEN_COORDINATE}"
+
+
+# ---- where the jar is ------------------------------------------------------------------------
+
+def test_env_jar_is_used_and_made_absolute(tmp_path, monkeypatch):
+    (tmp_path / "my.jar").write_bytes(b"PK")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(JAR_ENV, "my.jar")
+    assert jar_path() == str(tmp_path / "my.jar")
+
+
+def test_env_jar_pointing_at_a_missing_file(tmp_path, monkeypatch):
+    missing = str(tmp_path / "nope" / JAR_NAME)
+    monkeypatch.setenv(JAR_ENV, missing)
+    with pytest.raises(JarNotFoundError) as info:
+        jar_path()
+    assert JAR_ENV in str(info.value) and missing in str(info.value)
+    with pytest.raises(JarNotFoundError):
+        configure(builder())
+
+
+def test_env_jar_pointing_at_a_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv(JAR_ENV, str(tmp_path))
+    with pytest.raises(JarNotFoundError):
+        jar_path()
+
+
+def test_bundled_jar_is_found_in_the_package(package_dir):
+    jars = package_dir / "jars"
+    jars.mkdir()
+    (jars / JAR_NAME).write_bytes(b"PK")
+    (jars / "region-recovery-spark_2.13-0.0.1.jar").write_bytes(b"PK")  # another version: ignored
+    assert jar_path() == str(jars / JAR_NAME)
+    assert configure(builder())._options["spark.jars"] == str(jars / JAR_NAME)
+
+
+def test_missing_bundled_jar_names_the_build_script(package_dir):
+    (package_dir / "jars").mkdir()
+    (package_dir / "jars" / "region-recovery-spark_2.13-0.0.1.jar").write_bytes(b"PK")  # wrong version
+    with pytest.raises(JarNotFoundError) as info:
+        jar_path()
+    message = str(info.value)
+    assert "scripts/build-jar.sh" in message
+    assert JAR_NAME in message
+    assert str(package_dir / "jars") in message
+    assert JAR_ENV in message
+    with pytest.raises(JarNotFoundError):
+        configure(builder())
+
+
+def test_empty_env_var_falls_back_to_the_bundled_jar(package_dir, monkeypatch):
+    monkeypatch.setenv(JAR_ENV, "")
+    with pytest.raises(JarNotFoundError, match="scripts/build-jar.sh"):
+        jar_path()
+
+
+# ---- wrong builders --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("thing", [object(), "local[2]", {"spark.master": "local"}, None])
+def test_configure_rejects_a_non_builder(thing, jar):
+    with pytest.raises(TypeError, match="SparkSession.Builder"):
+        configure(thing)
+
+
+def test_configure_rejects_a_builder_class_instead_of_an_instance(jar):
+    with pytest.raises(TypeError):
+        configure(SparkSession.Builder)
+
+
+def test_spark_connect_builder_is_refused(jar):
+    b = SparkSession.builder.remote("sc://localhost:15002")
+    with pytest.raises(SparkConnectNotSupportedError) as info:
+        configure(b)
+    assert PLUGIN_CLASS in str(info.value)
+    assert "spark.plugins" not in b._options  # nothing half-configured
+
+
+def test_spark_remote_env_is_refused(jar, monkeypatch):
+    monkeypatch.setenv("SPARK_REMOTE", "sc://localhost:15002")
+    with pytest.raises(SparkConnectNotSupportedError):
+        configure(SparkSession.builder.appName("x"))

@@ -2,6 +2,8 @@
 # Sets up everything the project needs on a fresh machine (Python 3.11, Java 17, Maven present):
 # the .venv with pyspark 4.3.0 and the package, sbt (bootstrapped from Maven Central), the plugin
 # jar (built, bundled into the package, and published to ~/.m2 for --packages).
+#   scripts/setup.sh              set up
+#   scripts/setup.sh --jvm-tests  set up and run the JVM unit tests while building the jar
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
@@ -15,4 +17,4 @@ step "installing pyspark 4.3.0 and the package (editable) into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,bench]'
 
-scripts/build-jar.sh
+if [ "${1:-}" = "--jvm-tests" ]; then scripts/build-jar.sh --test; else scripts/build-jar.sh; fi

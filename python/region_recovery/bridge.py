@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 from typing import Callable, Dict, List, Optional
@@ -74,6 +77,7 @@ class RegionRecovery:
         self._stop = threading.Event()
         self._error: Optional[BaseException] = None
         self._reported_drops = 0
+        self._spool_dir: Optional[str] = None
         self._thread = threading.Thread(target=self._drain_loop, name=f"region-recovery-drain-{self.app_id}",
                                         daemon=True)
 
@@ -148,11 +152,38 @@ class RegionRecovery:
                                           if e.alive and e.pid is not None})
 
     # ---- the drain thread ----------------------------------------------------------------
+    def _open_spool(self) -> Optional[str]:
+        """A private file the JVM writes batches to (py4j's byte[] path is ~15 MB/s), or None."""
+        base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        try:
+            self._spool_dir = tempfile.mkdtemp(prefix="region-recovery-", dir=base)  # mode 0700
+            path = os.path.join(self._spool_dir, "batch")
+            self._state.drainToFile(path, 0, 0)  # probe: same host, writable by the JVM
+            with open(path, "rb") as f:
+                decode_batch(f.read())
+            return path
+        except Exception as e:  # e.g. a driver JVM on another host: fall back to py4j
+            log.info("region-recovery: batches travel over py4j (no shared spool file: %s)", e)
+            self._close_spool()
+            return None
+
+    def _close_spool(self) -> None:
+        if self._spool_dir:
+            shutil.rmtree(self._spool_dir, ignore_errors=True)
+            self._spool_dir = None
+
+    def _next_batch(self, spool: Optional[str]) -> Batch:
+        if spool is None:
+            return decode_batch(bytes(self._state.drain(self._max_batch, self._wait_ms)))
+        self._state.drainToFile(spool, self._max_batch, self._wait_ms)
+        with open(spool, "rb") as f:
+            return decode_batch(f.read())
+
     def _drain_loop(self) -> None:
+        spool = self._open_spool()
         try:
             while not self._stop.is_set():
-                data = self._state.drain(self._max_batch, self._wait_ms)
-                batch = decode_batch(bytes(data))
+                batch = self._next_batch(spool)
                 if batch.first_seq != self.model.next_seq:
                     log.error("region-recovery: event batch starts at %d, expected %d", batch.first_seq,
                               self.model.next_seq)
@@ -172,6 +203,7 @@ class RegionRecovery:
                 log.exception("region-recovery drain thread stopped")
         finally:
             self._stop.set()
+            self._close_spool()
 
 
 def _gateway_closed(e: BaseException) -> bool:

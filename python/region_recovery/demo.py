@@ -60,7 +60,7 @@ def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: O
     out(f"Starting Spark on {master} with the region-recovery plugin ...")
     builder = (SparkSession.builder.master(master).appName("region-recovery-demo")
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                # executors on this machine run the driver's interpreter (the one with this package)
                .config("spark.pyspark.python", sys.executable))
     spark = configure(builder).getOrCreate()

@@ -21,7 +21,7 @@ def base_builder(app_name: str, master: str = MASTER, **conf):
     from pyspark.sql import SparkSession
     b = (SparkSession.Builder().master(master).appName(app_name)  # a fresh builder: SparkSession.builder keeps options
          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.ui.enabled", "false").config("spark.pyspark.python", sys.executable)
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config("spark.pyspark.python", sys.executable)
          .config("spark.sql.shuffle.partitions", "4"))
     for k, v in conf.items():
         b = b.config(k.replace("__", "."), v)

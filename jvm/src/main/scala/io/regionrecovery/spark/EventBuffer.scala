@@ -38,12 +38,13 @@ final class EventBuffer(val capacity: Int) {
    */
   def drainBatch(max: Int, timeoutMs: Long): Array[Byte] = {
     val deadline = System.nanoTime() + timeoutMs * 1000000L
-    while (queue.isEmpty && System.nanoTime() < deadline) Thread.sleep(2)
-    val events = new java.util.ArrayList[Event](math.min(max, math.max(size.get, 16)))
-    var e = queue.poll()
-    while (e != null) {
-      events.add(e)
-      e = if (events.size < max) queue.poll() else null
+    while (max > 0 && queue.isEmpty && System.nanoTime() < deadline) Thread.sleep(2)
+    val events = new java.util.ArrayList[Event](math.min(max, math.max(size.get, 16)).max(0))
+    var more = events.size < max
+    while (more) {
+      val e = queue.poll()
+      if (e == null) more = false
+      else { events.add(e); more = events.size < max }
     }
     size.addAndGet(-events.size)
     val firstSeq = drained.getAndAdd(events.size)

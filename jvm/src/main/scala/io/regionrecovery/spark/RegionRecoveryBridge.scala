@@ -22,6 +22,19 @@ object RegionRecoveryBridge {
   def availableMapOutputs(shuffleId: Int): Int =
     org.apache.spark.regionrecovery.SparkInternals.availableMapOutputs(shuffleId)
 
+  /**
+   * Spark's own timing of our listener on the listener-bus thread (LiveListenerBusMetrics times
+   * every listener class): count, mean, median and 99th percentile in nanoseconds, as JSON.
+   */
+  def listenerTimingJson(sc: SparkContext): String =
+    org.apache.spark.regionrecovery.SparkInternals.listenerTimer(sc, classOf[RegionRecoveryListener].getName) match {
+      case Some(t) =>
+        val s = t.getSnapshot
+        s"""{"count": ${t.getCount}, "meanNanos": ${s.getMean}, "medianNanos": ${s.getMedian}, """ +
+          s""""p99Nanos": ${s.get99thPercentile}, "maxNanos": ${s.getMax}}"""
+      case None => "null"
+    }
+
   /** Waits until Spark's listener bus has delivered every event posted so far (tests, reports). */
   def waitForListeners(sc: SparkContext, timeoutMs: Long): Unit =
     org.apache.spark.regionrecovery.SparkInternals.waitUntilListenersIdle(sc, timeoutMs)

@@ -1,0 +1,292 @@
+package io.regionrecovery.spark
+
+import java.io.{ByteArrayInputStream, DataInputStream, EOFException}
+import java.nio.charset.StandardCharsets.UTF_8
+
+import scala.jdk.CollectionConverters._
+
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * A test-only reader of BatchEncoder's wire format, written from its doc comment: big-endian;
+ * magic "RRB1", u16 version, i64 first sequence number, i64 dropped, i32 string count and the
+ * strings (i32 byte length + UTF-8), i32 event count, then per event u8 code, i64 time and the fixed
+ * fields (strings as i32 table indexes, -1 = null). Shared by the suites of this package.
+ */
+object WireReader {
+  final case class Header(magic: Int, version: Int, firstSeq: Long, dropped: Long)
+  final case class Decoded(header: Header, strings: Vector[String], stringIndexes: Vector[Int], events: Vector[Event])
+
+  /** Rebuilds the case classes; `stringIndexes` lists every string slot as written, in order. */
+  def decode(bytes: Array[Byte]): Decoded = {
+    val in = new DataInputStream(new ByteArrayInputStream(bytes))
+    val header = Header(in.readInt(), in.readUnsignedShort(), in.readLong(), in.readLong())
+    val strings = Vector.fill(in.readInt()) {
+      val b = new Array[Byte](in.readInt()); in.readFully(b); new String(b, UTF_8)
+    }
+    val indexes = Vector.newBuilder[Int]
+    def str(): String = {
+      val i = in.readInt(); indexes += i
+      if (i == -1) null else strings(i)
+    }
+    def i32() = in.readInt()
+    def i64() = in.readLong()
+    def bool() = in.readBoolean()
+    val n = in.readInt()
+    val events = Vector.fill(n) {
+      val code = in.readUnsignedByte()
+      val time = in.readLong()
+      code match {
+        case Event.AppStart => AppStartEvent(time, str(), str(), str())
+        case Event.AppEnd => AppEndEvent(time, i32())
+        case Event.JobStart =>
+          val jobId = i32(); val sql = i64(); val group = str()
+          val stages = Array.fill(i32()) {
+            StageMeta(i32(), i32(), str(), i32(), i32(), in.readByte().toInt, bool(), Array.fill(i32())(i32()))
+          }
+          JobStartEvent(time, jobId, sql, group, stages)
+        case Event.JobEnd => JobEndEvent(time, i32(), bool(), str())
+        case Event.StageSubmitted => StageSubmittedEvent(time, i32(), i32(), i32(), i32())
+        case Event.StageCompleted => StageCompletedEvent(time, i32(), i32(), i32(), i32(), str())
+        case Event.TaskStart => TaskStartEvent(time, i32(), i32(), i64(), i32(), i32(), str(), str(), bool())
+        case Event.TaskEnd =>
+          TaskEndEvent(time, i32(), i32(), i64(), i32(), i32(), str(), str(), bool(), bool(),
+            i64(), i64(), i64(), in.readByte().toInt, i32(), i64(), i32(), i32(), str(), str(), str(), str(),
+            bool(), bool())
+        case Event.ExecutorAdded => ExecutorAddedEvent(time, str(), str(), i32())
+        case Event.ExecutorRemoved => ExecutorRemovedEvent(time, str(), str())
+        case Event.BlockManagerRemoved => BlockManagerRemovedEvent(time, str(), str(), i32())
+        case Event.ShuffleRegistered => ShuffleRegisteredEvent(time, i32())
+        case Event.ShuffleRemoved => ShuffleRemovedEvent(time, i32(), bool())
+        case Event.MapOutputCommitted =>
+          MapOutputCommittedEvent(time, i32(), i64(), i32(), i32(), str(), str(), i64(), i32(), i32(), i64())
+        case Event.ExecutorPluginStarted => ExecutorPluginStartedEvent(time, str(), str(), i64())
+        case other => throw new IllegalStateException(s"unknown event code $other")
+      }
+    }
+    if (in.available() != 0) throw new IllegalStateException(s"${in.available()} trailing bytes")
+    Decoded(header, strings, indexes.result(), events)
+  }
+
+  /** Value equality for events (JobStart holds arrays, which case-class equality compares by reference). */
+  def comparable(e: Event): Any = e match {
+    case j: JobStartEvent =>
+      (j.time, j.jobId, j.sqlExecutionId, j.jobGroup, j.stages.toSeq.map(s => (s.stageId, s.attempt, s.name,
+        s.numTasks, s.shuffleId, s.determinism, s.barrier, s.parents.toSeq)))
+    case other => other
+  }
+
+  def encode(events: Event*)(firstSeq: Long = 0L, dropped: Long = 0L): Array[Byte] =
+    BatchEncoder.encode(events.asJava, firstSeq, dropped)
+}
+
+class BatchEncoderSuite extends AnyFunSuite {
+  import WireReader._
+
+  private val taskEnd = TaskEndEvent(
+    time = 1700000000123L, stageId = 3, stageAttempt = 1, taskId = (1L << 40) + 7, partition = 11, attempt = 2,
+    executorId = "exec-7", host = "host-a.example", speculative = true, isShuffleMap = false,
+    durationMs = 5432L, shuffleBytesWritten = (1L << 33) + 5, shuffleRecordsWritten = 123456L,
+    reason = Event.Reason.FetchFailed, fetchShuffleId = 4, fetchMapId = (1L << 35) + 9, fetchMapIndex = 6,
+    fetchReduceId = 13, lostExecutorId = "exec-2", blockManagerHost = "host-b.example",
+    exceptionClass = "org.apache.spark.shuffle.FetchFailedException", message = "Failed to connect",
+    exitCausedByApp = false, countsTowardFailures = true)
+
+  private val jobStart = JobStartEvent(1700000000000L, 5, 17L, "nightly", Array(
+    StageMeta(20, 0, "map at etl.py:10", 200, 7, 0, false, Array()),
+    StageMeta(21, 1, "map at etl.py:20", 50, 8, 1, false, Array()),
+    StageMeta(22, 2, "join at etl.py:30", 64, 9, 2, true, Array(20, 21)),
+    StageMeta(23, 0, null, 8, -1, 0, false, Array(22))))
+
+  private val committed = MapOutputCommittedEvent(19L, 21, (1L << 34) + 3, 9, 1, "exec-7", "host-a.example",
+    (1L << 32) + 17, 200, 150, (1L << 31) + 1)
+
+  private val everyType: Seq[Event] = Seq(
+    AppStartEvent(1L, "app-20261122-0001", "nightly étl ✓", "alice"),
+    AppEndEvent(2L, Int.MinValue),
+    jobStart,
+    JobEndEvent(3L, 7, succeeded = false, "Job aborted"),
+    StageSubmittedEvent(4L, 12, 1, 40, 3),
+    StageCompletedEvent(5L, 12, 1, 40, 3, "FetchFailed(...)"),
+    TaskStartEvent(6L, 12, 1, (1L << 33) + 1, 17, 2, "exec-7", "host-a.example", true),
+    taskEnd,
+    ExecutorAddedEvent(7L, "exec-7", "host-a.example", 4),
+    ExecutorRemovedEvent(8L, "exec-7", "Command exited with code 137"),
+    BlockManagerRemovedEvent(9L, "exec-7", "host-a.example", 36455),
+    ShuffleRegisteredEvent(10L, 21),
+    ShuffleRemovedEvent(11L, 21, blocking = true),
+    committed,
+    ExecutorPluginStartedEvent(12L, "exec-7", "host-a.example", 4194301L))
+
+  test("header: magic RRB1, version 1, first sequence number and dropped count") {
+    val bytes = encode(ShuffleRegisteredEvent(1L, 0))(firstSeq = 1L << 40, dropped = 12345L)
+    assert(new String(bytes, 0, 4, UTF_8) == "RRB1")
+    val d = decode(bytes)
+    assert(d.header == Header(0x52524231, 1, 1L << 40, 12345L))
+    assert(d.events == Vector(ShuffleRegisteredEvent(1L, 0)))
+  }
+
+  test("an empty batch is a header, an empty string table and zero events") {
+    val bytes = encode()(firstSeq = 7L, dropped = 2L)
+    assert(bytes.length == 4 + 2 + 8 + 8 + 4 + 4)
+    val d = decode(bytes)
+    assert(d.header.firstSeq == 7L && d.header.dropped == 2L && d.strings.isEmpty && d.events.isEmpty)
+  }
+
+  test("every event type round-trips through the documented layout") {
+    val d = decode(encode(everyType: _*)())
+    assert(d.events.map(comparable) == everyType.map(comparable))
+    assert(everyType.map(_.code).toSet == (1 to 15).toSet)
+  }
+
+  test("TaskEnd field order") {
+    val d = decode(encode(taskEnd)())
+    assert(d.events == Vector(taskEnd))
+    // String slots in order: executorId, host, lostExecutorId, blockManagerHost, exceptionClass, message.
+    assert(d.stringIndexes.map(d.strings) == Vector("exec-7", "host-a.example", "exec-2", "host-b.example",
+      "org.apache.spark.shuffle.FetchFailedException", "Failed to connect"))
+    // code + time + 5 ints/longs + 2 strings + 2 bools + 3 longs + reason byte + ... = fixed size
+    val fixed = 1 + 8 + (4 + 4 + 8 + 4 + 4) + (4 + 4) + 2 + (8 + 8 + 8) + 1 + (4 + 8 + 4 + 4) + (4 * 4) + 2
+    val tableBytes = d.strings.map(s => 4 + s.getBytes(UTF_8).length).sum
+    assert(encode(taskEnd)().length == 22 + 4 + tableBytes + 4 + fixed)
+  }
+
+  test("JobStart field order, with several stages and their parents") {
+    val d = decode(encode(jobStart)())
+    assert(d.events.map(comparable) == Vector(comparable(jobStart)))
+    val j = d.events.head.asInstanceOf[JobStartEvent]
+    assert(j.stages.map(_.parents.toSeq).toSeq == Seq(Seq(), Seq(), Seq(20, 21), Seq(22)))
+    assert(j.stages.map(_.determinism).toSeq == Seq(0, 1, 2, 0))
+    assert(j.stages.map(_.barrier).toSeq == Seq(false, false, true, false))
+    assert(j.stages(3).name == null && j.stages(3).shuffleId == -1)
+    assert(d.stringIndexes == Vector(0, 1, 2, 3, -1)) // group, three names, one null name
+  }
+
+  test("JobStart without SQL execution, group or stages") {
+    val e = JobStartEvent(1L, 0, -1L, null, Array())
+    val d = decode(encode(e)())
+    assert(d.events.map(comparable) == Vector(comparable(e)))
+    assert(d.strings.isEmpty && d.stringIndexes == Vector(-1))
+  }
+
+  test("MapOutputCommitted field order") {
+    val d = decode(encode(committed)())
+    assert(d.events == Vector(committed))
+    val bytes = encode(committed)()
+    val body = 22 + 4 + d.strings.map(s => 4 + s.getBytes(UTF_8).length).sum + 4
+    val in = new DataInputStream(new ByteArrayInputStream(bytes, body, bytes.length - body))
+    assert(in.readUnsignedByte() == Event.MapOutputCommitted)
+    assert(in.readLong() == 19L)
+    assert(in.readInt() == 21) // shuffleId
+    assert(in.readLong() == (1L << 34) + 3) // mapId
+    assert(in.readInt() == 9) // mapIndex
+    assert(in.readInt() == 1) // stageAttempt
+    assert(d.strings(in.readInt()) == "exec-7")
+    assert(d.strings(in.readInt()) == "host-a.example")
+    assert(in.readLong() == (1L << 32) + 17) // bytes
+    assert(in.readInt() == 200) // numPartitions
+    assert(in.readInt() == 150) // nonEmptyPartitions
+    assert(in.readLong() == (1L << 31) + 1) // maxPartitionBytes
+    assert(in.available() == 0)
+  }
+
+  test("string table: each distinct string crosses once per batch") {
+    val events = Seq(
+      TaskStartEvent(1L, 0, 0, 1L, 0, 0, "exec-1", "host-a", false),
+      TaskStartEvent(2L, 0, 0, 2L, 1, 0, "exec-1", "host-a", false),
+      ExecutorRemovedEvent(3L, "exec-1", "Worker shutting down"),
+      ExecutorAddedEvent(4L, "exec-2", "host-a", 2))
+    val bytes = encode(events: _*)()
+    val d = decode(bytes)
+    assert(d.strings == Vector("exec-1", "host-a", "Worker shutting down", "exec-2"))
+    assert(d.events == events.toVector)
+    val text = new String(bytes, java.nio.charset.StandardCharsets.ISO_8859_1)
+    assert(text.sliding("exec-1".length).count(_ == "exec-1") == 1)
+  }
+
+  test("a new batch starts a new string table") {
+    val a = decode(encode(ExecutorRemovedEvent(1L, "exec-1", null))())
+    val b = decode(encode(ExecutorAddedEvent(2L, "exec-9", "h", 1), ExecutorRemovedEvent(3L, "exec-1", null))())
+    assert(a.strings == Vector("exec-1"))
+    assert(b.strings == Vector("exec-9", "h", "exec-1"))
+  }
+
+  test("null strings are index -1 and never enter the table") {
+    val e = TaskStartEvent(1L, 0, 0, 1L, 0, 0, null, null, false)
+    val d = decode(encode(e, AppStartEvent(2L, null, null, null))())
+    assert(d.strings.isEmpty)
+    assert(d.stringIndexes == Vector(-1, -1, -1, -1, -1))
+    assert(d.events == Vector(e, AppStartEvent(2L, null, null, null)))
+  }
+
+  test("an empty string is a string, not null") {
+    val d = decode(encode(ExecutorRemovedEvent(1L, "", null))())
+    assert(d.strings == Vector(""))
+    assert(d.events == Vector(ExecutorRemovedEvent(1L, "", null)))
+  }
+
+  test("UTF-8 lengths are in bytes") {
+    val e = ExecutorRemovedEvent(1L, "執行器-1", "ошибка ✗ \uD83D\uDE42")
+    val bytes = encode(e)()
+    val in = new DataInputStream(new ByteArrayInputStream(bytes, 22, bytes.length - 22))
+    assert(in.readInt() == 2)
+    assert(in.readInt() == "執行器-1".getBytes(UTF_8).length)
+    assert(decode(bytes).events == Vector(e))
+  }
+
+  test("messages are cut to MaxMessageChars") {
+    val max = BatchEncoder.MaxMessageChars
+    val long = "x" * (max + 1000)
+    val exact = "y" * max
+    val d = decode(encode(JobEndEvent(1L, 0, succeeded = false, long), JobEndEvent(2L, 1, succeeded = false, exact))())
+    assert(d.strings == Vector("x" * max, exact))
+    assert(d.events.map(_.asInstanceOf[JobEndEvent].error.length) == Vector(max, max))
+  }
+
+  test("two long messages with the same first MaxMessageChars characters share one entry") {
+    val max = BatchEncoder.MaxMessageChars
+    val a = "z" * max + "-first"
+    val b = "z" * max + "-second"
+    val d = decode(encode(JobEndEvent(1L, 0, succeeded = false, a), JobEndEvent(2L, 1, succeeded = false, b))())
+    assert(d.strings == Vector("z" * max))
+    assert(d.stringIndexes == Vector(0, 0))
+  }
+
+  test("a message is not cut inside a surrogate pair") {
+    // Cutting at MaxMessageChars can leave a lone high surrogate, which UTF-8 encoding turns into '?'.
+    val max = BatchEncoder.MaxMessageChars
+    val msg = "a" * (max - 1) + "\uD83D\uDE42" + "tail"
+    val d = decode(encode(JobEndEvent(1L, 0, succeeded = false, msg))())
+    val cut = d.strings.head
+    assert(cut.startsWith("a" * (max - 1)))
+    pendingUntilFixed {
+      assert(!cut.endsWith("?"), "BatchEncoder cut the message between the two halves of a surrogate pair")
+    }
+  }
+
+  /**
+   * The same bytes are pinned in tests/unit/test_events.py (GOLDEN_BATCH), where the Python decoder
+   * must turn them back into these events: the two sides of the wire cannot drift apart unnoticed.
+   */
+  test("golden batch shared with the Python decoder's tests") {
+    val events = Seq(
+      JobStartEvent(1000L, 1, -1L, "g", Array(
+        StageMeta(0, 0, "map", 4, 0, 0, false, Array()),
+        StageMeta(1, 0, "collect", 2, -1, 1, true, Array(0)))),
+      TaskEndEvent(1001L, 0, 0, 5L, 2, 0, "1", "h1", false, true, 30L, 512L, 10L, Event.Reason.Success,
+        -1, -1L, -1, -1, null, null, null, null, false, false),
+      MapOutputCommittedEvent(1002L, 0, 5L, 2, 0, "1", "h1", 512L, 2, 1, 400L),
+      ExecutorRemovedEvent(1003L, "1", "Command exited with code 137 \u2717"))
+    val golden =
+      "52524231000100000000000000030000000000000001000000060000000167000000036d617000000007636f6c6c6563" +
+      "74000000013100000002683100000020436f6d6d616e6420657869746564207769746820636f64652031333720e29c97" +
+      "000000040300000000000003e800000001ffffffffffffffff0000000000000002000000000000000000000001000000" +
+      "040000000000000000000000000001000000000000000200000002ffffffff0101000000010000000008000000000000" +
+      "03e900000000000000000000000000000005000000020000000000000003000000040001000000000000001e00000000" +
+      "00000200000000000000000a00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff" +
+      "ff00000e00000000000003ea000000000000000000000005000000020000000000000003000000040000000000000200" +
+      "000000020000000100000000000001900a00000000000003eb0000000300000005"
+    val hex = encode(events: _*)(firstSeq = 3L, dropped = 1L).map(b => f"${b & 0xff}%02x").mkString
+    assert(hex == golden)
+  }
+}

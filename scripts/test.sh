@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs every test: JVM unit tests (sbt), Python unit tests, and the
+# integration tests on real multi-process Spark (local-cluster) with the real plugin jar.
+# Extra arguments go to pytest (e.g. -k sigkill, or tests/unit for the fast layer only).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/setup.sh --jvm-tests
+printf '\n==> pytest %s\n' "${*:-tests}"
+export PYTHONUNBUFFERED=1
+exec .venv/bin/python -m pytest -p no:cacheprovider --timeout=600 "${@:-tests}"

@@ -13,15 +13,17 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, TypeVar
 
 from . import packaging
 from .errors import (AlreadyAttachedError, NotEnabledError, NotOnClasspathError,
                      SparkConnectNotSupportedError, SparkNotStartedError)
 from .events import Batch, decode_batch
+from .controller import Attempt, Controller
 from .model import LiveModel
 
 log = logging.getLogger("region_recovery")
+T = TypeVar("T")
 
 BRIDGE_CLASS = "io.regionrecovery.spark.RegionRecoveryBridge"
 
@@ -78,6 +80,8 @@ class RegionRecovery:
         self._error: Optional[BaseException] = None
         self._reported_drops = 0
         self._spool_dir: Optional[str] = None
+        # Built here so that bad spark.regionRecovery.* settings fail attach(), not a later restart.
+        self.controller = Controller(self, dict(sc.getConf().getAll()))
         self._thread = threading.Thread(target=self._drain_loop, name=f"region-recovery-drain-{self.app_id}",
                                         daemon=True)
 
@@ -121,6 +125,20 @@ class RegionRecovery:
         with self._attached_lock:
             if self._attached.get(self.app_id) is self:
                 del self._attached[self.app_id]
+
+    # ---- job-level restarts ---------------------------------------------------------------
+    def run(self, action: Callable[[], "T"], name: str = "action") -> "T":
+        """Runs a PySpark action under the configured restart strategy (see controller.Controller.run)."""
+        return self.controller.run(action, name)
+
+    def attempts(self, name: str) -> Iterator[Attempt]:
+        """Context-manager form: `for attempt in rr.attempts("write"): with attempt: df.write...`."""
+        return self.controller.attempts(name)
+
+    def report(self) -> dict:
+        """Every run under restarts so far, with its attempts and decisions (JSON-serialisable)."""
+        return {"app_id": self.app_id, "strategy": self.controller.describe_strategy(),
+                "runs": [r.to_dict() for r in self.controller.records]}
 
     def subscribe(self, callback: Callable[[Batch], None]) -> None:
         """Calls callback(batch) on the drain thread after each batch is applied to the model."""

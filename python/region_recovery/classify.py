@@ -125,6 +125,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(_NON, None, r"\[(?:UNRESOLVED_COLUMN|UNRESOLVED_ROUTINE|TABLE_OR_VIEW_NOT_FOUND|PARSE_SYNTAX_ERROR)[\].]",
          "unresolved-reference"),
     Rule(_NON, None, r"\[PATH_NOT_FOUND\]|Path does not exist:", "path-not-found"),
+    # Hadoop's input formats (sc.textFile & co.) say it their own way.
+    Rule(_NON, r"(?:^|[.$])InvalidInputException$", None, "hadoop-invalid-input"),
+    Rule(_NON, None, r"Input path does not exist:|Input Pattern \S+ matches 0 files", "hadoop-input-path-not-found"),
     Rule(_NON, r"(?:^|[.$])(?:ClassNotFoundException|NoClassDefFoundError|NoSuchMethodError|NoSuchFieldError"
          r"|AbstractMethodError|IncompatibleClassChangeError)$", None, "class-linkage"),
     Rule(_NON, None, r"\b(?:java\.lang\.)?(?:ClassNotFoundException|NoClassDefFoundError|NoSuchMethodError"

@@ -112,3 +112,24 @@ def delete_map_output(local_dirs: List[str], shuffle_id: int, map_id: int) -> Li
     for p in found:
         os.remove(p)
     return found
+
+
+def transient_failure(state_dir: str, partitions, times: int):
+    """A function for mapPartitionsWithIndex that fails `times` times per chosen partition, then passes.
+
+    Attempts are counted with marker files in `state_dir` (created O_EXCL, so concurrent attempts
+    on several executors of one host count each once). Rows pass through unchanged.
+    """
+    chosen = frozenset(partitions)
+
+    def fail_then_pass(index, rows):
+        if index in chosen:
+            for n in range(times):
+                try:
+                    fd = os.open(os.path.join(state_dir, f"p{index}-{n}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+                except FileExistsError:
+                    continue
+                os.close(fd)
+                raise RuntimeError(f"injected transient fault {n + 1} of {times} in partition {index}")
+        return rows
+    return fail_then_pass

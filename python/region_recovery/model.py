@@ -155,6 +155,7 @@ class LiveModel:
         self.next_seq = 0
         self.dropped_events = 0  # dropped by the JVM event buffer (reported in every batch)
         self.tasks_started = 0
+        self.map_tasks_started = 0
         self.tasks_ended = 0
         self.duplicate_executor_removals = 0
         self._outputs_by_executor: Dict[str, Set[Tuple[int, int]]] = {}
@@ -220,7 +221,8 @@ class LiveModel:
             return {
                 "app_id": self.app_id, "app_name": self.app_name, "app_ended": self.app_ended,
                 "events_applied": self.events_applied, "dropped_events": self.dropped_events,
-                "tasks_started": self.tasks_started, "tasks_ended": self.tasks_ended,
+                "tasks_started": self.tasks_started, "map_tasks_started": self.map_tasks_started,
+                "tasks_ended": self.tasks_ended,
                 "duplicate_executor_removals": self.duplicate_executor_removals,
                 "executors": {k: _plain(asdict(v)) for k, v in self.executors.items()},
                 "jobs": {k: _plain(asdict(v)) for k, v in self.jobs.items()},
@@ -279,6 +281,9 @@ class LiveModel:
 
     def _task_start(self, e: ev.TaskStart) -> None:
         self.tasks_started += 1
+        st = self.stages.get(e.stage_id)
+        if st is not None and st.shuffle_id is not None:
+            self.map_tasks_started += 1
         att = self._attempt(e.stage_id, e.stage_attempt)
         if att:
             att.tasks_started += 1

@@ -102,6 +102,8 @@ CASES = [
      "[UNRESOLVED_COLUMN.WITHOUT_SUGGESTION] A column with name `y` cannot be resolved.", NON),
     ("path-not-found", None, "[PATH_NOT_FOUND] Path does not exist: file:/data/missing.parquet. SQLSTATE: 42K03", NON),
     ("path-not-found", "java.io.FileNotFoundException", "Path does not exist: hdfs://nn/x", NON),
+    ("hadoop-invalid-input", "org.apache.hadoop.mapred.InvalidInputException", "Input path does not exist: file:/x", NON),
+    ("hadoop-input-path-not-found", None, "Input path does not exist: file:/data/missing", NON),
     ("class-linkage", "java.lang.ClassNotFoundException", "com.example.udf.Parse", NON),
     ("class-linkage", "java.lang.NoSuchMethodError",
      "'scala.collection.immutable.Seq org.apache.spark.sql.Row.toSeq()'", NON),
@@ -282,3 +284,4 @@ def test_non_abort_texts():
         None, "Stage failed because barrier task ResultTask(1, 0) finished unsuccessfully.")
     assert parse_spark_error("RuntimeError") == ("RuntimeError", "")
     assert parse_spark_error("") == (None, "")
+

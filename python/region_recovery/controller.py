@@ -1,0 +1,221 @@
+"""Job-level restarts: run a PySpark action under the configured restart strategy.
+
+When Spark gives up on an action (a task exhausted spark.task.maxFailures, a stage exhausted its
+attempts), the failure is classified; a non-recoverable one is raised at once, a recoverable one
+is reported to the restart strategy (Flink's ExecutionFailureHandler order) and, if it allows,
+the action runs again after the backoff. Every decision is recorded with what the attempt cost
+and what the next one reused (map stages Spark skipped because their outputs were available).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterator, List, Mapping, Optional, TypeVar
+
+from . import restart
+from .classify import Classification, FailureKind, explain_spark_error
+from .config import RecoveryConfig
+from .errors import RegionRecoveryError
+
+log = logging.getLogger("region_recovery")
+T = TypeVar("T")
+
+
+@dataclass
+class AttemptRecord:
+    """One execution of the action: the Spark jobs it ran and what they cost."""
+    attempt: int
+    job_ids: List[int]
+    succeeded: bool
+    wall_ms: int
+    tasks_launched: int
+    map_tasks_launched: int
+    map_stages_run: int
+    map_stages_skipped: int  # their outputs were still available: reused, not recomputed
+    error: Optional[str] = None
+
+
+@dataclass
+class RestartDecision:
+    """What the controller decided after an attempt failed, and why."""
+    attempt: int
+    cause: str  # FailureKind value
+    rule: Optional[str]  # the classifier rule that decided the cause
+    exception_class: Optional[str]
+    message: str
+    restart: bool
+    is_new_attempt: bool
+    backoff_ms: int
+    reason: str
+
+
+@dataclass
+class RunRecord:
+    name: str
+    strategy: str
+    attempts: List[AttemptRecord] = field(default_factory=list)
+    decisions: List[RestartDecision] = field(default_factory=list)
+    succeeded: bool = False
+    backoff_waited_ms: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class RestartRefusedError(RegionRecoveryError):
+    """The action failed and was not restarted: non-recoverable, or the strategy refused."""
+
+    def __init__(self, message: str, record: RunRecord):
+        super().__init__(message)
+        self.record = record
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    """The line that says what went wrong: a Python traceback's last line, else the first line."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    if not lines:
+        return ""
+    if any(l.startswith("Traceback (most recent call last)") for l in lines):
+        tail = [l for l in lines if not l.startswith((" ", "\t"))]
+        return tail[-1][:limit]
+    return lines[0][:limit]
+
+
+class Attempt:
+    """One try inside `for attempt in controller.attempts(name): with attempt: ...`."""
+
+    def __init__(self, runner: "_Run", number: int):
+        self._runner = runner
+        self.number = number
+
+    def __enter__(self) -> "Attempt":
+        self._runner.begin(self.number)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        return self._runner.end(self.number, exc)
+
+
+class _Run:
+    """The state of one named action under restarts; drives the attempt loop."""
+
+    def __init__(self, controller: "Controller", name: str):
+        self.c = controller
+        # One strategy per run, as Flink has one per job: attempts of one action never use up another's.
+        self.strategy = restart.from_config(controller.config)
+        self.record = RunRecord(name, self.strategy.describe())
+        self.done = False
+        self._start_ms = 0
+        self._jobs_before = 0
+        self._tasks_before = (0, 0)
+
+    def begin(self, number: int) -> None:
+        model = self.c.rr.model
+        self._start_ms = int(time.monotonic() * 1000)
+        self._jobs_before = model.read(lambda m: max(m.jobs, default=-1))
+        self._tasks_before = model.read(lambda m: (m.tasks_started, m.map_tasks_started))
+
+    def _attempt_record(self, number: int, exc: Optional[BaseException]) -> AttemptRecord:
+        self.c.rr.sync()
+        before = self._jobs_before
+        tasks0, maps0 = self._tasks_before
+
+        def collect(m):
+            jobs = sorted(j for j in m.jobs if j > before)
+            run = skipped = 0
+            for j in jobs:
+                for sid in m.jobs[j].stage_ids:
+                    st = m.stages.get(sid)
+                    if st is None or st.shuffle_id is None:
+                        continue
+                    if st.skipped:
+                        skipped += 1
+                    else:
+                        run += 1
+            return jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, skipped
+        jobs, tasks, maps, run, skipped = self.c.rr.model.read(collect)
+        return AttemptRecord(number, jobs, exc is None, int(time.monotonic() * 1000) - self._start_ms,
+                             tasks, maps, run, skipped, None if exc is None else _first_line(str(exc)))
+
+    def end(self, number: int, exc: Optional[BaseException]) -> bool:
+        self.record.attempts.append(self._attempt_record(number, exc))
+        if exc is None:
+            self.record.succeeded = True
+            self.done = True
+            if number > 1:
+                a = self.record.attempts[-1]
+                log.warning("region-recovery: '%s' succeeded on attempt %d; %d map stage(s) reused, "
+                            "%d map task(s) re-executed", self.record.name, number, a.map_stages_skipped,
+                            a.map_tasks_launched)
+            return False
+        if not isinstance(exc, Exception) or isinstance(exc, RegionRecoveryError):
+            return False  # KeyboardInterrupt and our own errors pass through untouched
+        cls: Classification = explain_spark_error(str(exc))
+        kind = cls.kind if cls.exception_class or cls.rule else self.c.classify_python(exc)
+        handling = restart.handle_failure(self.strategy, kind)
+        decision = RestartDecision(number, kind.value, cls.rule, cls.exception_class or type(exc).__name__,
+                                   _first_line(str(exc)), handling.restart, handling.is_new_attempt,
+                                   handling.backoff_ms, handling.reason)
+        self.record.decisions.append(decision)
+        self.record.strategy = self.strategy.describe()
+        if not handling.restart:
+            self.done = True
+            raise RestartRefusedError(
+                f"'{self.record.name}' failed on attempt {number} and is not restarted: {handling.reason}. "
+                f"Cause ({kind.value}, rule {cls.rule}): {decision.message}", self.record) from exc
+        log.warning("region-recovery: '%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s)",
+                    self.record.name, number, kind.value, decision.message[:160], handling.backoff_ms / 1000,
+                    self.strategy.describe())
+        self._sleep(handling.backoff_ms)
+        return True  # swallow: the loop runs the next attempt
+
+    def _sleep(self, ms: int) -> None:
+        """Waits the backoff, logging progress every few seconds for long waits."""
+        end = time.monotonic() + ms / 1000
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            if left > 5:
+                log.warning("region-recovery: '%s' restarts in %.0f s", self.record.name, left)
+            time.sleep(min(left, 5.0))
+        self.record.backoff_waited_ms += ms
+
+
+class Controller:
+    """Owns the restart strategy of an application and the records of every run."""
+
+    def __init__(self, rr, conf: Mapping[str, str]):
+        self.rr = rr
+        self.config = RecoveryConfig.from_conf(conf)  # raises ConfigError naming key and value
+        self.records: List[RunRecord] = []
+
+    def describe_strategy(self) -> str:
+        return restart.from_config(self.config).describe()
+
+    @staticmethod
+    def classify_python(exc: BaseException) -> FailureKind:
+        """A failure that did not come from Spark (no JVM class in its text) is the caller's code."""
+        return FailureKind.RECOVERABLE
+
+    def attempts(self, name: str) -> Iterator[Attempt]:
+        """`for attempt in rr.attempts("load"): with attempt: df.write...` restarts the block."""
+        run = _Run(self, name)
+        self.records.append(run.record)
+        number = 0
+        while not run.done:
+            number += 1
+            yield Attempt(run, number)
+
+    def run(self, action: Callable[[], T], name: str = "action") -> T:
+        """Runs action(), restarting it on recoverable failures as the strategy allows.
+
+        For DataFrames pass a callable that builds the DataFrame, since Spark caches a failed
+        DataFrame's error: `rr.run(lambda: spark.table("t").groupBy("k").count().collect())`.
+        """
+        result: list = []
+        for attempt in self.attempts(name):
+            with attempt:
+                result[:] = [action()]
+        return result[0]

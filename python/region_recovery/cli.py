@@ -14,6 +14,15 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    import json
+    from .render import describe_report
+    with open(args.path) as f:
+        data = json.load(f)
+    print(describe_report(data.get("report", data)))
+    return 0
+
+
 def _cmd_jar(args) -> int:
     print(packaging.jar_path())
     return 0
@@ -45,6 +54,10 @@ def main(argv=None) -> int:
     demo.add_argument("--records", type=int, default=20_000, help="input size (default: %(default)s)")
     demo.add_argument("--json", metavar="PATH", help="also write the model and status as JSON")
     demo.set_defaults(func=_cmd_demo)
+
+    report = sub.add_parser("report", help="render a saved recovery report (JSON from rr.report() or demo --json)")
+    report.add_argument("path")
+    report.set_defaults(func=_cmd_report)
 
     jar = sub.add_parser("jar", help="print the path of the bundled plugin jar")
     jar.set_defaults(func=_cmd_jar)

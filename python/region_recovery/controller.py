@@ -33,7 +33,12 @@ class AttemptRecord:
     map_tasks_launched: int
     map_stages_run: int
     map_stages_skipped: int  # their outputs were still available: reused, not recomputed
+    map_tasks_full_rerun: int  # map tasks a rerun from scratch would have launched
     error: Optional[str] = None
+
+    @property
+    def map_tasks_saved(self) -> int:
+        return max(0, self.map_tasks_full_rerun - self.map_tasks_launched)
 
 
 @dataclass
@@ -60,7 +65,11 @@ class RunRecord:
     backoff_waited_ms: int = 0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        for a, rec in zip(d["attempts"], self.attempts):
+            a["map_tasks_saved"] = rec.map_tasks_saved
+        d["map_tasks_saved"] = sum(a.map_tasks_saved for a in self.attempts[1:])
+        return d
 
 
 class RestartRefusedError(RegionRecoveryError):
@@ -123,20 +132,21 @@ class _Run:
 
         def collect(m):
             jobs = sorted(j for j in m.jobs if j > before)
-            run = skipped = 0
+            run = skipped = full = 0
             for j in jobs:
                 for sid in m.jobs[j].stage_ids:
                     st = m.stages.get(sid)
                     if st is None or st.shuffle_id is None:
                         continue
+                    full += st.num_tasks
                     if st.skipped:
                         skipped += 1
                     else:
                         run += 1
-            return jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, skipped
-        jobs, tasks, maps, run, skipped = self.c.rr.model.read(collect)
+            return jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, skipped, full
+        jobs, tasks, maps, run, skipped, full = self.c.rr.model.read(collect)
         return AttemptRecord(number, jobs, exc is None, int(time.monotonic() * 1000) - self._start_ms,
-                             tasks, maps, run, skipped, None if exc is None else _first_line(str(exc)))
+                             tasks, maps, run, skipped, full, None if exc is None else _first_line(str(exc)))
 
     def end(self, number: int, exc: Optional[BaseException]) -> bool:
         self.record.attempts.append(self._attempt_record(number, exc))

@@ -1,14 +1,17 @@
-"""The main job: a multi-stage pipeline on a local multi-process cluster, with a real executor loss.
+"""The main job: multi-stage pipelines on a local multi-process cluster, with real faults.
 
-It starts Spark with the plugin, attaches the controller's live model, runs three stages (two
-shuffles), SIGKILLs one executor while the second stage reads the first shuffle, and prints what
-the model saw: the loss and its classification, the outputs that were lost and where Spark
-recomputed them. Progress lines are printed as events arrive.
+Part 1 runs three stages (two shuffles), SIGKILLs one executor while the second stage reads the
+first shuffle, and prints what the live model saw: the loss and its classification, the outputs
+that were lost and where Spark recomputed them. Part 2 makes one task of a last stage fail more
+often than spark.task.maxFailures allows: the restart strategy runs the action again and the
+report shows that the finished shuffles were reused. Progress lines are printed as events arrive.
 """
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from operator import add
@@ -16,9 +19,9 @@ from typing import Callable, Optional
 
 from . import events as ev
 from .bridge import RegionRecovery
-from .faults import FaultError, kill_executor
+from .faults import FaultError, kill_executor, transient_failure
 from .packaging import configure
-from .render import describe_model
+from .render import describe_model, describe_report
 
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
 
@@ -62,7 +65,12 @@ def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: O
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                # executors on this machine run the driver's interpreter (the one with this package)
-               .config("spark.pyspark.python", sys.executable))
+               .config("spark.pyspark.python", sys.executable)
+               # part 2: two task failures abort a job; the restart strategy then reruns the action
+               .config("spark.task.maxFailures", "2")
+               .config("spark.regionRecovery.restart-strategy.type", "fixed-delay")
+               .config("spark.regionRecovery.restart-strategy.fixed-delay.attempts", "2")
+               .config("spark.regionRecovery.restart-strategy.fixed-delay.delay", "2 s"))
     spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -122,9 +130,30 @@ def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: O
         out(describe_model(rr.model))
         out("")
         out(f"Result: {len(result)} keys, {'identical to' if verified else 'DIFFERENT FROM'} the expected result")
+
+        out("")
+        out("Part 2: one task of the last stage fails 3 times, more than spark.task.maxFailures=2 allows.")
+        out("Plain Spark aborts the action; the restart strategy runs it again, reusing the finished shuffles.")
+        fault_dir = tempfile.mkdtemp(prefix="region-recovery-demo-")
+        try:
+            pipeline = (sc.parallelize(range(records), 8).map(lambda x: (x % 89, 1)).reduceByKey(add, 4)
+                        .map(lambda kv: (kv[0] % 11, kv[1])).reduceByKey(add, 4)
+                        .mapPartitionsWithIndex(transient_failure(fault_dir, [0], 3)))
+            restarted = rr.run(lambda: dict(pipeline.collect()), name="demo-transient-failure")
+        finally:
+            shutil.rmtree(fault_dir, ignore_errors=True)
+        expected2 = {}
+        for x in range(records):
+            expected2[(x % 89) % 11] = expected2.get((x % 89) % 11, 0) + 1
+        verified2 = restarted == expected2
+        report = rr.report()
+        out(describe_report(report))
+        out(f"Result: {'identical to' if verified2 else 'DIFFERENT FROM'} the expected result")
+        verified = verified and verified2
         summary = {
             "master": master, "killed_executor": victim, "killed_pid": pid, "result_verified": verified,
-            "wall_s": round(time.monotonic() - t0, 1), "status": rr.status(), "model": rr.model.snapshot(),
+            "wall_s": round(time.monotonic() - t0, 1), "status": rr.status(), "report": report,
+            "model": rr.model.snapshot(),
         }
         if report_path:
             with open(report_path, "w") as f:

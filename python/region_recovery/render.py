@@ -73,3 +73,27 @@ def _describe(m: LiveModel) -> str:
             lines.append(f"    map {r.map_index}: lost on executor {r.lost_on} ({r.lost_reason}); "
                          f"recomputed on executor {r.recomputed_on}")
     return "\n".join(lines)
+
+
+def describe_report(report: dict) -> str:
+    """A recovery report (RegionRecovery.report(), or one saved as JSON) as text."""
+    lines = [f"Recovery report for {report.get('app_id')} (configured restart strategy: {report.get('strategy')})"]
+    runs = report.get("runs", [])
+    if not runs:
+        lines.append("  no action ran under restarts")
+    for run in runs:
+        state = "succeeded" if run["succeeded"] else "FAILED"
+        lines.append(f"  '{run['name']}': {state} after {len(run['attempts'])} attempt(s); "
+                     f"backoff waited {run['backoff_waited_ms'] / 1000:.1f} s; "
+                     f"map tasks saved versus rerunning from scratch: {run.get('map_tasks_saved', 0)}")
+        decisions = {d["attempt"]: d for d in run["decisions"]}
+        for a in run["attempts"]:
+            outcome = "ok" if a["succeeded"] else f"failed: {a['error']}"
+            lines.append(f"    attempt {a['attempt']} ({a['wall_ms'] / 1000:.1f} s, jobs {a['job_ids']}): "
+                         f"{a['tasks_launched']} tasks, {a['map_tasks_launched']} map tasks run, "
+                         f"{a['map_stages_skipped']} map stage(s) reused; {outcome}")
+            d = decisions.get(a["attempt"])
+            if d:
+                verdict = f"restart after {d['backoff_ms']} ms" if d["restart"] else "not restarted"
+                lines.append(f"      decision: {d['cause']} (rule {d['rule'] or 'default'}) -> {verdict}: {d['reason']}")
+    return "\n".join(lines)

@@ -1,0 +1,38 @@
+"""The controller's records and their rendering, without Spark."""
+import json
+
+from region_recovery.controller import AttemptRecord, RestartDecision, RunRecord, _first_line
+from region_recovery.render import describe_report
+
+
+def _record() -> RunRecord:
+    r = RunRecord("nightly", "FixedDelayRestart(attempts=3, delay_ms=1000, failures=1)")
+    r.attempts.append(AttemptRecord(1, [4], False, 2400, 17, 12, 2, 0, 12, "RuntimeError: boom"))
+    r.attempts.append(AttemptRecord(2, [5], True, 700, 5, 0, 0, 2, 12))
+    r.decisions.append(RestartDecision(1, "recoverable", None, "PythonException", "RuntimeError: boom",
+                                       True, True, 1000, "restart in 1000 ms by FixedDelayRestart(...)"))
+    r.succeeded, r.backoff_waited_ms = True, 1000
+    return r
+
+
+def test_map_tasks_saved_counts_what_a_rerun_from_scratch_would_have_run():
+    d = _record().to_dict()
+    assert [a["map_tasks_saved"] for a in d["attempts"]] == [0, 12]
+    assert d["map_tasks_saved"] == 12, "the first attempt saves nothing; the restart saved all 12"
+    json.dumps(d)
+
+
+def test_report_rendering_names_attempts_decisions_and_savings():
+    text = describe_report({"app_id": "app-1", "strategy": "FixedDelayRestart(...)", "runs": [_record().to_dict()]})
+    assert "'nightly': succeeded after 2 attempt(s)" in text
+    assert "map tasks saved versus rerunning from scratch: 12" in text
+    assert "decision: recoverable (rule default) -> restart after 1000 ms" in text
+    assert "attempt 2 (0.7 s, jobs [5]): 5 tasks, 0 map tasks run, 2 map stage(s) reused; ok" in text
+
+
+def test_first_line_prefers_the_last_line_of_a_python_traceback():
+    text = ("An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+            "  File \"x.py\", line 1, in f\n    raise RuntimeError('boom')\nRuntimeError: boom\n")
+    assert _first_line(text) == "RuntimeError: boom"
+    assert _first_line("Job aborted due to stage failure: x\nmore") == "Job aborted due to stage failure: x"
+    assert _first_line("") == ""

@@ -20,6 +20,7 @@ from .errors import (AlreadyAttachedError, NotEnabledError, NotOnClasspathError,
                      SparkConnectNotSupportedError, SparkNotStartedError)
 from .events import Batch, decode_batch
 from .controller import Attempt, Controller
+from .decisions import DecisionRecorder
 from .model import LiveModel
 
 log = logging.getLogger("region_recovery")
@@ -82,6 +83,9 @@ class RegionRecovery:
         self._spool_dir: Optional[str] = None
         # Built here so that bad spark.regionRecovery.* settings fail attach(), not a later restart.
         self.controller = Controller(self, dict(sc.getConf().getAll()))
+        self.decisions = DecisionRecorder(self.model, self.controller.config.failover_strategy,
+                                          self.controller.config.skip_deterministic_consumers)
+        self._subscribers.append(self.decisions.on_batch)
         self._thread = threading.Thread(target=self._drain_loop, name=f"region-recovery-drain-{self.app_id}",
                                         daemon=True)
 
@@ -138,7 +142,9 @@ class RegionRecovery:
     def report(self) -> dict:
         """Every run under restarts so far, with its attempts and decisions (JSON-serialisable)."""
         return {"app_id": self.app_id, "strategy": self.controller.describe_strategy(),
-                "runs": [r.to_dict() for r in self.controller.records]}
+                "failover_strategy": self.controller.config.failover_strategy,
+                "runs": [r.to_dict() for r in self.controller.records],
+                "decisions": self.decisions.snapshot()}
 
     def subscribe(self, callback: Callable[[Batch], None]) -> None:
         """Calls callback(batch) on the drain thread after each batch is applied to the model."""
@@ -212,7 +218,10 @@ class RegionRecovery:
                               batch.dropped_total - self._reported_drops, self._state.capacity())
                     self._reported_drops = batch.dropped_total
                 for callback in list(self._subscribers):
-                    callback(batch)
+                    try:
+                        callback(batch)
+                    except Exception:  # a subscriber's bug must not stop the model from updating
+                        log.exception("region-recovery: subscriber %r failed on a batch", callback)
                 if not batch.events and self.model.app_ended:
                     break
         except Exception as e:  # the gateway went away, or a bug: never kill the user's program

@@ -1,0 +1,183 @@
+"""A recovery decision for every task failure, and what Spark then actually re-executed.
+
+For each failed task attempt (an exception, a fetch failure, a lost executor) the recorder asks
+the planner which tasks Flink's region failover would restart, given the map outputs available at
+that moment, and then watches which tasks Spark re-runs until the job ends. Failures of one stage
+attempt are merged into one decision: Spark's scheduler handles them as one stage failure too (a
+burst of fetch failures, the tasks of a lost executor). Planned sets count only tasks that had started before the
+decision (Flink's scheduler likewise skips never-started tasks), so both sides mean "run again".
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from . import events as ev
+from . import live_topology
+from .classify import explain
+from .events import TaskEndReason
+from .model import LiveModel
+from .planner import RegionFailover, RestartAll
+
+_DECIDED = {TaskEndReason.EXCEPTION_FAILURE, TaskEndReason.FETCH_FAILED, TaskEndReason.EXECUTOR_LOST,
+            TaskEndReason.EXECUTOR_SHUTDOWN, TaskEndReason.RESULT_LOST, TaskEndReason.UNKNOWN}
+
+
+def _name(v: Tuple) -> str:
+    return f"{v[0]}:{v[1]}:{v[2]}"
+
+
+@dataclass
+class RecoveryDecision:
+    time: int
+    job_ids: List[int]
+    stage_id: int
+    stage_attempt: int
+    reasons: List[str]  # TaskEndReason names of the merged failures
+    cause: str  # classified FailureKind value
+    failed_tasks: List[str]
+    lost_outputs: List[str]
+    failover_strategy: str
+    regions_to_restart: int
+    planned: List[str]  # the configured strategy's restart set, started tasks only
+    planned_skip_deterministic: List[str]  # region failover skipping consumers of deterministic producers
+    outputs_reused: int  # available map outputs read by planned tasks whose producers do not rerun
+    outputs_to_recompute: List[str]
+    actual: List[str] = field(default_factory=list)  # tasks Spark ran again after the decision
+    closed: bool = False
+    _started_before: Set[Tuple] = field(default_factory=set, repr=False)
+    _failed: Set[Tuple] = field(default_factory=set, repr=False)
+    _lost: Set[Tuple] = field(default_factory=set, repr=False)
+    _actual: Set[Tuple] = field(default_factory=set, repr=False)
+
+    def comparison(self) -> dict:
+        planned, actual = set(self.planned), set(self.actual)
+        return {"planned_not_rerun": sorted(planned - actual), "rerun_not_planned": sorted(actual - planned),
+                "agrees": planned == actual,
+                "agrees_with_skip_deterministic": set(self.planned_skip_deterministic) == actual}
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        d["comparison"] = self.comparison()
+        return d
+
+
+class DecisionRecorder:
+    """Subscribed to the bridge: runs on the drain thread, after each batch is applied."""
+
+    def __init__(self, model: LiveModel, failover_strategy: str = "region", skip_deterministic: bool = False):
+        self.model = model
+        self.failover_strategy = failover_strategy
+        self.skip_deterministic = skip_deterministic
+        self.decisions: List[RecoveryDecision] = []
+        self._active: List[RecoveryDecision] = []  # not closed yet: still watching for re-runs
+        self._open: Dict[Tuple[int, int], RecoveryDecision] = {}
+        self._started: Dict[int, Set[Tuple]] = {}  # running job -> task vertices started so far
+        self._lock = threading.Lock()
+
+    def snapshot(self) -> List[dict]:
+        with self._lock:
+            return [d.to_dict() for d in self.decisions]
+
+    def on_batch(self, batch: ev.Batch) -> None:
+        with self._lock:
+            for e in batch.events:
+                if isinstance(e, ev.TaskStart):
+                    self._task_started(e)
+                elif isinstance(e, ev.TaskEnd) and e.reason in _DECIDED:
+                    self._task_failed(e)
+                elif isinstance(e, ev.StageSubmitted):
+                    for key in [k for k in self._open if k[0] == e.stage_id and k[1] < e.attempt]:
+                        del self._open[key]  # a new stage attempt: later failures are new decisions
+                elif isinstance(e, ev.JobEnd):
+                    self._job_ended(e.job_id)
+
+    def _jobs_of(self, stage_id: int) -> List[int]:
+        st = self.model.stages.get(stage_id)
+        return sorted(j for j in (st.job_ids if st else ()) if self.model.jobs.get(j) and
+                      self.model.jobs[j].status == "running")
+
+    def _task_started(self, e: ev.TaskStart) -> None:
+        st = self.model.stages.get(e.stage_id)
+        if st is None:
+            return
+        v = live_topology.task_vertex(st, e.partition)
+        for job in self._jobs_of(e.stage_id):
+            started = self._started.setdefault(job, set())
+            for d in self._active:
+                if job in d.job_ids and v in d._started_before and v not in d._actual:
+                    d._actual.add(v)
+                    d.actual.append(_name(v))
+            started.add(v)
+
+    def _task_failed(self, e: ev.TaskEnd) -> None:
+        st = self.model.stages.get(e.stage_id)
+        jobs = self._jobs_of(e.stage_id)
+        if st is None or not jobs:
+            return
+        failed = live_topology.task_vertex(st, e.partition)
+        lost = None
+        if e.reason == TaskEndReason.FETCH_FAILED and e.fetch_map_index >= 0:
+            lost = live_topology.output_partition(e.fetch_shuffle_id, e.fetch_map_index)
+        key = (e.stage_id, e.stage_attempt)
+        d = self._open.get(key)
+        if d is None:
+            cause = explain(e.exception_class, e.message).kind.value if e.reason == TaskEndReason.EXCEPTION_FAILURE \
+                else ("partition-lost" if e.reason == TaskEndReason.FETCH_FAILED else "environment")
+            d = RecoveryDecision(e.time, jobs, e.stage_id, e.stage_attempt, [], cause,
+                                 [], [], self.failover_strategy, 0, [], [], 0, [])
+            started: Set[Tuple] = set()
+            for j in jobs:
+                started |= self._started.get(j, set())
+            d._started_before = started
+            self._open[key] = d
+            self.decisions.append(d)
+            self._active.append(d)
+        if TaskEndReason(e.reason).name not in d.reasons:
+            d.reasons.append(TaskEndReason(e.reason).name)
+        d._failed.add(failed)
+        if lost is not None:
+            d._lost.add(lost)
+        self._plan(d)
+
+    def _plan(self, d: RecoveryDecision) -> None:
+        """(Re)computes the planned sets of a decision from its failed tasks and lost outputs."""
+        topo = live_topology.build(self.model, d.job_ids)
+        available = live_topology.availability(self.model)
+        is_available = lambda p: p not in d._lost and available(p)  # noqa: E731
+        chosen = RestartAll(topo) if self.failover_strategy == "full" else \
+            RegionFailover(topo, is_available, skip_deterministic_consumers=self.skip_deterministic)
+        skip = RegionFailover(topo, is_available, skip_deterministic_consumers=True)
+        planned: Set[Tuple] = set()
+        planned_skip: Set[Tuple] = set()
+        regions = 0
+        for v in d._failed:
+            if v not in topo:
+                continue
+            regions += len(chosen.regions_to_restart(v))
+            planned |= chosen.tasks_to_restart(v)
+            planned_skip |= skip.tasks_to_restart(v)
+        reused, recompute = set(), set()
+        for v in planned:
+            for p in topo.partitions_consumed_by(v):
+                if topo.producer_of(p) not in planned:
+                    reused.add(p)  # read again from where it is: not recomputed
+                elif not is_available(p):
+                    recompute.add(p)
+        d.failed_tasks = sorted(_name(v) for v in d._failed)
+        d.lost_outputs = sorted(_name(p) for p in d._lost)
+        d.regions_to_restart = regions
+        d.planned = sorted(_name(v) for v in planned & d._started_before)
+        d.planned_skip_deterministic = sorted(_name(v) for v in planned_skip & d._started_before)
+        d.outputs_reused = len(reused)
+        d.outputs_to_recompute = sorted(_name(p) for p in recompute)
+
+    def _job_ended(self, job_id: int) -> None:
+        self._started.pop(job_id, None)
+        for d in self._active:
+            if job_id in d.job_ids and not any(j in self._started for j in d.job_ids):
+                d.closed = True
+        self._active = [d for d in self._active if not d.closed]
+        for key in [k for k, d in self._open.items() if d.closed]:
+            del self._open[key]

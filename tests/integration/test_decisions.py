@@ -1,0 +1,61 @@
+"""Planned versus actual: for a real executor loss and the fetch failures it causes, the planner's
+restart set is recorded next to the tasks Spark re-ran, and the two are compared."""
+from __future__ import annotations
+
+import threading
+import time
+from operator import add
+
+import pytest
+
+from region_recovery import faults
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def test_executor_loss_and_fetch_failures_planned_versus_actual(cluster):
+    c = cluster()
+    c.wait_executors(2)
+
+    def slow(rows):
+        time.sleep(2.5)
+        return list(rows)
+
+    first = c.sc.parallelize(range(4000), 6).map(lambda x: (x % 60, 1)).reduceByKey(add, 4)  # map stage A
+    second = first.mapPartitions(slow).map(lambda kv: (kv[0] % 6, kv[1])).reduceByKey(add, 2)  # stage B
+    result = {}
+    runner = threading.Thread(target=lambda: result.update(second.collectAsMap()))
+    runner.start()
+
+    def b_running(m):
+        a = [s for s in m.shuffles.values() if s.num_maps == 6 and s.available_count() == 6]
+        return bool(a) and any(st.shuffle_id is not None and st.num_tasks == 4 and st.attempts
+                               for st in m.stages.values())
+    assert c.model.wait_for(b_running, 120)
+    a_shuffle = c.model.read(lambda m: [s.shuffle_id for s in m.shuffles.values() if s.num_maps == 6][0])
+    victim = c.model.read(lambda m: sorted({o.executor_id for o in m.shuffles[a_shuffle].outputs.values()})[0])
+    lost = sorted(o.map_index for o in c.model.outputs_on(victim) if o.shuffle_id == a_shuffle)
+    time.sleep(0.5)
+    faults.kill_executor(c.rr, victim)
+    runner.join(240)
+    assert result == {k: 4000 // 6 + (1 if k < 4000 % 6 else 0) for k in range(6)}
+    c.rr.sync()
+
+    decisions = [d for d in c.rr.report()["decisions"] if d["closed"]]
+    assert decisions, "the failures produced decisions"
+    reasons = {r for d in decisions for r in d["reasons"]}
+    assert "EXECUTOR_LOST" in reasons or "FETCH_FAILED" in reasons
+    (b_decision,) = [d for d in decisions if d["stage_attempt"] == 0 and
+                     any(t.startswith(f"map:") and not t.startswith(f"map:{a_shuffle}:") for t in d["failed_tasks"])]
+    lost_a = {f"map:{a_shuffle}:{i}" for i in lost}
+    planned, actual = set(b_decision["planned"]), set(b_decision["actual"])
+    skip_det = set(b_decision["planned_skip_deterministic"])
+    # Spark re-ran the lost map outputs of A and the failed tasks of B ...
+    assert lost_a <= actual, b_decision
+    # ... which is exactly region failover when consumers of a deterministic producer are not
+    # restarted; Flink's rule (3) would also rerun the B tasks that had already finished.
+    assert actual == skip_det, b_decision["comparison"]
+    assert actual <= planned
+    finished_b = planned - actual
+    assert all(t.startswith("map:") and not t.startswith(f"map:{a_shuffle}:") for t in finished_b)
+    assert b_decision["comparison"]["agrees_with_skip_deterministic"]

@@ -238,6 +238,7 @@ _LAYOUTS = {
 }
 _STRUCTS = {code: (cls, struct.Struct(">" + fmt), strs) for code, (cls, fmt, strs) in _LAYOUTS.items()}
 _HEADER = struct.Struct(">iHqqi")
+_NO_EXIT_CODE = -(2 ** 31)  # the listener's Int.MinValue: Spark reported no exit code
 _INT = struct.Struct(">i")
 _JOB_HEAD = struct.Struct(">qiqii")
 _STAGE_HEAD = struct.Struct(">iiiiib?i")
@@ -247,7 +248,9 @@ def decode_batch(data: bytes) -> Batch:
     """Decodes one batch; raises CorruptBatchError on anything malformed or truncated."""
     try:
         return _decode(memoryview(data))
-    except (struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
+    except (struct.error, IndexError, KeyError, ValueError, UnicodeDecodeError) as e:
+        if isinstance(e, CorruptBatchError):
+            raise
         raise CorruptBatchError(f"cannot decode event batch of {len(data)} bytes: {e}") from e
 
 
@@ -281,6 +284,8 @@ def _decode(buf: memoryview) -> Batch:
         cls, st, str_slots = structs[code]
         values = st.unpack_from(buf, off)
         off += st.size
+        if code == WIRE_APP_END and values[1] == _NO_EXIT_CODE:
+            values = (values[0], None)
         if str_slots:
             values = list(values)
             for i in str_slots:

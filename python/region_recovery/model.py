@@ -15,7 +15,6 @@ from . import events as ev
 from .events import Determinism, TaskEndReason
 from .executors import ExecutorLoss, LossKind, classify_executor_loss
 
-_NO_EXIT_CODE = -(2 ** 31)
 
 
 @dataclass
@@ -316,6 +315,10 @@ class LiveModel:
             if e.fetch_map_index >= 0:
                 self._lose_output(e.fetch_shuffle_id, e.fetch_map_index,
                                   f"fetch failed from executor {e.lost_executor_id}")
+            if e.lost_executor_id is not None:
+                # Spark (unregisterOutputsOnFetchFailedExecutor) then drops every output of that executor.
+                for shuffle_id, map_index in sorted(self._outputs_by_executor.get(e.lost_executor_id, ())):
+                    self._lose_output(shuffle_id, map_index, f"fetch failed from executor {e.lost_executor_id}")
         elif reason in (TaskEndReason.EXECUTOR_LOST, TaskEndReason.EXECUTOR_SHUTDOWN):
             failure.executor_id = e.lost_executor_id or e.executor_id
         if st is not None:

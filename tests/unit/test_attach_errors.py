@@ -14,6 +14,8 @@ def test_spark_connect_session_is_refused_with_a_clear_reason():
         with pytest.raises(SparkConnectNotSupportedError, match="Spark Connect.*py4j.*spark.plugins"):
             RegionRecovery.attach(session)
     finally:
+        # Close the client, or its exit hook retries cleanup RPCs against the absent server for minutes.
+        session.client.close()
         ConnectSession._active_session = None  # type: ignore[attr-defined]
 
 

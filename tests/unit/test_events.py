@@ -390,8 +390,6 @@ def test_corrupt_batch_error_is_a_value_error():
         decode_batch(b"")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (events.py _decode_job_start): Determinism(det) raises a bare "
-                                        "ValueError for an unknown determinism byte instead of CorruptBatchError")
 def test_unknown_determinism_byte_is_corrupt_batch():
     job = ev.JobStart(2, 1, None, None, [ev.StageMeta(1, 0, None, 2, 0, Determinism.DETERMINATE, False, ())])
     data = bytearray(encode(job))  # no strings: the string table is empty
@@ -403,8 +401,6 @@ def test_unknown_determinism_byte_is_corrupt_batch():
         decode_batch(bytes(data))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (events.py): AppEnd.exit_code is Optional[int] and the listener writes "
-                                        "Int.MinValue when Spark has no exit code, but the decoder never maps it to None")
 def test_app_end_without_exit_code_decodes_to_none():
     (decoded,) = decode_batch(encode(ev.AppEnd(1, -(2**31)))).events
     assert decoded.exit_code is None

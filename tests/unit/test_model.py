@@ -259,11 +259,12 @@ def test_completion_from_a_removed_executor_is_ignored(job_model):
     assert m.shuffles[SH1].outputs == {}
 
 
-def test_fetch_failed_with_map_index_loses_that_output(job_model):
+def test_fetch_failed_loses_every_output_of_the_executor_it_names(job_model):
+    # Spark's unregisterOutputsOnFetchFailedExecutor drops all outputs of the failing block manager.
     m = job_model
     m.apply(ev.StageSubmitted(3000, MAP1, 0, 3, SH1), fetch_failed(MAP1, 0, SH0, 3, lost="2", executor="1"))
     sh = m.shuffles[SH0]
-    assert {i: o.available for i, o in sh.outputs.items()} == {0: True, 1: True, 2: True, 3: False}
+    assert {i: o.available for i, o in sh.outputs.items()} == {0: True, 1: False, 2: True, 3: False}
     assert sh.outputs[3].lost_reason == "fetch failed from executor 2"
     assert m.executors["2"].alive  # a fetch failure alone does not remove the executor
     (failure,) = m.jobs[0].failures
@@ -273,9 +274,10 @@ def test_fetch_failed_with_map_index_loses_that_output(job_model):
     assert m.stages[MAP1].attempts[0].tasks_failed == 1
 
 
-def test_fetch_failed_without_map_index_loses_nothing(job_model):
+def test_fetch_failed_without_location_loses_nothing(job_model):
+    # A missing map output (MetadataFetchFailedException) names no block manager: nothing more is lost.
     m = job_model
-    m.apply(ev.StageSubmitted(3000, MAP1, 0, 3, SH1), fetch_failed(MAP1, 0, SH0, -1, lost="2", executor="1"))
+    m.apply(ev.StageSubmitted(3000, MAP1, 0, 3, SH1), fetch_failed(MAP1, 0, SH0, -1, lost=None, executor="1"))
     assert all(o.available for o in m.shuffles[SH0].outputs.values())
     (failure,) = m.jobs[0].failures
     assert (failure.kind, failure.shuffle_id, failure.map_index) == ("fetch-failed", SH0, None)
@@ -435,6 +437,9 @@ def test_app_and_counters(job_model):
     m = job_model
     assert (m.app_id, m.app_name, m.app_ended) == ("app-1", "test app", False)
     assert (m.tasks_started, m.tasks_ended) == (4, 4)
+    assert m.map_tasks_started == 4
+    m.apply(ev.StageSubmitted(2500, RESULT, 0, 2, -1), ev.TaskStart(2501, RESULT, 0, 90, 0, 0, "3", "host-3", False))
+    assert (m.tasks_started, m.map_tasks_started) == (5, 4)  # a result task is not a map task
     m.apply(ev.AppEnd(9999, 0))
     assert m.app_ended
 

@@ -24,7 +24,9 @@ object BatchEncoder {
     def idx(s: String): Int =
       if (s == null) -1
       else {
-        val t = if (s.length > MaxMessageChars) s.substring(0, MaxMessageChars) else s
+        val t = if (s.length <= MaxMessageChars) s
+          else if (Character.isHighSurrogate(s.charAt(MaxMessageChars - 1))) s.substring(0, MaxMessageChars - 1)
+          else s.substring(0, MaxMessageChars) // never split a surrogate pair
         val known = strings.get(t)
         if (known != null) known.intValue
         else { val i = table.size; strings.put(t, i); table.add(t); i }

@@ -47,7 +47,9 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
       ExecutorSide.context = ctx
       // PluginContext.hostname() throws on executors in 4.3 (their RpcEnv has no address).
       val env = org.apache.spark.SparkEnv.get
-      val host = if (env != null && env.blockManager != null) env.blockManager.blockManagerId.host else null
+      // In local mode executor plugins start before the block manager has an id.
+      val host = Option(env).flatMap(e => Option(e.blockManager)).flatMap(b => Option(b.blockManagerId))
+        .map(_.host).getOrElse(java.net.InetAddress.getLocalHost.getHostName)
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
     } catch {

@@ -63,13 +63,15 @@ class EventBufferSuite extends AnyFunSuite {
     assert(b.pending == 2)
   }
 
-  test("drainBatch with max 0 takes nothing") {
+  test("drainBatch with max 0 takes nothing and does not wait") {
     val b = new EventBuffer(10)
     b.offer(ev(0))
-    pendingUntilFixed {
-      // drainBatch polls one event before it looks at max.
-      assert(decode(b.drainBatch(0, 0)).events.isEmpty)
-    }
+    val start = System.nanoTime()
+    val d = decode(b.drainBatch(0, 10000))
+    assert((System.nanoTime() - start) / 1000000 < 5000)
+    assert(d.events.isEmpty && d.header.firstSeq == 0L)
+    assert(b.pending == 1)
+    assert(decode(b.drainBatch(10, 0)).events == Vector(ev(0)))
   }
 
   test("drainBatch on an empty buffer returns an empty batch after about the timeout") {

@@ -50,6 +50,7 @@ class RecoveryDecision:
     _failed: Set[Tuple] = field(default_factory=set, repr=False)
     _lost: Set[Tuple] = field(default_factory=set, repr=False)
     _actual: Set[Tuple] = field(default_factory=set, repr=False)
+    _topology: Optional[object] = field(default=None, repr=False)  # built once: the job's DAG is fixed
 
     def comparison(self) -> dict:
         planned, actual = set(self.planned), set(self.actual)
@@ -143,7 +144,9 @@ class DecisionRecorder:
 
     def _plan(self, d: RecoveryDecision) -> None:
         """(Re)computes the planned sets of a decision from its failed tasks and lost outputs."""
-        topo = live_topology.build(self.model, d.job_ids)
+        if d._topology is None:  # a burst of failures in one stage attempt reuses it
+            d._topology = live_topology.build(self.model, d.job_ids)
+        topo = d._topology
         available = live_topology.availability(self.model)
         is_available = lambda p: p not in d._lost and available(p)  # noqa: E731
         chosen = RestartAll(topo) if self.failover_strategy == "full" else \
@@ -177,7 +180,7 @@ class DecisionRecorder:
         self._started.pop(job_id, None)
         for d in self._active:
             if job_id in d.job_ids and not any(j in self._started for j in d.job_ids):
-                d.closed = True
+                d.closed, d._topology = True, None
         self._active = [d for d in self._active if not d.closed]
         for key in [k for k, d in self._open.items() if d.closed]:
             del self._open[key]

@@ -93,35 +93,28 @@ def test_built_wheel_ships_the_jar_and_is_enough(tmp_path):
     assert out["committed"] and all(b and b > 0 for b in out["committed"])
 
 
-def test_missing_jar_and_disabled_plugin_give_actionable_errors():
-    proc = run_python("""
-        import sys
-        from pyspark.sql import SparkSession
-        import region_recovery
-        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-                 .config("spark.driver.host", "127.0.0.1").getOrCreate())
-        try:
-            region_recovery.RegionRecovery.attach(spark)
-        except region_recovery.NotOnClasspathError as e:
-            print("NOT_ON_CLASSPATH", e)
-        spark.stop()
-    """)
-    assert "NOT_ON_CLASSPATH" in proc.stdout, proc.stderr[-3000:]
-    assert "configure(" in proc.stdout and packaging.MAVEN_COORDINATE in proc.stdout
+def _attach_error(extra_config: str, error: str) -> str:
+    """Attaches in a fresh driver JVM built with `extra_config`; returns what the expected error said."""
     proc = run_python(f"""
         from pyspark.sql import SparkSession
         import region_recovery
-        jar = region_recovery.jar_path()
         spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-                 .config("spark.driver.host", "127.0.0.1").config("spark.driver.extraClassPath", jar).getOrCreate())
+                 .config("spark.driver.host", "127.0.0.1"){extra_config}.getOrCreate())
         try:
             region_recovery.RegionRecovery.attach(spark)
-        except region_recovery.NotEnabledError as e:
-            print("NOT_ENABLED", e)
+        except region_recovery.{error} as e:
+            print("{error}", e)
         spark.stop()
     """)
-    assert "NOT_ENABLED" in proc.stdout, proc.stderr[-3000:]
-    assert f"spark.plugins={packaging.PLUGIN_CLASS}" in proc.stdout
+    assert error in proc.stdout, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_missing_jar_and_disabled_plugin_give_actionable_errors():
+    said = _attach_error("", "NotOnClasspathError")
+    assert "configure(" in said and packaging.MAVEN_COORDINATE in said
+    said = _attach_error('.config("spark.driver.extraClassPath", region_recovery.jar_path())', "NotEnabledError")
+    assert f"spark.plugins={packaging.PLUGIN_CLASS}" in said
 
 
 def test_attach_twice_and_attach_after_stop(cluster):

@@ -81,8 +81,12 @@ class RegionRecovery:
         self._error: Optional[BaseException] = None
         self._reported_drops = 0
         self._spool_dir: Optional[str] = None
+        conf = dict(sc.getConf().getAll())
+        self._sql_extension_installed = (
+            packaging.SQL_EXTENSION_CLASS in conf.get("spark.sql.extensions", "")
+            and packaging.QUERY_LISTENER_CLASS in conf.get("spark.sql.queryExecutionListeners", ""))
         # Built here so that bad spark.regionRecovery.* settings fail attach(), not a later restart.
-        self.controller = Controller(self, dict(sc.getConf().getAll()))
+        self.controller = Controller(self, conf)
         self.decisions = DecisionRecorder(self.model, self.controller.config.failover_strategy,
                                           self.controller.config.skip_deterministic_consumers)
         self._subscribers.append(self.decisions.on_batch)
@@ -110,6 +114,11 @@ class RegionRecovery:
             rr = cls(sc, bridge, state, max_batch, wait_ms)
             cls._attached[sc.applicationId] = rr
         rr._thread.start()
+        if not rr._sql_extension_installed:
+            log.warning("region-recovery: restarted DataFrame actions will recompute their shuffles: set "
+                        "spark.sql.extensions=%s and spark.sql.queryExecutionListeners=%s "
+                        "(region_recovery.configure(builder) does this)", packaging.SQL_EXTENSION_CLASS,
+                        packaging.QUERY_LISTENER_CLASS)
         status = rr.status()
         log.info("region-recovery %s attached to %s (installed by %s, queue %s, shuffle IO %s)",
                  status.get("version"), rr.app_id, status.get("installedBy"), status.get("queue"),
@@ -145,6 +154,29 @@ class RegionRecovery:
                 "failover_strategy": self.controller.config.failover_strategy,
                 "runs": [r.to_dict() for r in self.controller.records],
                 "decisions": self.decisions.snapshot()}
+
+    def begin_reuse_scope(self) -> None:
+        """From now until end_reuse_scope(), failed DataFrame queries leave their shuffles for reuse."""
+        self._bridge.beginReuseScope()
+
+    def end_reuse_scope(self) -> None:
+        try:
+            self._bridge.endReuseScope()
+        except Exception as e:  # the application may be gone; nothing is left to release then
+            log.debug("region-recovery: closing the reuse scope failed: %s", e)
+
+    def unregister_shuffle(self, shuffle_id: int, reason: str) -> bool:
+        """Makes Spark recompute a whole shuffle (full failover); the model marks its outputs lost."""
+        known = bool(self._bridge.unregisterShuffle(shuffle_id))
+        if known:
+            self.model.lose_shuffle(shuffle_id, reason)
+        return known
+
+    def exchange_reuse(self) -> dict:
+        """DataFrame exchange-reuse counters and whether the SQL extension is installed."""
+        s = json.loads(self._bridge.reuseStatusJson())
+        s["installed"] = self._sql_extension_installed
+        return s
 
     def subscribe(self, callback: Callable[[Batch], None]) -> None:
         """Calls callback(batch) on the drain thread after each batch is applied to the model."""

@@ -35,6 +35,7 @@ class AttemptRecord:
     map_stages_skipped: int  # their outputs were still available: reused, not recomputed
     map_tasks_full_rerun: int  # map tasks a rerun from scratch would have launched
     error: Optional[str] = None
+    exchanges_reused: int = 0  # DataFrame shuffles taken over from a failed attempt (SQL extension)
 
     @property
     def map_tasks_saved(self) -> int:
@@ -53,6 +54,10 @@ class RestartDecision:
     is_new_attempt: bool
     backoff_ms: int
     reason: str
+    failover: str = "region"  # the configured failover strategy applied to the restart
+    failed_tasks: List[str] = field(default_factory=list)  # "stage S partition P" that exhausted their retries
+    reused_shuffles: List[int] = field(default_factory=list)  # complete; the next attempt reads them as they are
+    recomputed_shuffles: List[int] = field(default_factory=list)  # incomplete, or all of them under `full`
 
 
 @dataclass
@@ -124,6 +129,7 @@ class _Run:
         self._start_ms = int(time.monotonic() * 1000)
         self._jobs_before = model.read(lambda m: max(m.jobs, default=-1))
         self._tasks_before = model.read(lambda m: (m.tasks_started, m.map_tasks_started))
+        self._reused_before = self.c.rr.exchange_reuse().get("reused", 0)
 
     def _attempt_record(self, number: int, exc: Optional[BaseException]) -> AttemptRecord:
         self.c.rr.sync()
@@ -132,21 +138,24 @@ class _Run:
 
         def collect(m):
             jobs = sorted(j for j in m.jobs if j > before)
-            run = skipped = full = 0
+            # One entry per shuffle: AQE runs a job per query stage, and later jobs list the
+            # earlier map stages again (skipped), so stages are not counted per job.
+            maps = {}  # shuffle id -> (map tasks, ran in this attempt)
             for j in jobs:
                 for sid in m.jobs[j].stage_ids:
                     st = m.stages.get(sid)
                     if st is None or st.shuffle_id is None:
                         continue
-                    full += st.num_tasks
-                    if st.skipped:
-                        skipped += 1
-                    else:
-                        run += 1
-            return jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, skipped, full
+                    tasks, ran = maps.get(st.shuffle_id, (st.num_tasks, False))
+                    maps[st.shuffle_id] = (tasks, ran or not st.skipped)
+            run = sum(1 for _, ran in maps.values() if ran)
+            full = sum(tasks for tasks, _ in maps.values())
+            return (jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, len(maps) - run, full)
         jobs, tasks, maps, run, skipped, full = self.c.rr.model.read(collect)
+        reused = self.c.rr.exchange_reuse().get("reused", 0) - self._reused_before
         return AttemptRecord(number, jobs, exc is None, int(time.monotonic() * 1000) - self._start_ms,
-                             tasks, maps, run, skipped, full, None if exc is None else _first_line(str(exc)))
+                             tasks, maps, run, skipped, full, None if exc is None else _first_line(str(exc)),
+                             reused)
 
     def end(self, number: int, exc: Optional[BaseException]) -> bool:
         self.record.attempts.append(self._attempt_record(number, exc))
@@ -164,9 +173,11 @@ class _Run:
         cls: Classification = explain_spark_error(str(exc))
         kind = cls.kind if cls.exception_class or cls.rule else self.c.classify_python(exc)
         handling = restart.handle_failure(self.strategy, kind)
+        failover = self.c.config.failover_strategy
+        failed, reused, recomputed = self._restart_set(self.record.attempts[-1].job_ids, failover)
         decision = RestartDecision(number, kind.value, cls.rule, cls.exception_class or type(exc).__name__,
                                    _first_line(str(exc)), handling.restart, handling.is_new_attempt,
-                                   handling.backoff_ms, handling.reason)
+                                   handling.backoff_ms, handling.reason, failover, failed, reused, recomputed)
         self.record.decisions.append(decision)
         self.record.strategy = self.strategy.describe()
         if not handling.restart:
@@ -174,11 +185,41 @@ class _Run:
             raise RestartRefusedError(
                 f"'{self.record.name}' failed on attempt {number} and is not restarted: {handling.reason}. "
                 f"Cause ({kind.value}, rule {cls.rule}): {decision.message}", self.record) from exc
-        log.warning("region-recovery: '%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s)",
-                    self.record.name, number, kind.value, decision.message[:160], handling.backoff_ms / 1000,
-                    self.strategy.describe())
+        if failover == "full":  # Flink's RestartAll: nothing the failed attempt wrote is kept
+            for shuffle_id in recomputed:
+                self.c.rr.unregister_shuffle(shuffle_id, f"full failover after attempt {number} of '{self.record.name}'")
+        log.warning("region-recovery: '%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s, %s failover: "
+                    "%d shuffle(s) reused, %d recomputed)", self.record.name, number, kind.value,
+                    decision.message[:160], handling.backoff_ms / 1000, self.strategy.describe(), failover,
+                    len(reused), len(recomputed))
         self._sleep(handling.backoff_ms)
         return True  # swallow: the loop runs the next attempt
+
+    def _restart_set(self, job_ids: List[int], failover: str):
+        """The failed tasks of an attempt, and which of its shuffles the next attempt reuses or recomputes.
+
+        Region failover keeps every shuffle whose outputs are all available (Flink: a region whose
+        blocking results are consumable is not restarted); Spark then recomputes only missing map
+        outputs of the others. Full failover recomputes them all.
+        """
+        def collect(m):
+            shuffles, failed = set(), set()
+            for j in job_ids:
+                job = m.jobs.get(j)
+                if job is None:
+                    continue
+                shuffles.update(m.stages[s].shuffle_id for s in job.stage_ids
+                                if s in m.stages and m.stages[s].shuffle_id is not None)
+                failed.update((f.stage_id, f.partition) for f in job.failures
+                              if f.kind == "task" and f.partition is not None)
+            complete = {sid for sid in shuffles if sid in m.shuffles and m.shuffles[sid].num_maps > 0
+                        and not m.shuffles[sid].missing()}
+            return sorted(shuffles), complete, sorted(failed)
+        shuffles, complete, failed = self.c.rr.model.read(collect)
+        tasks = [f"stage {stage} partition {part}" for stage, part in failed]
+        if failover == "full":
+            return tasks, [], shuffles
+        return tasks, [s for s in shuffles if s in complete], [s for s in shuffles if s not in complete]
 
     def _sleep(self, ms: int) -> None:
         """Waits the backoff, logging progress every few seconds for long waits."""
@@ -214,15 +255,25 @@ class Controller:
         run = _Run(self, name)
         self.records.append(run.record)
         number = 0
-        while not run.done:
-            number += 1
-            yield Attempt(run, number)
+        # While the run lasts, DataFrame shuffles its failed attempts wrote are kept for the next one
+        # (not under full failover, which recomputes everything).
+        reuse = self.config.failover_strategy == "region"
+        if reuse:
+            self.rr.begin_reuse_scope()
+        try:
+            while not run.done:
+                number += 1
+                yield Attempt(run, number)
+        finally:
+            if reuse:
+                self.rr.end_reuse_scope()
 
     def run(self, action: Callable[[], T], name: str = "action") -> T:
         """Runs action(), restarting it on recoverable failures as the strategy allows.
 
         For DataFrames pass a callable that builds the DataFrame, since Spark caches a failed
-        DataFrame's error: `rr.run(lambda: spark.table("t").groupBy("k").count().collect())`.
+        DataFrame's error: `rr.run(lambda: spark.table("t").groupBy("k").count().collect())`. The
+        rebuilt plan's shuffles that the failed attempt completed are reused (SQL extension).
         """
         result: list = []
         for attempt in self.attempts(name):

@@ -59,6 +59,7 @@ def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: O
     """Runs the demo; returns a summary dict (also written as JSON to report_path if given)."""
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers' interpreter for Python functions
     t0 = time.monotonic()
     out(f"Starting Spark on {master} with the region-recovery plugin ...")
     builder = (SparkSession.builder.master(master).appName("region-recovery-demo")

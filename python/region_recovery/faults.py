@@ -133,3 +133,24 @@ def transient_failure(state_dir: str, partitions, times: int):
                 raise RuntimeError(f"injected transient fault {n + 1} of {times} in partition {index}")
         return rows
     return fail_then_pass
+
+
+def transient_failure_udf(state_dir: str, partitions, times: int, return_type: str = "long"):
+    """A pass-through Python UDF that fails `times` times in each chosen partition, then passes.
+
+    The DataFrame form of transient_failure: `df.withColumn("n", udf(col("n")))` puts the fault in
+    the stage that evaluates the column. A task checks the markers once, on its first row.
+    """
+    from pyspark.sql.functions import udf
+
+    fail = transient_failure(state_dir, partitions, times)
+    checked = set()  # task attempt ids of this Python worker that already passed the check
+
+    def passthrough(value):
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        if ctx.taskAttemptId() not in checked:
+            fail(ctx.partitionId(), None)
+            checked.add(ctx.taskAttemptId())
+        return value
+    return udf(passthrough, return_type)

@@ -411,6 +411,13 @@ class LiveModel:
         sh.outputs[e.partition] = out
         self._outputs_by_executor.setdefault(e.executor_id, set()).add((shuffle_id, e.partition))
 
+    def lose_shuffle(self, shuffle_id: int, reason: str) -> None:
+        """Marks every output of a shuffle unavailable: the controller unregistered them itself."""
+        with self._cond:
+            for index in list(self.shuffles.get(shuffle_id, Shuffle(shuffle_id)).outputs):
+                self._lose_output(shuffle_id, index, reason)
+            self._cond.notify_all()
+
     def _lose_output(self, shuffle_id: int, map_index: int, reason: str) -> None:
         sh = self.shuffles.get(shuffle_id)
         out = sh.outputs.get(map_index) if sh else None

@@ -22,10 +22,13 @@ PLUGIN_CLASS = "io.regionrecovery.spark.RegionRecoveryPlugin"
 LISTENER_CLASS = "io.regionrecovery.spark.RegionRecoveryListener"
 SHUFFLE_IO_CLASS = "io.regionrecovery.spark.RegionRecoveryShuffleDataIO"
 LOCAL_DISK_SHUFFLE_IO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
+SQL_EXTENSION_CLASS = "io.regionrecovery.spark.sql.RegionRecoverySqlExtension"
+QUERY_LISTENER_CLASS = "io.regionrecovery.spark.sql.FailedQueryCapture"
 QUEUE_NAME = "regionRecovery"
 JAR_ENV = "REGION_RECOVERY_JAR"
 
 _LIST_KEYS = {"spark.plugins": ",", "spark.jars": ",", "spark.jars.packages": ",",
+              "spark.sql.extensions": ",", "spark.sql.queryExecutionListeners": ",",
               "spark.driver.extraClassPath": os.pathsep, "spark.executor.extraClassPath": os.pathsep}
 
 
@@ -52,7 +55,10 @@ def spark_settings(existing: Dict[str, str], use_packages: bool = False,
     use_packages: resolve the jar as a Maven package (spark.jars.packages) instead of the bundled
     file; executors then get it through Spark's own distribution of dependency jars.
     """
-    wanted: Dict[str, str] = {"spark.plugins": PLUGIN_CLASS}
+    # The SQL extension and listener let a restarted DataFrame action reuse the shuffles its failed
+    # attempt wrote (see controller.py); both are inert outside rr.run.
+    wanted: Dict[str, str] = {"spark.plugins": PLUGIN_CLASS, "spark.sql.extensions": SQL_EXTENSION_CLASS,
+                              "spark.sql.queryExecutionListeners": QUERY_LISTENER_CLASS}
     if use_packages:
         wanted["spark.jars.packages"] = MAVEN_COORDINATE
     else:
@@ -82,7 +88,7 @@ def spark_settings(existing: Dict[str, str], use_packages: bool = False,
 
 
 def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
-    """Adds the plugin, jar, listener-queue and shuffle IO settings to a SparkSession.Builder.
+    """Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings to a SparkSession.Builder.
 
     Settings the user already made are left alone; list-valued keys (spark.plugins, spark.jars,
     class paths) get our entry appended. Returns the same builder, for chaining.

@@ -91,9 +91,15 @@ def describe_report(report: dict) -> str:
             outcome = "ok" if a["succeeded"] else f"failed: {a['error']}"
             lines.append(f"    attempt {a['attempt']} ({a['wall_ms'] / 1000:.1f} s, jobs {a['job_ids']}): "
                          f"{a['tasks_launched']} tasks, {a['map_tasks_launched']} map tasks run, "
-                         f"{a['map_stages_skipped']} map stage(s) reused; {outcome}")
+                         f"{a['map_stages_skipped']} map stage(s) reused"
+                         + (f" ({a['exchanges_reused']} DataFrame exchange(s) taken over)" if a.get("exchanges_reused") else "")
+                         + f"; {outcome}")
             d = decisions.get(a["attempt"])
             if d:
                 verdict = f"restart after {d['backoff_ms']} ms" if d["restart"] else "not restarted"
                 lines.append(f"      decision: {d['cause']} (rule {d['rule'] or 'default'}) -> {verdict}: {d['reason']}")
+                if d["restart"]:
+                    failed = ", ".join(d.get("failed_tasks", [])[:5]) or "none recorded"
+                    lines.append(f"      {d.get('failover', 'region')} failover: failed {failed}; shuffles reused "
+                                 f"{d.get('reused_shuffles', [])}, recomputed {d.get('recomputed_shuffles', [])}")
     return "\n".join(lines)

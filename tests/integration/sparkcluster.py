@@ -15,6 +15,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = os.environ.get("REGION_RECOVERY_TEST_MASTER", "local-cluster[2,1,1024]")
+# PySpark takes the workers' interpreter from PYSPARK_PYTHON (not spark.pyspark.python) for Python
+# UDFs and RDD functions; without it they run a bare python3 that lacks this venv's pyarrow.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def base_builder(app_name: str, master: str = MASTER, **conf):

@@ -79,3 +79,64 @@ def test_non_recoverable_failure_is_not_restarted(cluster, tmp_path):
     assert decision.cause == "non-recoverable" and not decision.restart
     assert decision.rule in ("hadoop-invalid-input", "hadoop-input-path-not-found")
     assert "failures=0" in record.strategy, "the strategy was not charged for it"
+
+
+DATAFRAME = dict(RESTARTS, **{"spark.sql.autoBroadcastJoinThreshold": "-1"})  # keep the join a shuffle join
+
+
+def groupby_join(spark, fault_udf):
+    """groupBy, join, groupBy: three shuffles; the fault sits in the final (write) stage."""
+    from pyspark.sql import functions as F
+    a = spark.range(0, 20000, numPartitions=4).withColumn("k", F.col("id") % 100)
+    b = spark.range(0, 2000, numPartitions=4).withColumn("k", F.col("id") % 100).withColumnRenamed("id", "bid")
+    per_key = a.groupBy("k").agg(F.sum("id").alias("s"), F.count("*").alias("n"))
+    grouped = per_key.join(b, "k").groupBy((F.col("bid") % 7).alias("g")).agg(F.sum("s").alias("s"),
+                                                                             F.sum("n").alias("n"))
+    return grouped.withColumn("n", fault_udf(F.col("n")))
+
+
+def test_dataframe_groupby_join_write_is_restarted_reusing_its_shuffles(cluster, tmp_path):
+    from pyspark.sql.functions import udf
+    c = cluster(**DATAFRAME)
+    reference = str(tmp_path / "reference")
+    groupby_join(c.spark, udf(lambda n: n, "long")).write.parquet(reference)
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(Exception, match="injected transient fault"):
+        groupby_join(c.spark, faults.transient_failure_udf(str(plain), [0], 3)).write.parquet(str(tmp_path / "x"))
+
+    state = tmp_path / "state"
+    state.mkdir()
+    fault = faults.transient_failure_udf(str(state), [0], 3)
+    out = str(tmp_path / "out")
+    c.rr.run(lambda: groupby_join(c.spark, fault).write.mode("overwrite").parquet(out), name="df-write")
+
+    assert sorted(c.spark.read.parquet(out).collect()) == sorted(c.spark.read.parquet(reference).collect())
+    (record,) = [r for r in c.rr.report()["runs"] if r["name"] == "df-write"]
+    first, second = record["attempts"]
+    assert not first["succeeded"] and first["map_stages_run"] == 3 and first["map_tasks_launched"] > 0
+    assert second["succeeded"] and second["map_tasks_launched"] == 0, "no upstream map task re-executed"
+    assert second["map_stages_skipped"] == 3 and second["exchanges_reused"] >= 1
+    (decision,) = record["decisions"]
+    assert decision["failover"] == "region" and len(decision["reused_shuffles"]) == 3
+    assert decision["recomputed_shuffles"] == [] and decision["failed_tasks"]
+    assert c.rr.exchange_reuse()["scopes"] == 0 and c.rr.exchange_reuse()["recorded"] == 0, "released after the run"
+
+
+@pytest.mark.parametrize("failover", ["full", "region"])
+def test_full_failover_recomputes_every_shuffle_region_failover_none(cluster, tmp_path, failover):
+    c = cluster(**RESTARTS, **{"spark.regionRecovery.failover-strategy": failover})
+    final = three_shuffles(c.sc, faults.transient_failure(str(tmp_path), [0], 3))
+    assert sorted(c.rr.run(lambda: final.collect(), name=failover)) == EXPECTED  # identical either way
+
+    (record,) = c.rr.report()["runs"]
+    second = record["attempts"][1]
+    (decision,) = record["decisions"]
+    assert decision["failover"] == failover and decision["failed_tasks"]
+    if failover == "full":
+        assert second["map_tasks_launched"] == 12 and second["map_stages_run"] == 3, "everything ran again"
+        assert len(decision["recomputed_shuffles"]) == 3 and decision["reused_shuffles"] == []
+    else:
+        assert second["map_tasks_launched"] == 0 and second["map_stages_skipped"] == 3, "only the failed region ran"
+        assert len(decision["reused_shuffles"]) == 3 and decision["recomputed_shuffles"] == []

@@ -17,7 +17,7 @@ import region_recovery
 from region_recovery import packaging
 from region_recovery._version import __version__
 from region_recovery.errors import JarNotFoundError, SparkConnectNotSupportedError
-from region_recovery.packaging import (JAR_ENV, LOCAL_DISK_SHUFFLE_IO, MAVEN_COORDINATE, PLUGIN_CLASS,
+from region_recovery.packaging import (JAR_ENV, QUERY_LISTENER_CLASS, SQL_EXTENSION_CLASS, LOCAL_DISK_SHUFFLE_IO, MAVEN_COORDINATE, PLUGIN_CLASS,
                                        SHUFFLE_IO_CLASS, configure, jar_path, spark_settings)
 
 SHUFFLE_IO_KEY = "spark.shuffle.sort.io.plugin.class"
@@ -96,6 +96,8 @@ def test_configure_returns_the_same_builder_with_all_settings(jar):
     assert opts["spark.executor.extraClassPath"] == jar
     assert opts[SHUFFLE_IO_KEY] == SHUFFLE_IO_CLASS
     assert opts[QUEUE_KEY] == "20000"
+    assert opts["spark.sql.extensions"] == SQL_EXTENSION_CLASS
+    assert opts["spark.sql.queryExecutionListeners"] == QUERY_LISTENER_CLASS
     assert "spark.jars.packages" not in opts
     assert (opts["spark.master"], opts["spark.app.name"]) == ("local[2]", "unit")  # untouched
 
@@ -127,6 +129,13 @@ def test_user_plugins_and_jars_are_kept_and_ours_appended(jar):
     assert opts["spark.executor.extraClassPath"] == f"/opt/x.jar{os.pathsep}/opt/y.jar{os.pathsep}{jar}"
 
 
+def test_user_sql_extensions_and_listeners_are_kept_and_ours_appended(jar):
+    b = configure(builder().config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+                  .config("spark.sql.queryExecutionListeners", "com.example.Audit"))
+    assert b._options["spark.sql.extensions"] == f"io.delta.sql.DeltaSparkSessionExtension,{SQL_EXTENSION_CLASS}"
+    assert b._options["spark.sql.queryExecutionListeners"] == f"com.example.Audit,{QUERY_LISTENER_CLASS}"
+
+
 def test_entries_already_present_are_not_duplicated(jar):
     b = (builder().config("spark.plugins", f"com.example.MetricsPlugin, {PLUGIN_CLASS}")
          .config("spark.jars", f"{jar},/opt/libs/a.jar")
@@ -141,7 +150,8 @@ def test_entries_already_present_are_not_duplicated(jar):
 
 def test_spark_settings_only_returns_what_changes(jar):
     existing = {"spark.plugins": PLUGIN_CLASS, "spark.jars": jar, "spark.driver.extraClassPath": jar,
-                "spark.executor.extraClassPath": jar, SHUFFLE_IO_KEY: SHUFFLE_IO_CLASS, QUEUE_KEY: "500"}
+                "spark.executor.extraClassPath": jar, SHUFFLE_IO_KEY: SHUFFLE_IO_CLASS, QUEUE_KEY: "500",
+                "spark.sql.extensions": SQL_EXTENSION_CLASS, "spark.sql.queryExecutionListeners": QUERY_LISTENER_CLASS}
     assert spark_settings(existing) == {}
 
 

@@ -38,4 +38,16 @@ object RegionRecoveryBridge {
   /** Waits until Spark's listener bus has delivered every event posted so far (tests, reports). */
   def waitForListeners(sc: SparkContext, timeoutMs: Long): Unit =
     org.apache.spark.regionrecovery.SparkInternals.waitUntilListenersIdle(sc, timeoutMs)
+
+  /** Opens a restart scope: DataFrame shuffles of failed attempts are recorded for reuse until it closes. */
+  def beginReuseScope(): Unit = sql.ExchangeReuse.beginScope()
+
+  def endReuseScope(): Unit = sql.ExchangeReuse.endScope()
+
+  /** Exchange-reuse counters as JSON: open scopes, recorded, captured and reused exchanges. */
+  def reuseStatusJson(): String = sql.ExchangeReuse.statusJson()
+
+  /** Unregisters all map outputs of a shuffle so that Spark recomputes it (full failover). */
+  def unregisterShuffle(shuffleId: Int): Boolean =
+    org.apache.spark.regionrecovery.SparkInternals.unregisterAllMapOutputs(shuffleId)
 }

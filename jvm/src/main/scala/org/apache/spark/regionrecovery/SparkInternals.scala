@@ -41,4 +41,11 @@ object SparkInternals {
   /** How many map outputs of a shuffle the driver's MapOutputTracker has registered (-1: unknown shuffle). */
   def availableMapOutputs(shuffleId: Int): Int =
     if (tracker.containsShuffle(shuffleId)) tracker.getNumAvailableOutputs(shuffleId) else -1
+
+  /**
+   * Unregisters every map output of a shuffle (the epoch moves on), so the next job that needs it
+   * recomputes all of it: a full-failover restart. Returns false if Spark does not know the shuffle.
+   */
+  def unregisterAllMapOutputs(shuffleId: Int): Boolean =
+    tracker.containsShuffle(shuffleId) && { tracker.unregisterAllMapAndMergeOutput(shuffleId); true }
 }

@@ -1,0 +1,23 @@
+package io.regionrecovery.spark.sql
+
+import org.apache.spark.sql.SparkSessionExtensions
+import org.apache.spark.sql.execution.QueryExecution
+import org.apache.spark.sql.util.QueryExecutionListener
+
+/**
+ * `spark.sql.extensions=io.regionrecovery.spark.sql.RegionRecoverySqlExtension` installs the
+ * exchange-reuse rule; `spark.sql.queryExecutionListeners=io.regionrecovery.spark.sql.FailedQueryCapture`
+ * records what a failed query materialized. `region_recovery.configure(builder)` sets both.
+ */
+class RegionRecoverySqlExtension extends (SparkSessionExtensions => Unit) {
+  override def apply(extensions: SparkSessionExtensions): Unit =
+    extensions.injectQueryStagePrepRule(_ => new ExchangeReuseRule)
+}
+
+/** Hands the executed plan of every failed query to [[ExchangeReuse]] (a no-op outside a restart scope). */
+class FailedQueryCapture extends QueryExecutionListener {
+  override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit = ()
+
+  override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit =
+    if (ExchangeReuse.active) ExchangeReuse.capture(qe.executedPlan)
+}

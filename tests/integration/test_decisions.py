@@ -59,3 +59,47 @@ def test_executor_loss_and_fetch_failures_planned_versus_actual(cluster):
     finished_b = planned - actual
     assert all(t.startswith("map:") and not t.startswith(f"map:{a_shuffle}:") for t in finished_b)
     assert b_decision["comparison"]["agrees_with_skip_deterministic"]
+
+
+def test_spark_rolls_back_consumers_of_an_indeterminate_producer(cluster):
+    """Flink's rule 3 for a non-deterministic producer: Spark does it itself when it knows.
+
+    A round-robin repartition of an unordered shuffle output is INDETERMINATE. When an executor
+    holding its outputs dies while the consumer stage runs, Spark recomputes the lost outputs and
+    rolls the consumer back: its retry runs every partition, also those that had finished.
+    """
+    c = cluster()
+    c.wait_executors(2)
+
+    def slow(rows):
+        time.sleep(2.0)
+        return list(rows)
+
+    unordered = c.sc.parallelize(range(4000), 4).map(lambda x: (x % 50, x)).partitionBy(4)  # stage A
+    shuffled = unordered.values().repartition(4)  # stage B: INDETERMINATE
+    consumer = shuffled.mapPartitions(slow).map(lambda x: (x % 6, 1)).reduceByKey(add, 2)  # stage C, then D
+    result = {}
+    runner = threading.Thread(target=lambda: result.update(consumer.collectAsMap()))
+    runner.start()
+
+    def producer_and_consumer(m):  # B is the repartition's map side ("coalesce"), C the stage reading it
+        b = next((st for st in m.stages.values() if (st.name or "").startswith("coalesce")), None)
+        c_ = next((st for st in m.stages.values() if b is not None and b.stage_id in st.parents), None)
+        return b, c_
+
+    def consumer_half_done(m):
+        b, c_ = producer_and_consumer(m)
+        return c_ is not None and 0 in c_.attempts and c_.attempts[0].tasks_succeeded >= 1
+    assert c.model.wait_for(consumer_half_done, 120), c.model.snapshot()["stages"]
+    producer, consumer_stage = c.model.read(producer_and_consumer)
+    assert producer.determinism.name == "INDETERMINATE"
+    victim = c.model.read(lambda m: sorted({o.executor_id for o in m.shuffles[producer.shuffle_id].outputs.values()})[0])
+    faults.kill_executor(c.rr, victim)
+    runner.join(240)
+    assert result == {k: 4000 // 6 + (1 if k < 4000 % 6 else 0) for k in range(6)}, "results are correct"
+    c.rr.sync()
+
+    attempts = c.model.read(lambda m: {a: (att.num_tasks, att.status) for a, att in m.stages[consumer_stage.stage_id].attempts.items()})
+    retries = [n for a, (n, _) in attempts.items() if a > 0]
+    assert retries and max(retries) == consumer_stage.num_tasks, (
+        f"Spark re-ran every consumer partition after the indeterminate producer was recomputed: {attempts}")

@@ -19,6 +19,7 @@ from . import packaging
 from .errors import (AlreadyAttachedError, NotEnabledError, NotOnClasspathError,
                      SparkConnectNotSupportedError, SparkNotStartedError)
 from .events import Batch, decode_batch
+from .consistency import ChangedOutputGuard
 from .controller import Attempt, Controller
 from .decisions import DecisionRecorder
 from .model import LiveModel
@@ -90,6 +91,9 @@ class RegionRecovery:
         self.decisions = DecisionRecorder(self.model, self.controller.config.failover_strategy,
                                           self.controller.config.skip_deterministic_consumers)
         self._subscribers.append(self.decisions.on_batch)
+        self.consumer_guard = ChangedOutputGuard(self)
+        if self.controller.config.restart_consumers_of_changed_outputs:
+            self._subscribers.append(self.consumer_guard.on_batch)
         self._thread = threading.Thread(target=self._drain_loop, name=f"region-recovery-drain-{self.app_id}",
                                         daemon=True)
 
@@ -153,7 +157,8 @@ class RegionRecovery:
         return {"app_id": self.app_id, "strategy": self.controller.describe_strategy(),
                 "failover_strategy": self.controller.config.failover_strategy,
                 "runs": [r.to_dict() for r in self.controller.records],
-                "decisions": self.decisions.snapshot()}
+                "decisions": self.decisions.snapshot(),
+                "consumer_restarts": self.consumer_guard.snapshot()}
 
     def begin_reuse_scope(self) -> None:
         """From now until end_reuse_scope(), failed DataFrame queries leave their shuffles for reuse."""

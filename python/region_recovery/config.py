@@ -323,6 +323,12 @@ SKIP_DETERMINISTIC_CONSUMERS = register(ConfigKey(
     "Beyond Flink: do not restart consumers of a restarted deterministic producer's re-readable "
     "output, because the rerun writes identical data. false keeps Flink's behaviour.", "false",
 ))
+RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = register(ConfigKey(
+    PREFIX + "failover.restart-consumers-of-changed-outputs", True, parse_bool, "true, false",
+    "Flink's rule 3 where Spark does not apply it: when a recomputed map output differs from the "
+    "one it replaces although Spark labels its stage deterministic, every consumer shuffle that "
+    "read the old output is unregistered so that Spark recomputes it.", "true",
+))
 
 register_namespace(PREFIX + "restart-strategy")
 register_namespace(PREFIX + "failover")
@@ -346,6 +352,7 @@ class RecoveryConfig:
     exponential_attempts_before_reset_backoff: int | None = None
     failover_strategy: str = "region"
     skip_deterministic_consumers: bool = False
+    restart_consumers_of_changed_outputs: bool = True
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> RecoveryConfig:
@@ -366,6 +373,7 @@ class RecoveryConfig:
             exponential_attempts_before_reset_backoff=EXPONENTIAL_ATTEMPTS.read(conf),
             failover_strategy=FAILOVER_STRATEGY.read(conf),
             skip_deterministic_consumers=SKIP_DETERMINISTIC_CONSUMERS.read(conf),
+            restart_consumers_of_changed_outputs=RESTART_CONSUMERS_OF_CHANGED_OUTPUTS.read(conf),
         )
         if (
             config.restart_strategy == "exponential-delay"

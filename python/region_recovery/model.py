@@ -55,6 +55,8 @@ class Recomputation:
     lost_reason: Optional[str]
     recomputed_on: Optional[str]
     time: int
+    bytes_before: int = -1  # shuffle bytes the lost output had, and the recomputed one has
+    bytes_after: int = -1
 
 
 @dataclass
@@ -407,7 +409,7 @@ class LiveModel:
             self._outputs_by_executor.get(old.executor_id, set()).discard((shuffle_id, e.partition))
             if not old.available:
                 sh.recomputations.append(Recomputation(shuffle_id, e.partition, old.executor_id, old.lost_reason,
-                                                       e.executor_id, e.time))
+                                                       e.executor_id, e.time, old.bytes, out.bytes))
         sh.outputs[e.partition] = out
         self._outputs_by_executor.setdefault(e.executor_id, set()).add((shuffle_id, e.partition))
 

@@ -157,6 +157,7 @@ class RegionRecovery:
         return {"app_id": self.app_id, "strategy": self.controller.describe_strategy(),
                 "failover_strategy": self.controller.config.failover_strategy,
                 "runs": [r.to_dict() for r in self.controller.records],
+                "jobs": self.model.job_summaries(),
                 "decisions": self.decisions.snapshot(),
                 "consumer_restarts": self.consumer_guard.snapshot()}
 

@@ -74,6 +74,8 @@ class RunRecord:
         for a, rec in zip(d["attempts"], self.attempts):
             a["map_tasks_saved"] = rec.map_tasks_saved
         d["map_tasks_saved"] = sum(a.map_tasks_saved for a in self.attempts[1:])
+        # what the failures cost in time: failed attempts plus the backoff waited between attempts
+        d["wall_ms_lost"] = sum(a.wall_ms for a in self.attempts if not a.succeeded) + self.backoff_waited_ms
         return d
 
 

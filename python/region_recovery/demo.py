@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import os
 import sys
 import tempfile
 import threading

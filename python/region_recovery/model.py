@@ -216,6 +216,34 @@ class LiveModel:
         with self._cond:
             return [f for j in sorted(self.jobs) for f in self.jobs[j].failures]
 
+    def job_summaries(self) -> List[dict]:
+        """Per job: outcome, failures by kind, tasks launched and re-executed (beyond one per partition).
+
+        A stage listed by several jobs (AQE runs one job per query stage, and later jobs list it as
+        skipped) is counted in the first of them, the job that ran it.
+        """
+        with self._cond:
+            out = []
+            for job_id in sorted(self.jobs):
+                job = self.jobs[job_id]
+                launched = reexecuted = ran = 0
+                for sid in job.stage_ids:
+                    st = self.stages.get(sid)
+                    if st is None or not st.attempts or min(st.job_ids, default=job_id) != job_id:
+                        continue
+                    started = sum(a.tasks_started for a in st.attempts.values())
+                    launched += started
+                    reexecuted += max(0, started - st.num_tasks)
+                    ran += 1
+                kinds: Dict[str, int] = {}
+                for f in job.failures:
+                    kinds[f.kind] = kinds.get(f.kind, 0) + 1
+                wall = None if job.completed_time is None else job.completed_time - job.submitted_time
+                out.append({"job_id": job_id, "status": job.status, "wall_ms": wall, "stages_run": ran,
+                            "stages_listed": len(job.stage_ids), "tasks_launched": launched,
+                            "tasks_reexecuted": reexecuted, "failures": kinds, "error": job.error})
+            return out
+
     def snapshot(self) -> dict:
         """A JSON-serialisable copy of the whole model."""
         with self._cond:

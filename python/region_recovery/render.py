@@ -85,7 +85,8 @@ def describe_report(report: dict) -> str:
         state = "succeeded" if run["succeeded"] else "FAILED"
         lines.append(f"  '{run['name']}': {state} after {len(run['attempts'])} attempt(s); "
                      f"backoff waited {run['backoff_waited_ms'] / 1000:.1f} s; "
-                     f"map tasks saved versus rerunning from scratch: {run.get('map_tasks_saved', 0)}")
+                     f"map tasks saved versus rerunning from scratch: {run.get('map_tasks_saved', 0)}; "
+                     f"time lost to failures {run.get('wall_ms_lost', 0) / 1000:.1f} s")
         decisions = {d["attempt"]: d for d in run["decisions"]}
         for a in run["attempts"]:
             outcome = "ok" if a["succeeded"] else f"failed: {a['error']}"
@@ -102,4 +103,15 @@ def describe_report(report: dict) -> str:
                     failed = ", ".join(d.get("failed_tasks", [])[:5]) or "none recorded"
                     lines.append(f"      {d.get('failover', 'region')} failover: failed {failed}; shuffles reused "
                                  f"{d.get('reused_shuffles', [])}, recomputed {d.get('recomputed_shuffles', [])}")
+    troubled = [j for j in report.get("jobs", []) if j["failures"] or j["tasks_reexecuted"]]
+    if troubled:
+        lines.append("  jobs with failures or re-executed tasks:")
+    for j in troubled:
+        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(j["failures"].items())) or "none"
+        lines.append(f"    job {j['job_id']}: {j['status']}; {j['tasks_launched']} tasks launched, "
+                     f"{j['tasks_reexecuted']} re-executed; failures: {kinds}")
+    for r in report.get("consumer_restarts", []):
+        lines.append(f"  shuffle {r['producer_shuffle']} map {r['map_index']} changed when recomputed "
+                     f"({r['bytes_before']} -> {r['bytes_after']} bytes): consumer shuffles "
+                     f"{r['consumer_shuffles_unregistered']} recomputed")
     return "\n".join(lines)

@@ -50,7 +50,10 @@ def test_transient_failure_beyond_max_failures_is_restarted_reusing_upstream_out
     (decision,) = record["decisions"]
     assert decision["cause"] == "recoverable" and decision["restart"] and decision["backoff_ms"] == 1000
     assert decision["message"].startswith("RuntimeError: injected transient fault")
-    assert record["backoff_waited_ms"] == 1000
+    assert record["backoff_waited_ms"] == 1000 and record["wall_ms_lost"] >= 1000 + first["wall_ms"]
+    jobs = {j["job_id"]: j for j in c.rr.report()["jobs"]}
+    assert jobs[first["job_ids"][-1]]["status"] == "failed" and jobs[first["job_ids"][-1]]["failures"]["task"] >= 2
+    assert jobs[second["job_ids"][-1]]["status"] == "succeeded"
 
 
 def test_context_manager_form_and_refusal_when_attempts_run_out(cluster, tmp_path):

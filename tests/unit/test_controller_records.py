@@ -19,6 +19,7 @@ def test_map_tasks_saved_counts_what_a_rerun_from_scratch_would_have_run():
     d = _record().to_dict()
     assert [a["map_tasks_saved"] for a in d["attempts"]] == [0, 12]
     assert d["map_tasks_saved"] == 12, "the first attempt saves nothing; the restart saved all 12"
+    assert d["wall_ms_lost"] == 2400 + 1000, "the failed attempt and the backoff"
     json.dumps(d)
 
 
@@ -28,6 +29,21 @@ def test_report_rendering_names_attempts_decisions_and_savings():
     assert "map tasks saved versus rerunning from scratch: 12" in text
     assert "decision: recoverable (rule default) -> restart after 1000 ms" in text
     assert "attempt 2 (0.7 s, jobs [5]): 5 tasks, 0 map tasks run, 2 map stage(s) reused; ok" in text
+    assert "time lost to failures 3.4 s" in text
+
+
+def test_report_rendering_lists_troubled_jobs_and_consumer_restarts():
+    report = {"app_id": "app-1", "strategy": "x", "runs": [],
+              "jobs": [{"job_id": 0, "status": "succeeded", "tasks_launched": 12, "tasks_reexecuted": 3,
+                        "failures": {"fetch-failed": 2, "executor-lost": 1}},
+                       {"job_id": 1, "status": "succeeded", "tasks_launched": 4, "tasks_reexecuted": 0,
+                        "failures": {}}],
+              "consumer_restarts": [{"producer_shuffle": 2, "map_index": 1, "bytes_before": 100, "bytes_after": 90,
+                                     "consumer_shuffles_unregistered": [3]}]}
+    text = describe_report(report)
+    assert "job 0: succeeded; 12 tasks launched, 3 re-executed; failures: executor-lost x1, fetch-failed x2" in text
+    assert "job 1" not in text, "jobs without trouble are not listed"
+    assert "shuffle 2 map 1 changed when recomputed (100 -> 90 bytes): consumer shuffles [3] recomputed" in text
 
 
 def test_first_line_prefers_the_last_line_of_a_python_traceback():

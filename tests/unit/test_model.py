@@ -534,3 +534,19 @@ def test_wait_for_true_immediately_when_predicate_holds():
 def test_read_runs_under_the_lock():
     m = model_with_executors("1", "2")
     assert m.read(lambda model: sorted(model.executors)) == ["1", "2"]
+
+
+def test_job_summaries_count_failures_and_reexecuted_tasks(job_model):
+    m = job_model
+    m.apply(ev.StageSubmitted(4000, MAP1, 0, 3, SH1),
+            *[ev.TaskStart(4000, MAP1, 0, 0, p, 0, "2", "host-2", False) for p in range(3)],
+            fetch_failed(MAP1, 0, SH0, 0), task_end(MAP1, 1, "2", t=4100), task_end(MAP1, 2, "2", t=4100),
+            ev.ExecutorRemoved(4200, "1", "Command exited with code 137"),
+            ev.StageSubmitted(5000, MAP0, 1, 2, SH0),
+            *[ev.TaskStart(5000, MAP0, 1, 0, p, 0, "3", "host-3", False) for p in (0, 2)],
+            ev.StageSubmitted(6000, MAP1, 1, 1, SH1), ev.TaskStart(6000, MAP1, 1, 0, 0, 0, "3", "host-3", False))
+    (job,) = m.job_summaries()
+    assert job["job_id"] == 0 and job["stages_run"] == 2 and job["stages_listed"] == 3
+    assert job["tasks_launched"] == 4 + 2 + 3 + 1
+    assert job["tasks_reexecuted"] == 2 + 1, "map 0 and 2 of stage 0, partition 0 of stage 1"
+    assert job["failures"]["fetch-failed"] == 1 and job["failures"]["executor-lost"] == 1

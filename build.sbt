@@ -24,6 +24,7 @@ lazy val root = (project in file("."))
     Compile / javaSource  := baseDirectory.value / "jvm" / "src" / "main" / "java",
     Test / scalaSource    := baseDirectory.value / "jvm" / "src" / "test" / "scala",
     Compile / resourceDirectory := baseDirectory.value / "jvm" / "src" / "main" / "resources",
+    Test / resourceDirectory := baseDirectory.value / "jvm" / "src" / "test" / "resources",
     target := baseDirectory.value / "jvm" / "target",
     Compile / unmanagedJars ++= {
       val dir = sparkJarsDir.getOrElse(sys.error(

@@ -276,3 +276,38 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     record("heartbeat-timeout", victim_outputs=len(lost), map_tasks_reexecuted=reexecuted,
            retained_files_gone_after_s=round(gone_after, 1), thawed_process_exited=exited)
     close_and_check_nothing_left(c, root)
+
+
+# ---------------------------------------------------------------------------------------------------
+def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(cluster, tmp_path):
+    """ContextCleaner's shuffle cleanup (here forced, as the GC of a ShuffleDependency would) deletes
+    the retained copies on the host, also those an executor adopted after a loss."""
+    root = str(tmp_path / "retained")
+    c = cluster(**retention_conf(root, True))
+    c.wait_executors(2)
+    first = pairs_rdd(c.sc)
+    second = c.sc.parallelize(range(100), 2).map(lambda x: (x, 1)).reduceByKey(add, 2)
+    first.count()
+    second.count()
+    c.rr.sync()
+    sid_first, sid_second = sorted(c.model.shuffles)
+    app_id = c.sc.applicationId
+    on = outputs_by_executor(c.model, sid_first)
+    victim = max(on, key=lambda e: len(on[e]))
+    faults.wait_gone(faults.kill_executor(c.rr, victim))
+    assert c.model.wait_for(lambda m: settled(m, sid_first, victim, len(on[victim])), 60)
+
+    def files_of(sid):
+        return [p for p in retained_files(root, app_id) if os.path.basename(p).startswith(f"shuffle_{sid}_")]
+    assert len(files_of(sid_first)) == 3 * N_MAPS and files_of(sid_second)
+    c.sc._jsc.sc().cleaner().get().doCleanupShuffle(sid_first, True)
+    deadline = time.monotonic() + 30
+    while files_of(sid_first) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert files_of(sid_first) == [], "retained files of a cleaned shuffle are released"
+    assert len(files_of(sid_second)) == 3 * 2, "other shuffles keep theirs"
+    c.rr.sync()
+    released = [d for d in c.model.retained_deletions if d.reason == f"shuffle {sid_first} removed"]
+    assert released and released[0].files == 3 * N_MAPS and released[0].bytes > 0
+    record("shuffle-cleanup", released_files=released[0].files, released_bytes=released[0].bytes)
+    close_and_check_nothing_left(c, root)

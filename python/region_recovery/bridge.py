@@ -178,6 +178,11 @@ class RegionRecovery:
             self.model.lose_shuffle(shuffle_id, reason)
         return known
 
+    def retention(self) -> Optional[list]:
+        """Retained outputs: the executor losses the JVM handled (adopted, unregistered, timings); None when off."""
+        raw = self._bridge.retentionJson()
+        return None if raw is None else json.loads(raw)
+
     def exchange_reuse(self) -> dict:
         """DataFrame exchange-reuse counters and whether the SQL extension is installed."""
         s = json.loads(self._bridge.reuseStatusJson())

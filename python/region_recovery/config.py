@@ -330,6 +330,27 @@ RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = register(ConfigKey(
     "read the old output is unregistered so that Spark recomputes it.", "true",
 ))
 
+def _parse_path(text: str) -> str:
+    path = text.strip()
+    if not path.startswith("/"):
+        raise ValueError("not an absolute path")
+    return path
+
+
+RETAINED_ENABLED = register(ConfigKey(
+    PREFIX + "retained.enabled", False, parse_bool, "true, false",
+    "Keep every committed map output in a retained directory that survives the executor process, "
+    "and let a live executor on the same host adopt a lost executor's outputs instead of Spark "
+    "recomputing them. Read by the plugin (JVM) on the driver and the executors.", "false",
+))
+RETAINED_DIR = register(ConfigKey(
+    PREFIX + "retained.dir", "", _parse_path, "an absolute path",
+    "Root of the retained directories on every host: <dir>/<appId>/<executorId>/, owner-only. "
+    "Should be on the filesystem of spark.local.dir, so retaining is a hard link, not a copy.",
+    "<java.io.tmpdir>/spark-region-recovery-retained-<user>",
+))
+
+register_namespace(PREFIX + "retained")
 register_namespace(PREFIX + "restart-strategy")
 register_namespace(PREFIX + "failover")
 

@@ -17,7 +17,9 @@ WIRE_VERSION = 1
 (WIRE_APP_START, WIRE_APP_END, WIRE_JOB_START, WIRE_JOB_END, WIRE_STAGE_SUBMITTED,
  WIRE_STAGE_COMPLETED, WIRE_TASK_START, WIRE_TASK_END, WIRE_EXECUTOR_ADDED,
  WIRE_EXECUTOR_REMOVED, WIRE_BLOCK_MANAGER_REMOVED, WIRE_SHUFFLE_REGISTERED,
- WIRE_SHUFFLE_REMOVED, WIRE_MAP_OUTPUT_COMMITTED, WIRE_EXECUTOR_PLUGIN_STARTED) = range(1, 16)
+ WIRE_SHUFFLE_REMOVED, WIRE_MAP_OUTPUT_COMMITTED, WIRE_EXECUTOR_PLUGIN_STARTED,
+ WIRE_MAP_OUTPUT_RETAINED, WIRE_MAP_OUTPUT_ADOPTED, WIRE_MAP_OUTPUT_UNREGISTERED,
+ WIRE_RETAINED_FILES_DELETED) = range(1, 20)
 
 
 class CorruptBatchError(ValueError):
@@ -212,6 +214,56 @@ class ExecutorPluginStarted:
 
 
 @dataclass(slots=True)
+class MapOutputRetained:
+    """The shuffle IO hook kept a committed map output's files in the retained directory."""
+    time: int
+    shuffle_id: int
+    map_id: int
+    map_index: int
+    executor_id: Optional[str]
+    host: Optional[str]
+    bytes: int
+    files: int
+    checksum: int  # 64-bit digest of Spark's per-partition checksums (0: Spark's checksums off)
+
+
+@dataclass(slots=True)
+class MapOutputAdopted:
+    """A live executor took over a lost executor's retained map output; Spark's tracker points at it."""
+    time: int
+    shuffle_id: int
+    map_id: int
+    map_index: int
+    from_executor: Optional[str]
+    to_executor: Optional[str]
+    host: Optional[str]
+    bytes: int
+    loss_time: int  # when Spark removed the lost executor
+
+
+@dataclass(slots=True)
+class MapOutputUnregistered:
+    """Retention unregistered a lost executor's map output (not adoptable or not trusted)."""
+    time: int
+    shuffle_id: int
+    map_id: int
+    map_index: int
+    executor_id: Optional[str]
+    reason: Optional[str]
+
+
+@dataclass(slots=True)
+class RetainedFilesDeleted:
+    """Retained files were deleted: one executor's (executor_id set) or a shuffle's / an application's."""
+    time: int
+    executor_id: Optional[str]
+    host: Optional[str]
+    files: int
+    bytes: int
+    reason: Optional[str]
+
+
+@dataclass(slots=True)
 class Batch:
     first_seq: int
     dropped_total: int  # events the JVM buffer dropped since the application started
@@ -235,6 +287,10 @@ _LAYOUTS = {
     WIRE_SHUFFLE_REMOVED: (ShuffleRemoved, "q" + "i?", ()),
     WIRE_MAP_OUTPUT_COMMITTED: (MapOutputCommitted, "q" + "iqiiiiqiiq", (5, 6)),
     WIRE_EXECUTOR_PLUGIN_STARTED: (ExecutorPluginStarted, "q" + "iiq", (1, 2)),
+    WIRE_MAP_OUTPUT_RETAINED: (MapOutputRetained, "q" + "iqiiiqiq", (4, 5)),
+    WIRE_MAP_OUTPUT_ADOPTED: (MapOutputAdopted, "q" + "iqiiiiqq", (4, 5, 6)),
+    WIRE_MAP_OUTPUT_UNREGISTERED: (MapOutputUnregistered, "q" + "iqiii", (4, 5)),
+    WIRE_RETAINED_FILES_DELETED: (RetainedFilesDeleted, "q" + "iiiqi", (1, 2, 5)),
 }
 _STRUCTS = {code: (cls, struct.Struct(">" + fmt), strs) for code, (cls, fmt, strs) in _LAYOUTS.items()}
 _HEADER = struct.Struct(">iHqqi")

@@ -45,6 +45,9 @@ class MapOutput:
     lost_reason: Optional[str] = None
     computations: int = 1  # 1 = computed once; more = recomputed after a loss or a retry
     committed_bytes: Optional[int] = None  # confirmed by the shuffle IO hook
+    retained_bytes: Optional[int] = None  # kept in the retained directory (survives the executor)
+    retained_checksum: Optional[int] = None
+    adopted_from: Optional[str] = None  # the lost executor whose retained copy this executor serves
 
 
 @dataclass
@@ -60,6 +63,19 @@ class Recomputation:
 
 
 @dataclass
+class Adoption:
+    """A lost executor's retained map output, taken over by a live executor instead of recomputed."""
+    shuffle_id: int
+    map_index: int
+    map_id: int
+    from_executor: Optional[str]
+    to_executor: Optional[str]
+    bytes: int
+    loss_time: int
+    time: int
+
+
+@dataclass
 class Shuffle:
     shuffle_id: int
     num_maps: int = 0
@@ -70,6 +86,9 @@ class Shuffle:
     removed: bool = False
     outputs: Dict[int, MapOutput] = field(default_factory=dict)
     recomputations: List[Recomputation] = field(default_factory=list)
+    adoptions: List[Adoption] = field(default_factory=list)
+    # retention reports that overtook their TaskEnd, by map id (bytes, checksum)
+    pending_retained: Dict[int, Tuple[int, int]] = field(default_factory=dict, repr=False)
     # commit reports that overtook their TaskEnd, by map id (bytes)
     pending_commits: Dict[int, int] = field(default_factory=dict, repr=False)
 
@@ -159,6 +178,7 @@ class LiveModel:
         self.map_tasks_started = 0
         self.tasks_ended = 0
         self.duplicate_executor_removals = 0
+        self.retained_deletions: List[ev.RetainedFilesDeleted] = []
         self._outputs_by_executor: Dict[str, Set[Tuple[int, int]]] = {}
         self._handlers: Dict[type, Callable] = {
             ev.AppStart: self._app_start, ev.AppEnd: self._app_end,
@@ -170,6 +190,10 @@ class LiveModel:
             ev.ShuffleRegistered: self._shuffle_registered, ev.ShuffleRemoved: self._shuffle_removed,
             ev.MapOutputCommitted: self._map_output_committed,
             ev.ExecutorPluginStarted: self._executor_plugin_started,
+            ev.MapOutputRetained: self._map_output_retained,
+            ev.MapOutputAdopted: self._map_output_adopted,
+            ev.MapOutputUnregistered: self._map_output_unregistered,
+            ev.RetainedFilesDeleted: self.retained_deletions.append,
         }
 
     # ---- feeding -------------------------------------------------------------------------
@@ -343,8 +367,13 @@ class LiveModel:
             failure.shuffle_id = e.fetch_shuffle_id
             failure.map_index = e.fetch_map_index if e.fetch_map_index >= 0 else None
             if e.fetch_map_index >= 0:
-                self._lose_output(e.fetch_shuffle_id, e.fetch_map_index,
-                                  f"fetch failed from executor {e.lost_executor_id}")
+                # Spark's unregisterMapOutput removes the output only if it is still at that address
+                # (retention may have moved it to another executor meanwhile).
+                sh = self.shuffles.get(e.fetch_shuffle_id)
+                out = sh.outputs.get(e.fetch_map_index) if sh else None
+                if out is not None and (e.lost_executor_id is None or out.executor_id == e.lost_executor_id):
+                    self._lose_output(e.fetch_shuffle_id, e.fetch_map_index,
+                                      f"fetch failed from executor {e.lost_executor_id}")
             if e.lost_executor_id is not None:
                 # Spark (unregisterOutputsOnFetchFailedExecutor) then drops every output of that executor.
                 for shuffle_id, map_index in sorted(self._outputs_by_executor.get(e.lost_executor_id, ())):
@@ -405,6 +434,34 @@ class LiveModel:
         else:  # the commit report overtook the TaskEnd: remember it until the task ends
             sh.pending_commits[e.map_id] = e.bytes
 
+    def _map_output_retained(self, e: ev.MapOutputRetained) -> None:
+        sh = self._shuffle(e.shuffle_id)
+        out = sh.outputs.get(e.map_index)
+        if out is not None and out.map_id == e.map_id:
+            out.retained_bytes, out.retained_checksum = e.bytes, e.checksum
+        else:  # overtook the TaskEnd
+            sh.pending_retained[e.map_id] = (e.bytes, e.checksum)
+
+    def _map_output_adopted(self, e: ev.MapOutputAdopted) -> None:
+        sh = self._shuffle(e.shuffle_id)
+        out = sh.outputs.get(e.map_index)
+        sh.adoptions.append(Adoption(e.shuffle_id, e.map_index, e.map_id, e.from_executor, e.to_executor,
+                                     e.bytes, e.loss_time, e.time))
+        if out is None or out.map_id != e.map_id:
+            return  # the model never saw that output (attached late) or it was recomputed meanwhile
+        self._outputs_by_executor.get(out.executor_id, set()).discard((e.shuffle_id, e.map_index))
+        self._outputs_by_executor.setdefault(e.to_executor, set()).add((e.shuffle_id, e.map_index))
+        out.executor_id, out.host, out.adopted_from = e.to_executor, e.host, e.from_executor
+        out.available, out.lost_reason = True, None
+        if out.retained_bytes is None:
+            out.retained_bytes = e.bytes
+
+    def _map_output_unregistered(self, e: ev.MapOutputUnregistered) -> None:
+        sh = self.shuffles.get(e.shuffle_id)
+        out = sh.outputs.get(e.map_index) if sh else None
+        if out is not None and out.map_id == e.map_id:
+            out.available, out.lost_reason = False, f"retention: {e.reason}"
+
     # ---- helpers -------------------------------------------------------------------------
     def _shuffle(self, shuffle_id: int) -> Shuffle:
         sh = self.shuffles.get(shuffle_id)
@@ -432,6 +489,8 @@ class LiveModel:
                         e.stage_attempt, e.attempt)
         if e.task_id in sh.pending_commits:
             out.committed_bytes = sh.pending_commits.pop(e.task_id)
+        if e.task_id in sh.pending_retained:
+            out.retained_bytes, out.retained_checksum = sh.pending_retained.pop(e.task_id)
         if old is not None:
             out.computations = old.computations + 1
             self._outputs_by_executor.get(old.executor_id, set()).discard((shuffle_id, e.partition))

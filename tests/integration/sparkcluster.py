@@ -31,11 +31,30 @@ def base_builder(app_name: str, master: str = MASTER, **conf):
     return b
 
 
+def forget_leaked_plugin_settings() -> None:
+    """Drops spark.regionRecovery.* JVM system properties left by an earlier session of this process.
+
+    PySpark launches its gateway JVM once per Python process, with the first session's settings as
+    --conf, which spark-submit turns into JVM system properties; every later SparkConf() loads them
+    as defaults. Without this, the first test's plugin settings (e.g. retention on) would silently
+    apply to every later test that does not set them.
+    """
+    from pyspark import SparkContext
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return
+    system = jvm.java.lang.System
+    for key in list(system.getProperties().stringPropertyNames()):
+        if key.startswith("spark.regionRecovery."):
+            system.clearProperty(key)
+
+
 class Cluster:
     """One application on a local multi-process cluster, with the controller's model attached."""
 
     def __init__(self, app_name: str, conf: dict):
         import region_recovery
+        forget_leaked_plugin_settings()
         self.spark = region_recovery.configure(base_builder(app_name, **conf)).getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")
         self.sc = self.spark.sparkContext

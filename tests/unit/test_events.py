@@ -24,6 +24,7 @@ VERSION = 1
 APP_START, APP_END, JOB_START, JOB_END, STAGE_SUBMITTED, STAGE_COMPLETED = 1, 2, 3, 4, 5, 6
 TASK_START, TASK_END, EXECUTOR_ADDED, EXECUTOR_REMOVED, BLOCK_MANAGER_REMOVED = 7, 8, 9, 10, 11
 SHUFFLE_REGISTERED, SHUFFLE_REMOVED, MAP_OUTPUT_COMMITTED, EXECUTOR_PLUGIN_STARTED = 12, 13, 14, 15
+MAP_OUTPUT_RETAINED, MAP_OUTPUT_ADOPTED, MAP_OUTPUT_UNREGISTERED, RETAINED_FILES_DELETED = 16, 17, 18, 19
 
 # Field order of each fixed-shape event after (code, time), from BatchEncoder.encode.
 # i = i32, q = i64, ? = boolean byte, b = signed byte, S = string (i32 table index, -1 = null).
@@ -56,6 +57,16 @@ FIELDS = {
         ("executor_id", "S"), ("host", "S"), ("bytes", "q"), ("num_partitions", "i"),
         ("non_empty_partitions", "i"), ("max_partition_bytes", "q")]),
     ev.ExecutorPluginStarted: (EXECUTOR_PLUGIN_STARTED, [("executor_id", "S"), ("host", "S"), ("pid", "q")]),
+    ev.MapOutputRetained: (MAP_OUTPUT_RETAINED, [
+        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("executor_id", "S"), ("host", "S"),
+        ("bytes", "q"), ("files", "i"), ("checksum", "q")]),
+    ev.MapOutputAdopted: (MAP_OUTPUT_ADOPTED, [
+        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("from_executor", "S"),
+        ("to_executor", "S"), ("host", "S"), ("bytes", "q"), ("loss_time", "q")]),
+    ev.MapOutputUnregistered: (MAP_OUTPUT_UNREGISTERED, [
+        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("executor_id", "S"), ("reason", "S")]),
+    ev.RetainedFilesDeleted: (RETAINED_FILES_DELETED, [
+        ("executor_id", "S"), ("host", "S"), ("files", "i"), ("bytes", "q"), ("reason", "S")]),
 }
 
 
@@ -163,6 +174,11 @@ EVERY_TYPE = [
     ev.ShuffleRemoved(18, 22, False),
     ev.MapOutputCommitted(19, 21, 2**34 + 3, 9, 1, "exec-7", "host-a.example", 2**32 + 17, 200, 150, 2**31 + 1),
     ev.ExecutorPluginStarted(20, "exec-7", "host-a.example", 4_194_301),
+    ev.MapOutputRetained(21, 3, 2**33 + 5, 4, "exec-7", "host-a.example", 2**32 + 9, 3, -(2**62) + 7),
+    ev.MapOutputAdopted(22, 3, 2**33 + 5, 4, "exec-7", "exec-9", "host-a.example", 4096, 2**41 + 1),
+    ev.MapOutputUnregistered(23, 3, 12, 5, "exec-7", "not adopted: checksum mismatch"),
+    ev.RetainedFilesDeleted(24, None, None, 0, 0, "shuffle 3 removed"),
+    ev.RetainedFilesDeleted(25, "exec-7", "host-a.example", 6, 2**33, "heartbeat timeout"),
 ]
 
 
@@ -176,7 +192,7 @@ def test_round_trip_of_every_fixed_event_type(event):
 def test_every_event_type_is_covered():
     covered = {type(e) for e in EVERY_TYPE} | {ev.JobStart}
     assert covered == set(FIELDS) | {ev.JobStart}
-    assert len(covered) == 15
+    assert len(covered) == 19
 
 
 def test_all_types_in_one_batch_keep_order():

@@ -87,6 +87,20 @@ object BatchEncoder {
         case e: AppEndEvent => out.writeInt(e.exitCode)
         case e: ExecutorPluginStartedEvent =>
           out.writeInt(idx(e.executorId)); out.writeInt(idx(e.host)); out.writeLong(e.pid)
+        case e: MapOutputRetainedEvent =>
+          out.writeInt(e.shuffleId); out.writeLong(e.mapId); out.writeInt(e.mapIndex)
+          out.writeInt(idx(e.executorId)); out.writeInt(idx(e.host)); out.writeLong(e.bytes)
+          out.writeInt(e.files); out.writeLong(e.checksum)
+        case e: MapOutputAdoptedEvent =>
+          out.writeInt(e.shuffleId); out.writeLong(e.mapId); out.writeInt(e.mapIndex)
+          out.writeInt(idx(e.fromExecutor)); out.writeInt(idx(e.toExecutor)); out.writeInt(idx(e.host))
+          out.writeLong(e.bytes); out.writeLong(e.lossTime)
+        case e: MapOutputUnregisteredEvent =>
+          out.writeInt(e.shuffleId); out.writeLong(e.mapId); out.writeInt(e.mapIndex)
+          out.writeInt(idx(e.executorId)); out.writeInt(idx(e.reason))
+        case e: RetainedFilesDeletedEvent =>
+          out.writeInt(idx(e.executorId)); out.writeInt(idx(e.host)); out.writeInt(e.files)
+          out.writeLong(e.bytes); out.writeInt(idx(e.reason))
       }
     }
     out.flush()

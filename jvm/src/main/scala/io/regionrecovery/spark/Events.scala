@@ -13,6 +13,8 @@ object Event {
   val ExecutorAdded = 9; val ExecutorRemoved = 10; val BlockManagerRemoved = 11
   val ShuffleRegistered = 12; val ShuffleRemoved = 13; val MapOutputCommitted = 14
   val ExecutorPluginStarted = 15
+  val MapOutputRetained = 16; val MapOutputAdopted = 17; val MapOutputUnregistered = 18
+  val RetainedFilesDeleted = 19
 
   /** Task end reasons (TaskEndEvent.reason). */
   object Reason {
@@ -98,4 +100,38 @@ final case class MapOutputCommittedEvent(
 /** Sent by the executor plugin when it starts: lets the driver map executor ids to processes. */
 final case class ExecutorPluginStartedEvent(time: Long, executorId: String, host: String, pid: Long) extends Event {
   def code: Int = Event.ExecutorPluginStarted
+}
+
+/**
+ * A committed map output whose files (data, index, checksum) the shuffle IO hook linked (or
+ * copied) into the retained directory, where they outlive the executor process. `checksum` is a
+ * 64-bit digest of the per-partition checksums Spark computed (0 when Spark's checksums are off).
+ */
+final case class MapOutputRetainedEvent(
+    time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, host: String,
+    bytes: Long, files: Int, checksum: Long) extends Event {
+  def code: Int = Event.MapOutputRetained
+}
+
+/**
+ * A live executor took over the retained files of a lost executor's map output, and the driver's
+ * MapOutputTracker now points at it: Spark will not recompute it. `lossTime` is the time of the
+ * executor removal that started the adoption.
+ */
+final case class MapOutputAdoptedEvent(
+    time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, fromExecutor: String, toExecutor: String,
+    host: String, bytes: Long, lossTime: Long) extends Event {
+  def code: Int = Event.MapOutputAdopted
+}
+
+/** Retention unregistered a lost executor's map output (not adoptable, or not trusted): Spark recomputes it. */
+final case class MapOutputUnregisteredEvent(
+    time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, reason: String) extends Event {
+  def code: Int = Event.MapOutputUnregistered
+}
+
+/** Retained files of an executor (or, with executorId null, of the whole application) were deleted. */
+final case class RetainedFilesDeletedEvent(
+    time: Long, executorId: String, host: String, files: Int, bytes: Long, reason: String) extends Event {
+  def code: Int = Event.RetainedFilesDeleted
 }

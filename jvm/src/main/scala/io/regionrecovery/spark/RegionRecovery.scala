@@ -16,6 +16,8 @@ final class DriverState(val capacity: Int, val installedBy: String) {
   @volatile var queue: String = RegionRecovery.QueueName
   @volatile var shuffleIoActive: Boolean = false
   @volatile var stopped: Boolean = false
+  /** Retained shuffle outputs (spark.regionRecovery.retained.enabled), driver side; null when off. */
+  @volatile var retention: RetentionCoordinator = _
   private val executorsReporting = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
 
   def offer(e: Event): Unit = {
@@ -55,7 +57,9 @@ final class DriverState(val capacity: Int, val installedBy: String) {
       s""""queue": ${q(queue)}, "shuffleIo": $shuffleIoActive, "executorsReporting": ${executorsReporting.size}, """ +
       s""""capacity": $capacity, "accepted": ${buffer.acceptedCount}, "dropped": ${buffer.droppedCount}, """ +
       s""""pending": ${buffer.pending}, "sparkQueueDropped": $sparkQueueDropped, "stopped": $stopped, """ +
-      s""""orphanEvents": ${RegionRecovery.orphanEvents}}"""
+      s""""orphanEvents": ${RegionRecovery.orphanEvents}, "retention": ${retention != null}, """ +
+      s""""retentionAgents": ${if (retention == null) 0 else retention.liveAgents.size}, """ +
+      s""""retainedRoot": ${q(if (retention == null) null else retention.store.root.toString)}}"""
   }
 }
 

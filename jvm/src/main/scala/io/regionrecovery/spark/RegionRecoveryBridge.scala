@@ -50,4 +50,10 @@ object RegionRecoveryBridge {
   /** Unregisters all map outputs of a shuffle so that Spark recomputes it (full failover). */
   def unregisterShuffle(shuffleId: Int): Boolean =
     org.apache.spark.regionrecovery.SparkInternals.unregisterAllMapOutputs(shuffleId)
+
+  /** Retained outputs: the last executor losses handled (adopted, unregistered, timings), as JSON; null when off. */
+  def retentionJson(): String = {
+    val s = RegionRecovery.current
+    if (s == null || s.retention == null) null else s.retention.historyJson
+  }
 }

@@ -24,6 +24,8 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
 
   override def onApplicationEnd(e: SparkListenerApplicationEnd): Unit = {
     offer(AppEndEvent(e.time, e.exitCode.getOrElse(Int.MinValue)))
+    val retention = state.retention
+    if (retention != null) retention.applicationEnding()
     state.stopped = true
   }
 
@@ -106,8 +108,12 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
   override def onExecutorAdded(e: SparkListenerExecutorAdded): Unit =
     offer(ExecutorAddedEvent(e.time, e.executorId, e.executorInfo.executorHost, e.executorInfo.totalCores))
 
-  override def onExecutorRemoved(e: SparkListenerExecutorRemoved): Unit =
+  override def onExecutorRemoved(e: SparkListenerExecutorRemoved): Unit = {
     offer(ExecutorRemovedEvent(e.time, e.executorId, e.reason))
+    // After the event, so Python sees the loss before any adoption it causes. Hands off at once.
+    val retention = state.retention
+    if (retention != null) retention.executorRemoved(e.executorId, e.reason, e.time)
+  }
 
   override def onBlockManagerRemoved(e: SparkListenerBlockManagerRemoved): Unit = {
     val bm = e.blockManagerId

@@ -22,6 +22,10 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     state = RegionRecovery.startForPlugin(sc)
+    if (Retention.enabled(sc.getConf)) {
+      state.retention = new RetentionCoordinator(sc, new RetainedStore(Retention.root(sc.getConf)), state)
+      logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root}")
+    }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), RegionRecovery.QueueName)
     logInfo(s"region-recovery ${RegionRecovery.Version}: listening on queue '${RegionRecovery.QueueName}' " +
       s"(event buffer ${state.capacity})")
@@ -32,12 +36,17 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   override def receive(message: AnyRef): AnyRef = {
     message match {
       case e: Event => state.offer(e)
+      case h: RetentionAgentHello => if (state.retention != null) state.retention.agentRegistered(h)
       case other => logWarning(s"region-recovery: ignoring unknown message $other")
     }
     null
   }
 
-  override def shutdown(): Unit = if (state != null) state.stopped = true
+  override def shutdown(): Unit = if (state != null) {
+    val r = state.retention
+    if (r != null) r.applicationEnd()
+    state.stopped = true
+  }
 }
 
 class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
@@ -52,11 +61,15 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
         .map(_.host).getOrElse(java.net.InetAddress.getLocalHost.getHostName)
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
+      RetentionAgent.start(ctx.conf(), ctx.executorID()).foreach(hello => ctx.send(hello))
     } catch {
       case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
     }
 
-  override def shutdown(): Unit = ExecutorSide.context = null
+  override def shutdown(): Unit = {
+    RetentionAgent.stop()
+    ExecutorSide.context = null
+  }
 }
 
 /** The executor JVM's channel to the driver, shared by the executor plugin and the shuffle IO hook. */

@@ -25,7 +25,12 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
     if (s != null) s.shuffleIoActive = true
     delegate.initializeApplication()
   }
-  override def cleanupApplication(): Unit = delegate.cleanupApplication()
+  override def cleanupApplication(): Unit = {
+    val s = RegionRecovery.current
+    // SparkContext.stop calls this after it stopped the executors: only the driver host is left to clean.
+    if (s != null && s.retention != null) s.retention.applicationEnd()
+    delegate.cleanupApplication()
+  }
   override def registerShuffle(shuffleId: Int): Unit = {
     delegate.registerShuffle(shuffleId)
     RegionRecovery.offer(ShuffleRegisteredEvent(System.currentTimeMillis(), shuffleId))
@@ -33,8 +38,20 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
   override def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = {
     RegionRecovery.offer(ShuffleRemovedEvent(System.currentTimeMillis(), shuffleId, blocking))
     delegate.removeShuffle(shuffleId, blocking)
+    val s = RegionRecovery.current
+    if (s != null && s.retention != null) s.retention.shuffleRemoved(shuffleId)
   }
-  override def supportsReliableStorage(): Boolean = delegate.supportsReliableStorage()
+
+  /**
+   * With retention on (and the plugin loaded, which adopts the outputs of lost executors), Spark
+   * must not unregister a lost executor's map outputs itself: DAGScheduler.handleExecutorLost
+   * computes fileLost = !supportsReliableStorage && (workerHost.isDefined || !externalShuffleService),
+   * and TaskSetManager.executorLost skips its Resubmitted path. The coordinator decides instead.
+   */
+  override def supportsReliableStorage(): Boolean = {
+    val s = RegionRecovery.current
+    (s != null && !s.stopped && s.retention != null) || delegate.supportsReliableStorage()
+  }
 }
 
 class ReportingExecutorComponents(delegate: ShuffleExecutorComponents) extends ShuffleExecutorComponents {
@@ -57,7 +74,11 @@ class ReportingExecutorComponents(delegate: ShuffleExecutorComponents) extends S
 
 /** Summarises one committed map output and sends it; runs on the task thread, after the commit. */
 private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorId: String) {
-  def committed(partitionLengths: Array[Long]): Unit = {
+  def committed(partitionLengths: Array[Long], checksums: Array[Long]): Unit = {
+    // Retain first (on the task thread, before the task reports success): if this fails the map
+    // task fails with the reason, and the output is never registered without its retained copy.
+    val agent = RetentionAgent.current
+    val retained = if (agent == null) None else Some(agent.retain(shuffleId, mapId))
     var total = 0L; var nonEmpty = 0; var max = 0L
     partitionLengths.foreach { l => total += l; if (l > 0) nonEmpty += 1; if (l > max) max = l }
     val tc = TaskContext.get()
@@ -67,6 +88,10 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
       if (tc == null) -1 else tc.partitionId(), if (tc == null) -1 else tc.stageAttemptNumber(),
       if (executorId != null) executorId else if (env != null) env.executorId else null,
       host, total, partitionLengths.length, nonEmpty, max))
+    retained.foreach { case (files, bytes) =>
+      if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
+        if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files, Retention.digest(checksums)))
+    }
   }
 }
 
@@ -76,7 +101,7 @@ class ReportingMapOutputWriter(delegate: ShuffleMapOutputWriter, reporter: Commi
     delegate.getPartitionWriter(reducePartitionId)
   override def commitAllPartitions(checksums: Array[Long]): MapOutputCommitMessage = {
     val message = delegate.commitAllPartitions(checksums)
-    reporter.committed(message.getPartitionLengths)
+    reporter.committed(message.getPartitionLengths, checksums)
     message
   }
   override def abort(error: Throwable): Unit = delegate.abort(error)
@@ -86,6 +111,6 @@ class ReportingSingleSpillWriter(delegate: SingleSpillShuffleMapOutputWriter, re
     extends SingleSpillShuffleMapOutputWriter {
   override def transferMapSpillFile(mapSpillFile: File, partitionLengths: Array[Long], checksums: Array[Long]): Unit = {
     delegate.transferMapSpillFile(mapSpillFile, partitionLengths, checksums)
-    reporter.committed(partitionLengths)
+    reporter.committed(partitionLengths, checksums)
   }
 }

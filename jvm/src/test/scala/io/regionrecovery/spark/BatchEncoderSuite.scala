@@ -61,6 +61,12 @@ object WireReader {
         case Event.MapOutputCommitted =>
           MapOutputCommittedEvent(time, i32(), i64(), i32(), i32(), str(), str(), i64(), i32(), i32(), i64())
         case Event.ExecutorPluginStarted => ExecutorPluginStartedEvent(time, str(), str(), i64())
+        case Event.MapOutputRetained =>
+          MapOutputRetainedEvent(time, i32(), i64(), i32(), str(), str(), i64(), i32(), i64())
+        case Event.MapOutputAdopted =>
+          MapOutputAdoptedEvent(time, i32(), i64(), i32(), str(), str(), str(), i64(), i64())
+        case Event.MapOutputUnregistered => MapOutputUnregisteredEvent(time, i32(), i64(), i32(), str(), str())
+        case Event.RetainedFilesDeleted => RetainedFilesDeletedEvent(time, str(), str(), i32(), i64(), str())
         case other => throw new IllegalStateException(s"unknown event code $other")
       }
     }
@@ -116,7 +122,11 @@ class BatchEncoderSuite extends AnyFunSuite {
     ShuffleRegisteredEvent(10L, 21),
     ShuffleRemovedEvent(11L, 21, blocking = true),
     committed,
-    ExecutorPluginStartedEvent(12L, "exec-7", "host-a.example", 4194301L))
+    ExecutorPluginStartedEvent(12L, "exec-7", "host-a.example", 4194301L),
+    MapOutputRetainedEvent(13L, 3, (1L << 33) + 5, 4, "exec-7", "host-a.example", (1L << 32) + 9, 3, -(1L << 62) + 7),
+    MapOutputAdoptedEvent(14L, 3, (1L << 33) + 5, 4, "exec-7", "exec-9", "host-a.example", 4096L, (1L << 41) + 1),
+    MapOutputUnregisteredEvent(15L, 3, 12L, 5, "exec-7", "not adopted: checksum mismatch"),
+    RetainedFilesDeletedEvent(16L, null, null, 0, 0L, "shuffle 3 removed"))
 
   test("header: magic RRB1, version 1, first sequence number and dropped count") {
     val bytes = encode(ShuffleRegisteredEvent(1L, 0))(firstSeq = 1L << 40, dropped = 12345L)
@@ -136,7 +146,7 @@ class BatchEncoderSuite extends AnyFunSuite {
   test("every event type round-trips through the documented layout") {
     val d = decode(encode(everyType: _*)())
     assert(d.events.map(comparable) == everyType.map(comparable))
-    assert(everyType.map(_.code).toSet == (1 to 15).toSet)
+    assert(everyType.map(_.code).toSet == (1 to 19).toSet)
   }
 
   test("TaskEnd field order") {

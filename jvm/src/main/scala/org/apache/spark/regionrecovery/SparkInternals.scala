@@ -1,7 +1,16 @@
 package org.apache.spark.regionrecovery
 
-import org.apache.spark.{MapOutputTrackerMaster, SparkContext, SparkEnv}
+import java.io.File
+
+import scala.concurrent.duration._
+import scala.reflect.ClassTag
+
+import org.apache.spark.{MapOutputTrackerMaster, MapOutputTrackerWorker, SparkContext, SparkEnv}
+import org.apache.spark.rpc.{RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv, RpcTimeout}
 import org.apache.spark.scheduler.{SparkListenerInterface, StageInfo}
+import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleChecksumUtils}
+import org.apache.spark.storage.BlockManagerId
+import org.apache.spark.util.collection.OpenHashSet
 
 /**
  * The one place that touches Spark members marked `private[spark]`. They are public in bytecode,
@@ -48,4 +57,135 @@ object SparkInternals {
    */
   def unregisterAllMapOutputs(shuffleId: Int): Boolean =
     tracker.containsShuffle(shuffleId) && { tracker.unregisterAllMapAndMergeOutput(shuffleId); true }
+
+  // ---- retention (issue 5): RPC between the driver and executors' retention agents -------------
+
+  /**
+   * Registers `handler` as an RPC endpoint on this JVM's RpcEnv (an executor's is client-mode: it
+   * has no listening address) and returns its ref, to be sent to the driver inside a plugin message.
+   * The driver can use a ref it received that way: NettyRpcEndpointRef.readObject keeps the
+   * TransportClient the message came on, and NettyRpcEnv.postToOutbox sends over it, which is how
+   * the driver reaches CoarseGrainedExecutorBackend (RegisterExecutor carries its ref).
+   */
+  def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef = {
+    val rpcEnv = SparkEnv.get.rpcEnv
+    rpcEnv.setupEndpoint(name, new HandlerEndpoint(rpcEnv, handler))
+  }
+
+  def unregisterEndpoint(ref: AnyRef): Unit = ref match {
+    case r: RpcEndpointRef => SparkEnv.get.rpcEnv.stop(r)
+    case _ =>
+  }
+
+  /** Blocking ask of an endpoint ref received from an executor; throws on timeout or remote failure. */
+  def ask(ref: AnyRef, message: AnyRef, timeoutMs: Long): AnyRef =
+    ref.asInstanceOf[RpcEndpointRef].askSync[AnyRef](message,
+      new RpcTimeout(timeoutMs.millis, "spark.regionRecovery.retained (adoption ask timeout)"))(ClassTag.AnyRef)
+
+  def send(ref: AnyRef, message: AnyRef): Unit = ref.asInstanceOf[RpcEndpointRef].send(message)
+
+  private final class HandlerEndpoint(override val rpcEnv: RpcEnv, handler: AnyRef => AnyRef) extends RpcEndpoint {
+    override def receive: PartialFunction[Any, Unit] = { case m: AnyRef => handler(m) }
+    override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
+      case m: AnyRef =>
+        try context.reply(handler(m)) catch {
+          case scala.util.control.NonFatal(e) => context.sendFailure(e)
+        }
+    }
+  }
+
+  // ---- retention: executor side ------------------------------------------------------------------
+
+  def localBlockManagerId: BlockManagerId = SparkEnv.get.blockManager.blockManagerId
+
+  /** Local dirs of this executor's DiskBlockManager (its blockmgr-* directories). */
+  def localDirs: Array[String] = SparkEnv.get.blockManager.diskBlockManager.localDirsString
+
+  private def resolver: IndexShuffleBlockResolver =
+    SparkEnv.get.blockingShuffleManager.shuffleBlockResolver.asInstanceOf[IndexShuffleBlockResolver]
+
+  /**
+   * Where this executor's block manager keeps (and serves) a map output: data, index and checksum
+   * file (checksum is null when spark.shuffle.checksum.enabled is false). The paths exist or not.
+   */
+  def shuffleFiles(shuffleId: Int, mapId: Long): (File, File, File) = {
+    val conf = SparkEnv.get.conf
+    val r = resolver
+    val checksum =
+      if (conf.getBoolean("spark.shuffle.checksum.enabled", true))
+        r.getChecksumFile(shuffleId, mapId, checksumAlgorithm, None)
+      else null
+    (r.getDataFile(shuffleId, mapId, None), r.getIndexFile(shuffleId, mapId, None), checksum)
+  }
+
+  def checksumAlgorithm: String = SparkEnv.get.conf.get("spark.shuffle.checksum.algorithm", "ADLER32")
+
+  /** Spark's own check (the one Kubernetes shuffle recovery uses): per-partition checksums match. */
+  def checksumsMatch(numPartitions: Int, algorithm: String, checksum: File, data: File, index: File): Boolean =
+    ShuffleChecksumUtils.compareChecksums(numPartitions, algorithm, checksum, data, index)
+
+  /**
+   * Makes this executor's shuffle manager own an adopted map output, so that Spark's RemoveShuffle
+   * (ContextCleaner) deletes its files here like those of the executor's own map tasks
+   * (SortShuffleManager.unregisterShuffle walks taskIdMapsForShuffle).
+   */
+  def ownMapOutput(shuffleId: Int, mapId: Long): Unit = {
+    val maps = resolver.taskIdMapsForShuffle
+    maps.putIfAbsent(shuffleId, new OpenHashSet[Long](16))
+    val set = maps.get(shuffleId)
+    set.synchronized { set.add(mapId) }
+  }
+
+  /** Drops this executor's cached map statuses of a shuffle, so its next reader asks the driver again. */
+  def forgetMapStatuses(shuffleId: Int): Unit = SparkEnv.get.mapOutputTracker match {
+    case w: MapOutputTrackerWorker => w.unregisterShuffle(shuffleId)
+    case _ =>
+  }
+
+  // ---- retention: driver side (MapOutputTrackerMaster) --------------------------------------------
+
+  /** Registered map outputs whose location is `executorId`: (shuffleId, mapIndex, mapId, location). */
+  def outputsOnExecutor(executorId: String): Seq[(Int, Int, Long, BlockManagerId)] = {
+    val out = Seq.newBuilder[(Int, Int, Long, BlockManagerId)]
+    tracker.shuffleStatuses.foreach { case (shuffleId, status) =>
+      status.withMapStatuses { statuses =>
+        var i = 0
+        while (i < statuses.length) {
+          val s = statuses(i)
+          if (s != null && s.location != null && s.location.executorId == executorId)
+            out += ((shuffleId, i, s.mapId, s.location))
+          i += 1
+        }
+      }
+    }
+    out.result()
+  }
+
+  /**
+   * Points a registered map output at another block manager (MapStatus.updateLocation under the
+   * ShuffleStatus write lock). If a fetch failure unregistered it meanwhile, Spark restores it from
+   * mapStatusesDeleted, unless that partition was already recomputed. Does not move the epoch.
+   */
+  def relocateMapOutput(shuffleId: Int, mapId: Long, to: BlockManagerId): Unit =
+    tracker.updateMapOutput(shuffleId, mapId, to)
+
+  /** The registered location of a map output (None: unregistered or unknown shuffle). */
+  def mapOutputLocation(shuffleId: Int, mapId: Long): Option[BlockManagerId] =
+    if (tracker.containsShuffle(shuffleId)) tracker.getMapOutputLocation(shuffleId, mapId) else None
+
+  /** Unregisters one map output if it is still at `location` (moves the epoch), so Spark recomputes it. */
+  def unregisterMapOutput(shuffleId: Int, mapIndex: Int, location: BlockManagerId): Unit =
+    if (tracker.containsShuffle(shuffleId)) tracker.unregisterMapOutput(shuffleId, mapIndex, location)
+
+  /** Unregisters every output still located on an executor, in all shuffles (moves the epoch). */
+  def unregisterOutputsOnExecutor(executorId: String): Unit = tracker.removeOutputsOnExecutor(executorId)
+
+  /**
+   * Moves the map output epoch: a TaskSetManager created afterwards stamps its tasks with the new
+   * epoch, and an executor that runs such a task drops all its cached map statuses
+   * (MapOutputTrackerWorker.updateEpoch), so it reads the new locations.
+   */
+  def incrementEpoch(): Long = { tracker.incrementEpoch(); tracker.getEpoch }
+
+  def epoch: Long = tracker.getEpoch
 }

@@ -1,0 +1,313 @@
+"""Retained shuffle outputs (issue 5) on a real local-cluster, with real faults.
+
+Each scenario runs twice, side by side: with spark.regionRecovery.retained.enabled=true (a live
+executor on the same host adopts the lost executor's retained outputs) and with retention off, which
+is vanilla Spark without an external shuffle service (every map output of the lost executor is
+recomputed). The count compared is map tasks Spark started after the fault, from the live model.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import threading
+import time
+from operator import add
+
+import pytest
+
+from region_recovery import faults
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+N_MAPS, N_REDUCES = 6, 3
+MEASURED: dict = {}  # scenario -> counts, printed at the end of the module
+
+
+def retention_conf(root: str, enabled: bool, **extra) -> dict:
+    conf = {"spark.regionRecovery.retained.enabled": "true" if enabled else "false",
+            "spark.regionRecovery.retained.dir": root}
+    conf.update(extra)
+    return conf
+
+
+def pairs_rdd(sc, n=3000):
+    return sc.parallelize(range(n), N_MAPS).map(lambda x: (x % 30, x)).reduceByKey(add, N_REDUCES)
+
+
+def outputs_by_executor(model, shuffle_id):
+    on = {}
+    for out in model.shuffles[shuffle_id].outputs.values():
+        if out.available:
+            on.setdefault(out.executor_id, []).append(out.map_index)
+    return {e: sorted(v) for e, v in on.items()}
+
+
+def retained_files(root: str, app_id: str, executor_id: str | None = None) -> list:
+    base = os.path.join(root, app_id) if executor_id is None else os.path.join(root, app_id, executor_id)
+    return sorted(p for p in glob.glob(os.path.join(base, "**", "shuffle_*"), recursive=True))
+
+
+def settled(model, shuffle_id, victim, n_outputs):
+    """The JVM decided about every output of the victim (adopted or unregistered) and the model saw it."""
+    sh = model.shuffles[shuffle_id]
+    adopted = sum(1 for a in sh.adoptions if a.from_executor == victim)
+    dropped = sum(1 for o in sh.outputs.values() if o.lost_reason and o.lost_reason.startswith("retention:"))
+    return adopted + dropped >= n_outputs
+
+
+def record(name: str, **counts) -> None:
+    MEASURED[name] = counts
+    print(f"\n[retention] {name}: " + json.dumps(counts, sort_keys=True))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def summary():
+    yield
+    if MEASURED:
+        print("\n[retention] summary\n" + json.dumps(MEASURED, indent=2, sort_keys=True))
+
+
+def close_and_check_nothing_left(c, root: str) -> None:
+    app_id = c.sc.applicationId
+    c.close()
+    left = glob.glob(os.path.join(root, app_id, "**", "*"), recursive=True)
+    assert left == [], f"retained files left after the application ended: {left}"
+
+
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("retained", [True, False], ids=["retained", "vanilla"])
+def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
+    """Kill the executor holding most map outputs between two jobs reading the shuffle."""
+    root = str(tmp_path / "retained")
+    c = cluster(**retention_conf(root, retained))
+    c.wait_executors(2)
+    pairs = pairs_rdd(c.sc)
+    expected = sorted(pairs.collect())  # job 1: the map stage and a first consumer (failure-free run)
+    c.rr.sync()
+    (sid,) = list(c.model.shuffles)
+    on = outputs_by_executor(c.model, sid)
+    victim = max(on, key=lambda e: len(on[e]))
+    lost = on[victim]
+    if retained:
+        sh = c.model.shuffles[sid]
+        assert all(o.retained_bytes and o.retained_bytes > 0 for o in sh.outputs.values()), \
+            "every committed output was reported retained, with its size"
+        assert all(o.retained_checksum for o in sh.outputs.values())
+        assert len(retained_files(root, c.sc.applicationId, victim)) == 3 * len(lost)  # data, index, checksum
+        assert oct(os.stat(os.path.join(root, c.sc.applicationId)).st_mode & 0o777) == "0o700"
+
+    pid = faults.kill_executor(c.rr, victim)
+    assert faults.wait_gone(pid)
+    assert c.model.wait_for(lambda m: not m.executors[victim].alive, 60), "executor removal not seen"
+    if retained:
+        assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60), "no adoption decision"
+
+    before = c.model.map_tasks_started
+    got = sorted(pairs.collect())  # job 2: consumers only, if the outputs survived
+    c.rr.sync()
+    reexecuted = c.model.map_tasks_started - before
+    assert got == expected
+    sh = c.model.shuffles[sid]
+    counts = {"victim_outputs": len(lost), "map_tasks_reexecuted": reexecuted}
+    if retained:
+        adoptions = [a for a in sh.adoptions if a.from_executor == victim]
+        counts["adopted"] = len(adoptions)
+        counts["adoption_latency_ms"] = max(a.time - a.loss_time for a in adoptions) if adoptions else None
+        counts["jvm"] = c.rr.retention()
+        assert sorted(a.map_index for a in adoptions) == lost
+        assert reexecuted == 0, f"map tasks re-executed: {reexecuted}"
+        assert c.jvm_available_outputs(sid) == N_MAPS
+        for i in lost:
+            out = sh.outputs[i]
+            assert out.available and out.adopted_from == victim and out.executor_id != victim
+        assert retained_files(root, c.sc.applicationId, victim) == [], "the lost executor's directory is gone"
+        assert os.path.exists(os.path.join(root, c.sc.applicationId, f"{victim}.fenced"))
+    else:
+        assert reexecuted == len(lost), "vanilla Spark recomputes every map output of the lost executor"
+    record(f"sigkill-between-jobs/{'retained' if retained else 'vanilla'}", **counts)
+    close_and_check_nothing_left(c, root)
+
+
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("retained", [True, False], ids=["retained", "vanilla"])
+def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
+    """Kill the executor holding most map outputs while the consuming stage's tasks are running."""
+    root = str(tmp_path / "retained")
+    c = cluster(**retention_conf(root, retained))
+    c.wait_executors(2)
+
+    def slow(it):
+        time.sleep(2.0)
+        return iter(sorted(it))
+
+    expected = sorted(pairs_rdd(c.sc).mapPartitions(slow).collect())  # failure-free reference run
+    c.rr.sync()
+    job_rdd = pairs_rdd(c.sc).mapPartitions(slow)
+    result: dict = {}
+    map_started_before = c.model.map_tasks_started
+    thread = threading.Thread(target=lambda: result.setdefault("rows", job_rdd.collect()), daemon=True)
+    thread.start()
+
+    def consumer_running(m):
+        sids = [s for s in m.shuffles if s != 0]
+        if not sids:
+            return False
+        sid = max(sids)
+        stages = [st for st in m.stages.values() if st.shuffle_id is None and st.job_ids
+                  and max(st.job_ids) == max(m.jobs)]
+        return bool(stages) and any(a.tasks_started > 0 for a in stages[0].attempts.values()) \
+            and len(m.shuffles[sid].outputs) == N_MAPS
+    assert c.model.wait_for(consumer_running, 120), "the consuming stage did not start"
+    sid = max(s for s in c.model.shuffles if s != 0)
+    on = outputs_by_executor(c.model, sid)
+    victim = max(on, key=lambda e: len(on[e]))
+    lost = on[victim]
+    map_started_at_kill = c.model.map_tasks_started
+    pid = faults.kill_executor(c.rr, victim)
+    assert faults.wait_gone(pid)
+    thread.join(240)
+    assert not thread.is_alive(), "the job did not finish"
+    c.rr.sync()
+    reexecuted = c.model.map_tasks_started - map_started_at_kill
+    assert map_started_at_kill - map_started_before == N_MAPS
+    assert sorted(result["rows"]) == expected
+    sh = c.model.shuffles[sid]
+    job = c.model.jobs[max(c.model.jobs)]
+    counts = {"victim_outputs": len(lost), "map_tasks_reexecuted": reexecuted,
+              "fetch_failures": sum(1 for f in job.failures if f.kind == "fetch-failed")}
+    if retained:
+        counts["adopted"] = sum(1 for a in sh.adoptions if a.from_executor == victim)
+        counts["jvm"] = c.rr.retention()
+        assert counts["adopted"] == len(lost)
+        assert reexecuted == 0, f"map tasks re-executed: {reexecuted} ({counts})"
+    else:
+        assert reexecuted == len(lost)
+    record(f"sigkill-during-consumer/{'retained' if retained else 'vanilla'}", **counts)
+    close_and_check_nothing_left(c, root)
+
+
+# ---------------------------------------------------------------------------------------------------
+def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(cluster, tmp_path):
+    root = str(tmp_path / "retained")
+    c = cluster(**retention_conf(root, True))
+    c.wait_executors(2)
+    pairs = pairs_rdd(c.sc)
+    expected = sorted(pairs.collect())
+    c.rr.sync()
+    (sid,) = list(c.model.shuffles)
+    on = outputs_by_executor(c.model, sid)
+    victim = max(on, key=lambda e: len(on[e]))
+    lost = on[victim]
+    bad = c.model.shuffles[sid].outputs[lost[0]]
+    data = os.path.join(root, c.sc.applicationId, victim, f"shuffle_{sid}_{bad.map_id}_0.data")
+    with open(data, "r+b") as f:  # same length, different bytes: only the checksum can tell
+        first = f.read(1)
+        f.seek(0)
+        f.write(bytes([first[0] ^ 0xFF]))
+
+    pid = faults.kill_executor(c.rr, victim)
+    assert faults.wait_gone(pid)
+    assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60)
+    sh = c.model.shuffles[sid]
+    assert sorted(a.map_index for a in sh.adoptions) == lost[1:]
+    assert not sh.outputs[bad.map_index].available
+    reason = sh.outputs[bad.map_index].lost_reason
+    assert "checksum mismatch" in reason
+    before = c.model.map_tasks_started
+    got = sorted(pairs.collect())
+    c.rr.sync()
+    reexecuted = c.model.map_tasks_started - before
+    assert got == expected
+    assert reexecuted == 1, "exactly the corrupt output is recomputed"
+    record("corrupt-retained-file", victim_outputs=len(lost), adopted=len(lost) - 1,
+           map_tasks_reexecuted=reexecuted, reason=reason)
+    close_and_check_nothing_left(c, root)
+
+
+# ---------------------------------------------------------------------------------------------------
+def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
+    """SIGSTOP until the driver times the executor out: its outputs are not trusted, its retained
+    files are deleted within spark.network.timeout + 5 s, and after SIGCONT it serves nothing."""
+    root = str(tmp_path / "retained")
+    timeout_s = 8
+    c = cluster(**retention_conf(root, True, **{
+        "spark.network.timeout": f"{timeout_s}s", "spark.executor.heartbeatInterval": "1s",
+        "spark.network.timeoutInterval": "1s"}))
+    c.wait_executors(2)
+    pairs = pairs_rdd(c.sc)
+    expected = sorted(pairs.collect())
+    c.rr.sync()
+    (sid,) = list(c.model.shuffles)
+    on = outputs_by_executor(c.model, sid)
+    victim = max(on, key=lambda e: len(on[e]))
+    lost = on[victim]
+    app_id = c.sc.applicationId
+    assert retained_files(root, app_id, victim)
+
+    frozen_at = time.monotonic()
+    pid = faults.freeze_executor(c.rr, victim)
+    c.frozen.append(pid)
+    deadline = frozen_at + timeout_s + 5
+    while retained_files(root, app_id, victim) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    gone_after = time.monotonic() - frozen_at
+    assert retained_files(root, app_id, victim) == [], \
+        f"retained files of the timed-out executor still there {gone_after:.1f} s after SIGSTOP"
+    assert c.model.wait_for(lambda m: not m.executors[victim].alive, 10)
+    assert c.model.executors[victim].loss.kind.value == "heartbeat-timeout"
+    assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 10)
+    sh = c.model.shuffles[sid]
+    assert not [a for a in sh.adoptions if a.from_executor == victim], "a timed-out executor's outputs are not adopted"
+    assert all(not sh.outputs[i].available for i in lost)
+
+    faults.thaw(pid)  # it comes back: it must not resurrect anything
+    before = c.model.map_tasks_started
+    got = sorted(pairs.collect())
+    c.rr.sync()
+    reexecuted = c.model.map_tasks_started - before
+    assert got == expected
+    assert reexecuted == len(lost)
+    time.sleep(3)
+    assert retained_files(root, app_id, victim) == [], "the thawed executor retained files again"
+    jvm = c.sc._jvm.org.apache.spark.regionrecovery.SparkInternals
+    assert jvm.outputsOnExecutor(victim).size() == 0, "an output is registered on the timed-out executor"
+    exited = faults.wait_gone(pid, timeout=30)
+    record("heartbeat-timeout", victim_outputs=len(lost), map_tasks_reexecuted=reexecuted,
+           retained_files_gone_after_s=round(gone_after, 1), thawed_process_exited=exited)
+    close_and_check_nothing_left(c, root)
+
+
+# ---------------------------------------------------------------------------------------------------
+def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(cluster, tmp_path):
+    """ContextCleaner's shuffle cleanup (here forced, as the GC of a ShuffleDependency would) deletes
+    the retained copies on the host, also those an executor adopted after a loss."""
+    root = str(tmp_path / "retained")
+    c = cluster(**retention_conf(root, True))
+    c.wait_executors(2)
+    first = pairs_rdd(c.sc)
+    second = c.sc.parallelize(range(100), 2).map(lambda x: (x, 1)).reduceByKey(add, 2)
+    first.count()
+    second.count()
+    c.rr.sync()
+    sid_first, sid_second = sorted(c.model.shuffles)
+    app_id = c.sc.applicationId
+    on = outputs_by_executor(c.model, sid_first)
+    victim = max(on, key=lambda e: len(on[e]))
+    faults.wait_gone(faults.kill_executor(c.rr, victim))
+    assert c.model.wait_for(lambda m: settled(m, sid_first, victim, len(on[victim])), 60)
+
+    def files_of(sid):
+        return [p for p in retained_files(root, app_id) if os.path.basename(p).startswith(f"shuffle_{sid}_")]
+    assert len(files_of(sid_first)) == 3 * N_MAPS and files_of(sid_second)
+    c.sc._jsc.sc().cleaner().get().doCleanupShuffle(sid_first, True)
+    deadline = time.monotonic() + 30
+    while files_of(sid_first) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert files_of(sid_first) == [], "retained files of a cleaned shuffle are released"
+    assert len(files_of(sid_second)) == 3 * 2, "other shuffles keep theirs"
+    c.rr.sync()
+    released = [d for d in c.model.retained_deletions if d.reason == f"shuffle {sid_first} removed"]
+    assert released and released[0].files == 3 * N_MAPS and released[0].bytes > 0
+    record("shuffle-cleanup", released_files=released[0].files, released_bytes=released[0].bytes)
+    close_and_check_nothing_left(c, root)

@@ -1,0 +1,1 @@
+"""Benchmarks: recovery cost side by side with vanilla Spark (`python -m bench run SCENARIO`)."""

@@ -1,0 +1,42 @@
+"""python -m bench run SCENARIO|all [--scale small|medium] [--out FILE] [--master URL]; python -m bench plot"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import harness, scenarios
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a scenario (or all) in vanilla and recovery mode")
+    r.add_argument("scenario", choices=list(scenarios.SCENARIOS) + ["all"])
+    r.add_argument("--scale", choices=list(scenarios.SCALES), default="small")
+    r.add_argument("--master", default="local-cluster[2,1,1024]")
+    r.add_argument("--out", help="result file (one scenario) or directory (all); default bench/results/")
+    sub.add_parser("plot", help="draw bench/results/*.json as PNG charts in bench/results/")
+    args = p.parse_args(argv)
+    if args.cmd == "plot":
+        from . import plot
+        for path in plot.plot_all():
+            print(path)
+        return 0
+    names = list(scenarios.SCENARIOS) if args.scenario == "all" else [args.scenario]
+    failed = []
+    for name in names:
+        out = args.out
+        if out and args.scenario == "all":
+            os.makedirs(out, exist_ok=True)
+            out = os.path.join(out, f"{name}.json")
+        try:
+            harness.run_scenario(name, args.scale, args.master, out)
+        except harness.ChecksumMismatch as e:
+            print(f"ERROR: {e}", file=sys.stderr)
+            failed.append(name)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

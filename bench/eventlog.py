@@ -1,0 +1,110 @@
+"""Task counts from Spark's own event logs, the same way for both modes (no plugin needed).
+
+Every run writes an event log (spark.eventLog.enabled). A scenario may span several applications
+(vanilla transient-failure: the failed run, then the user's rerun from scratch), and one action
+may run several jobs (AQE, restarts). So a unit of work is identified by what stays the same
+across them: (job group, stage name, number of tasks, partition). Workers set one job group per
+logical step of a scenario. A unit is done the first time a task attempt for it succeeds.
+
+- tasks_launched: every task attempt of every application of the run.
+- tasks_reexecuted: tasks_launched minus the number of units done, i.e. every attempt beyond the
+  first successful execution of each unit: failed attempts, retries, recomputed map outputs,
+  rolled-back stages, and everything a rerun from scratch repeats.
+- map_tasks_reexecuted: the same for shuffle map tasks.
+- stages_skipped: stages a job listed that never ran in that application (their outputs reused).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Set, Tuple
+
+Unit = Tuple[str, str, int, int]  # job group, stage name, tasks in the stage's first attempt, partition
+
+
+@dataclass
+class AppCounts:
+    """What one application's event log says."""
+    tasks_launched: int = 0
+    map_tasks_launched: int = 0
+    units: Set[Unit] = field(default_factory=set)
+    map_units: Set[Unit] = field(default_factory=set)
+    stages_listed: Set[int] = field(default_factory=set)
+    stages_run: Set[int] = field(default_factory=set)
+    failed_jobs: int = 0
+
+    @property
+    def stages_skipped(self) -> int:
+        return len(self.stages_listed - self.stages_run)
+
+
+def read_app(lines: Iterable[str]) -> AppCounts:
+    c = AppCounts()
+    group_of: Dict[int, str] = {}  # stage id -> job group of the first job that listed it
+    stage_key: Dict[int, Tuple[str, int]] = {}  # stage id -> (name, tasks)
+    for line in lines:
+        if not line.strip():
+            continue
+        e = json.loads(line)
+        kind = e.get("Event")
+        if kind == "SparkListenerJobStart":
+            group = (e.get("Properties") or {}).get("spark.jobGroup.id") or ""
+            for s in e.get("Stage Infos", []):
+                c.stages_listed.add(s["Stage ID"])
+                group_of.setdefault(s["Stage ID"], group)
+                stage_key.setdefault(s["Stage ID"], (s["Stage Name"], s["Number of Tasks"]))
+        elif kind == "SparkListenerStageSubmitted":
+            c.stages_run.add(e["Stage Info"]["Stage ID"])
+        elif kind == "SparkListenerTaskEnd":
+            info = e["Task Info"]
+            is_map = e.get("Task Type") == "ShuffleMapTask"
+            c.tasks_launched += 1
+            c.map_tasks_launched += is_map
+            ok = (e.get("Task End Reason") or {}).get("Reason") == "Success"
+            if ok and not info.get("Failed") and not info.get("Killed"):
+                sid = e["Stage ID"]
+                name, tasks = stage_key.get(sid, (f"stage {sid}", -1))
+                unit = (group_of.get(sid, ""), name, tasks, info["Index"])
+                c.units.add(unit)
+                if is_map:
+                    c.map_units.add(unit)
+        elif kind == "SparkListenerJobEnd" and (e.get("Job Result") or {}).get("Result") != "JobSucceeded":
+            c.failed_jobs += 1
+    return c
+
+
+def read_dir(event_dir: str) -> List[AppCounts]:
+    """Every application log in a directory, oldest first.
+
+    Spark 4 writes rolling logs by default: a directory eventlog_v2_<app> of events_<n>_<app>
+    files; a single-file log is read as is.
+    """
+    apps = []
+    for p in sorted(glob.glob(os.path.join(event_dir, "*")), key=os.path.getmtime):
+        if p.endswith(".inprogress"):
+            continue
+        if os.path.isdir(p):
+            parts = sorted(glob.glob(os.path.join(p, "events_*")),
+                           key=lambda f: int(os.path.basename(f).split("_")[1]))
+        else:
+            parts = [p]
+        lines = []
+        for part in parts:
+            with open(part) as f:
+                lines.extend(f)
+        apps.append(read_app(lines))
+    return apps
+
+
+def counts(apps: List[AppCounts]) -> Dict[str, int]:
+    """The run's counts over all its applications."""
+    units = set().union(*(a.units for a in apps)) if apps else set()
+    map_units = set().union(*(a.map_units for a in apps)) if apps else set()
+    launched = sum(a.tasks_launched for a in apps)
+    return {"tasks_launched": launched,
+            "tasks_reexecuted": launched - len(units),
+            "map_tasks_reexecuted": sum(a.map_tasks_launched for a in apps) - len(map_units),
+            "stages_skipped": sum(a.stages_skipped for a in apps),
+            "applications": len(apps)}

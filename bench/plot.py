@@ -1,0 +1,49 @@
+"""Charts of the latest results: wall time and re-executed tasks, vanilla vs recovery, per scenario."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import List
+
+from .harness import RESULTS
+
+
+def _load() -> List[dict]:
+    out = []
+    for p in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
+        with open(p) as f:
+            d = json.load(f)
+        if isinstance(d, dict) and "runs" in d and "scenario" in d:
+            out.append(d)
+    return out
+
+
+def plot_all() -> List[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    results = _load()
+    if not results:
+        raise SystemExit(f"no results in {RESULTS}: run `python -m bench run all` first")
+    names = [f"{r['scenario']}\n({r['scale']})" for r in results]
+    paths = []
+    for metric, title, fname in (("wall_s", "Wall time (s), workload only", "wall_time.png"),
+                                 ("tasks_reexecuted", "Task attempts re-executed", "tasks_reexecuted.png"),
+                                 ("map_tasks_reexecuted", "Map tasks re-executed", "map_tasks_reexecuted.png")):
+        fig, ax = plt.subplots(figsize=(9, 4))
+        x = range(len(results))
+        for i, mode in enumerate(("vanilla", "recovery")):
+            vals = [next(run[metric] for run in r["runs"] if run["mode"] == mode) for r in results]
+            bars = ax.bar([k + (i - 0.5) * 0.38 for k in x], vals, 0.38, label=mode)
+            ax.bar_label(bars, fmt="%g", fontsize=8)
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(names, fontsize=8)
+        ax.set_title(title)
+        ax.legend()
+        fig.tight_layout()
+        path = os.path.join(RESULTS, fname)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths

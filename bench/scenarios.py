@@ -1,0 +1,184 @@
+"""The workloads and their faults. Each runs identically in both modes; only the session differs.
+
+A scenario function gets a Context and returns the rows whose sorted hash is the result checksum.
+Timings cover the workload only (the session and its executors are up before the clock starts).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from operator import add
+from typing import Callable, Dict, List, Optional
+
+from . import procs
+
+SCALES = {
+    "small": {"rows": 300_000, "keys": 2_000, "maps": 8, "reps": 1, "session_jobs": 50, "session_rows": 20_000},
+    "medium": {"rows": 3_000_000, "keys": 20_000, "maps": 8, "reps": 3, "session_jobs": 50, "session_rows": 200_000},
+}
+
+
+@dataclass
+class Context:
+    spark: object
+    mode: str  # vanilla | recovery
+    scale: Dict[str, int]
+    rr: Optional[object]  # RegionRecovery in recovery mode
+    state_dir: str  # survives between the applications of one run (transient fault markers)
+    disk_bytes: Callable[[], int]  # shuffle + retained bytes on disk now
+    rerun: bool = False  # vanilla transient-failure: the user's rerun from scratch
+    extra: Dict[str, object] = field(default_factory=dict)
+
+    @property
+    def sc(self):
+        return self.spark.sparkContext
+
+    def group(self, name: str) -> None:
+        self.sc.setJobGroup(name, name)
+
+
+def _burn(x: int) -> int:
+    """A little CPU per record, so that recomputing a map output costs what it does in real jobs."""
+    h = x
+    for _ in range(40):
+        h = (h * 1103515245 + 12345) & 0x7FFFFFFF
+    return h
+
+
+def executor_ids(ctx: Context) -> set:
+    """Executors the driver currently knows (SparkContext.getExecutorIds, a Scala Seq over py4j)."""
+    text = ctx.sc._jsc.sc().getExecutorIds().mkString(",")
+    return {x for x in text.split(",") if x}
+
+
+def _wait_executors(ctx: Context, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while len(procs.executor_pids()) < n or len(executor_ids(ctx)) < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {n} executors after {timeout} s")
+        time.sleep(0.2)
+
+
+def overhead(ctx: Context) -> List:
+    """Join, aggregation and sort over generated data: three shuffles, no fault."""
+    from pyspark.sql import functions as F
+    s, rows, keys = ctx.spark, ctx.scale["rows"], ctx.scale["keys"]
+    ctx.group("overhead")
+    facts = s.range(0, rows, numPartitions=ctx.scale["maps"]).select(
+        (F.col("id") % keys).alias("k"), (F.col("id") * 7 % 1000).alias("v"))
+    dims = s.range(0, keys, numPartitions=4).select(F.col("id").alias("k"), (F.col("id") % 50).alias("g"))
+    out = (facts.join(dims, "k").groupBy("g").agg(F.sum("v").alias("s"), F.count("*").alias("n"))
+           .orderBy(F.desc("s")))
+    return [tuple(r) for r in out.collect()]
+
+
+def _pairs(ctx: Context):
+    rows, keys = ctx.scale["rows"], ctx.scale["keys"]
+    return ctx.sc.parallelize(range(rows), ctx.scale["maps"]).map(lambda x: (x % keys, _burn(x) % 1000)) \
+        .reduceByKey(add, 8)
+
+
+def executor_crash(ctx: Context) -> List:
+    """SIGKILL an executor after the first map stage completed, before its consumers run."""
+    _wait_executors(ctx, 2)
+    pairs = _pairs(ctx)
+    ctx.group("map-stage")
+    pairs.count()  # the map stage (and a trivial result stage) complete: outputs on both executors
+    victim_id, pid = sorted(procs.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
+    procs.kill(pid)
+    ctx.extra["killed_executor"] = victim_id
+    deadline = time.monotonic() + 60  # until Spark has noticed: same point in both modes
+    while victim_id in executor_ids(ctx) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ctx.group("consumers")
+    return sorted(pairs.map(lambda kv: (kv[0] % 100, kv[1])).reduceByKey(add, 4).collect())
+
+
+def heartbeat_timeout(ctx: Context) -> List:
+    """SIGSTOP an executor while the consumer stage runs, until the driver times it out."""
+    _wait_executors(ctx, 2)
+    pairs = _pairs(ctx)
+
+    def slow(rows):
+        time.sleep(1.5)
+        return rows
+
+    frozen = {}
+
+    def freeze_when_consumers_run():
+        tracker = ctx.sc.statusTracker()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not frozen:
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info is not None and info.name.startswith("reduceByKey") and info.numCompletedTasks >= 1 \
+                        and info.numTasks == 4:
+                    victim_id, pid = sorted(procs.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
+                    procs.freeze(pid)
+                    frozen[victim_id] = pid
+                    return
+            time.sleep(0.05)
+    watcher = threading.Thread(target=freeze_when_consumers_run, daemon=True)
+    watcher.start()
+    ctx.group("job")
+    try:
+        out = sorted(pairs.mapPartitions(slow).map(lambda kv: (kv[0] % 100, kv[1])).reduceByKey(add, 4).collect())
+    finally:
+        watcher.join(5)
+        for pid in frozen.values():
+            procs.thaw_and_kill(pid)
+    ctx.extra["frozen_executor"] = next(iter(frozen), None)
+    return out
+
+
+def transient_failure(ctx: Context) -> List:
+    """A last-stage task fails more often than spark.task.maxFailures (2), then would pass."""
+    from region_recovery.faults import transient_failure as fault
+    rows, keys = ctx.scale["rows"], ctx.scale["keys"]
+
+    def build():
+        a = ctx.sc.parallelize(range(rows), ctx.scale["maps"]).map(lambda x: (x % keys, _burn(x) % 1000)) \
+            .reduceByKey(add, 8)
+        b = a.map(lambda kv: (kv[0] % 500, kv[1])).reduceByKey(add, 8)
+        c = b.map(lambda kv: (kv[0] % 50, kv[1])).reduceByKey(add, 4)
+        return c.mapPartitionsWithIndex(fault(ctx.state_dir, [0], 3))
+    ctx.group("action")
+    if ctx.rr is not None:
+        final = build()
+        return sorted(ctx.rr.run(lambda: final.collect(), name="transient-failure"))
+    return sorted(build().collect())  # vanilla: raises; the harness reruns the script from scratch
+
+
+def long_session(ctx: Context) -> List:
+    """50 jobs with a shuffle each in one session; bytes on disk sampled after each job."""
+    n, jobs = ctx.scale["session_rows"], ctx.scale["session_jobs"]
+    samples, out = [], []
+    for i in range(jobs):
+        ctx.group(f"job-{i}")
+        rdd = ctx.sc.parallelize(range(n), 4).map(lambda x, i=i: ((x * (i + 1)) % 97, 1)).reduceByKey(add, 4)
+        out.append(sum(v for _, v in rdd.collect()))
+        del rdd
+        samples.append(ctx.disk_bytes())
+    ctx.extra["disk_bytes_per_job"] = samples
+    ctx.extra["disk_bytes_max"] = max(samples)
+    return out
+
+
+SCENARIOS = {"overhead": overhead, "executor-crash": executor_crash, "heartbeat-timeout": heartbeat_timeout,
+             "transient-failure": transient_failure, "long-session": long_session}
+
+# Spark settings per scenario, identical in both modes.
+CONF = {
+    "heartbeat-timeout": {"spark.network.timeout": "8s", "spark.executor.heartbeatInterval": "1s",
+                          "spark.storage.blockManagerHeartbeatTimeoutMs": "8000"},
+    "transient-failure": {"spark.task.maxFailures": "2"},
+    "overhead": {"spark.sql.autoBroadcastJoinThreshold": "-1"},
+}
+
+# Controller settings in recovery mode (restart strategy for the transient scenario).
+RECOVERY_CONF = {
+    "transient-failure": {"spark.regionRecovery.restart-strategy.type": "fixed-delay",
+                          "spark.regionRecovery.restart-strategy.fixed-delay.attempts": "3",
+                          "spark.regionRecovery.restart-strategy.fixed-delay.delay": "1 s"},
+}

@@ -1,0 +1,115 @@
+"""One application of one benchmark run, in a fresh interpreter (hence a fresh driver JVM).
+
+The class path of a driver JVM is fixed when it starts, and PySpark copies the first session's
+settings into later ones, so vanilla and recovery never share a process.
+
+    python -m bench.worker '{"scenario": ..., "mode": ..., "scale": ..., "master": ..., "workdir": ...}'
+
+Prints one line `BENCH_RESULT {json}` at the end.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+
+from . import scenarios
+
+RESULT_PREFIX = "BENCH_RESULT "
+SHUFFLE_SUFFIXES = (".data", ".index")
+
+
+def shuffle_bytes_on_disk(*roots: str) -> int:
+    """Bytes of shuffle files under the roots (data, index, checksum), each inode counted once."""
+    seen, total = set(), 0
+    for root in roots:
+        for dirpath, _, files in os.walk(root):
+            for name in files:
+                if not name.startswith("shuffle_"):
+                    continue
+                try:
+                    st = os.stat(os.path.join(dirpath, name))
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
+    return total
+
+
+def checksum(rows) -> str:
+    return hashlib.sha256(repr(sorted(rows)).encode()).hexdigest()[:16]
+
+
+def retention_available() -> bool:
+    from region_recovery import config
+    return any(k.name == config.PREFIX + "retained.enabled" for k in config.registered_keys())
+
+
+def build_session(spec: dict):
+    from pyspark.sql import SparkSession
+    work = spec["workdir"]
+    b = (SparkSession.Builder().master(spec["master"]).appName(f"bench-{spec['scenario']}-{spec['mode']}")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.pyspark.python", sys.executable)
+         .config("spark.local.dir", os.path.join(work, "local"))
+         .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", os.path.join(work, "events"))
+         .config("spark.eventLog.compress", "false")
+         .config("spark.sql.shuffle.partitions", "8"))
+    conf = dict(scenarios.CONF.get(spec["scenario"], {}))
+    if spec["mode"] == "recovery":
+        conf.update(scenarios.RECOVERY_CONF.get(spec["scenario"], {}))
+        if retention_available():
+            conf.update({"spark.regionRecovery.retained.enabled": "true",
+                         "spark.regionRecovery.retained.dir": os.path.join(work, "retained")})
+    for k, v in conf.items():
+        b = b.config(k, v)
+    if spec["mode"] == "recovery":
+        import region_recovery
+        b = region_recovery.configure(b)
+    return b.getOrCreate()
+
+
+def run(spec: dict) -> dict:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for sub in ("local", "events", "retained"):
+        os.makedirs(os.path.join(spec["workdir"], sub), exist_ok=True)
+    roots = [os.path.join(spec["workdir"], "local"), os.path.join(spec["workdir"], "retained")]
+    spark = build_session(spec)
+    spark.sparkContext.setLogLevel("ERROR")
+    rr = None
+    if spec["mode"] == "recovery":
+        import region_recovery
+        rr = region_recovery.RegionRecovery.attach(spark)
+    ctx = scenarios.Context(spark, spec["mode"], scenarios.SCALES[spec["scale"]], rr, spec["state_dir"],
+                            lambda: shuffle_bytes_on_disk(*roots), rerun=spec.get("rerun", False))
+    scenarios._wait_executors(ctx, 2)
+    out = {"succeeded": False, "error": None}
+    t0 = time.monotonic()
+    try:
+        rows = scenarios.SCENARIOS[spec["scenario"]](ctx)
+        out.update(succeeded=True, result_checksum=checksum(rows), result_rows=len(rows))
+    except Exception as e:  # a failed action is a measured outcome, not a harness error
+        lines = [l for l in str(e).splitlines() if l.strip() and not l.startswith((" ", "\t"))]
+        out["error"] = f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
+    out["wall_s"] = round(time.monotonic() - t0, 3)
+    if rr is not None:
+        out["report"] = rr.report()
+        rr.detach()
+    spark.stop()
+    time.sleep(1.0)  # executors delete their block manager directories as they exit
+    out["retained_bytes_end"] = shuffle_bytes_on_disk(*roots)
+    out["extra"] = ctx.extra
+    return out
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    print(RESULT_PREFIX + json.dumps(run(spec), default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,9 +2,14 @@
 
 Every run writes an event log (spark.eventLog.enabled). A scenario may span several applications
 (vanilla transient-failure: the failed run, then the user's rerun from scratch), and one action
-may run several jobs (AQE, restarts). So a unit of work is identified by what stays the same
-across them: (job group, stage name, number of tasks, partition). Workers set one job group per
-logical step of a scenario. A unit is done the first time a task attempt for it succeeds.
+may run several jobs (AQE, restarts), and Spark gives a shuffle a new stage id in every job that
+needs it again. So a unit of work is identified by what stays the same across all of these:
+(job group, stage name, number of tasks, the stage's RDD id, partition), where the job group is
+the one of the job that first ran the stage's RDD (workers set one job group per logical step of a
+scenario). RDD ids are assigned in creation order, so the same script gives the same ids in a
+rerun from scratch; a restart that rebuilds its DataFrame gets new RDDs, so its repeated work is
+not recognised as such (the transient-failure scenario restarts the same RDDs). A unit is done
+the first time a task attempt for it succeeds.
 
 - tasks_launched: every task attempt of every application of the run.
 - tasks_reexecuted: tasks_launched minus the number of units done, i.e. every attempt beyond the
@@ -21,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Set, Tuple
 
-Unit = Tuple[str, str, int, int]  # job group, stage name, tasks in the stage's first attempt, partition
+Unit = Tuple[str, str, int, int, int]  # job group, stage name, tasks, RDD id, partition
 
 
 @dataclass
@@ -42,8 +47,9 @@ class AppCounts:
 
 def read_app(lines: Iterable[str]) -> AppCounts:
     c = AppCounts()
-    group_of: Dict[int, str] = {}  # stage id -> job group of the first job that listed it
-    stage_key: Dict[int, Tuple[str, int]] = {}  # stage id -> (name, tasks)
+    group_of_rdd: Dict[int, str] = {}  # RDD id -> job group of the first job that listed a stage of it
+    group_of: Dict[int, str] = {}  # stage id -> that group for the stage's RDD
+    stage_key: Dict[int, Tuple[str, int, int]] = {}  # stage id -> (name, tasks, RDD id)
     for line in lines:
         if not line.strip():
             continue
@@ -53,8 +59,9 @@ def read_app(lines: Iterable[str]) -> AppCounts:
             group = (e.get("Properties") or {}).get("spark.jobGroup.id") or ""
             for s in e.get("Stage Infos", []):
                 c.stages_listed.add(s["Stage ID"])
-                group_of.setdefault(s["Stage ID"], group)
-                stage_key.setdefault(s["Stage ID"], (s["Stage Name"], s["Number of Tasks"]))
+                rdd = max((r["RDD ID"] for r in s.get("RDD Info", [])), default=-1)  # the stage's own RDD
+                group_of.setdefault(s["Stage ID"], group_of_rdd.setdefault(rdd, group) if rdd >= 0 else group)
+                stage_key.setdefault(s["Stage ID"], (s["Stage Name"], s["Number of Tasks"], rdd))
         elif kind == "SparkListenerStageSubmitted":
             c.stages_run.add(e["Stage Info"]["Stage ID"])
         elif kind == "SparkListenerTaskEnd":
@@ -65,8 +72,8 @@ def read_app(lines: Iterable[str]) -> AppCounts:
             ok = (e.get("Task End Reason") or {}).get("Reason") == "Success"
             if ok and not info.get("Failed") and not info.get("Killed"):
                 sid = e["Stage ID"]
-                name, tasks = stage_key.get(sid, (f"stage {sid}", -1))
-                unit = (group_of.get(sid, ""), name, tasks, info["Index"])
+                name, tasks, rdd = stage_key.get(sid, (f"stage {sid}", -1, -1))
+                unit = (group_of.get(sid, ""), name, tasks, rdd, info["Index"])
                 c.units.add(unit)
                 if is_map:
                     c.map_units.add(unit)

@@ -1,0 +1,5 @@
+"""bench/ is a package at the repository root."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -1,0 +1,33 @@
+"""Every benchmark scenario at small scale, through the real harness: success and equal results only.
+
+Timings are never asserted here; bench/results/ holds the measured figures.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCENARIOS = ["overhead", "executor-crash", "heartbeat-timeout", "transient-failure", "long-session"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_runs_in_both_modes_with_equal_results(scenario, tmp_path):
+    out = tmp_path / f"{scenario}.json"
+    done = subprocess.run([sys.executable, "-m", "bench", "run", scenario, "--scale", "small", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=840)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(out.read_text())
+    vanilla, recovery = result["runs"]
+    assert (vanilla["mode"], recovery["mode"]) == ("vanilla", "recovery")
+    assert recovery["succeeded"], recovery["error"]
+    if scenario == "transient-failure":
+        assert vanilla["applications"] == 2 and vanilla["first_run_error"], "vanilla failed, then reran"
+    assert vanilla["succeeded"] and result["checksums_agree"] is True
+    assert recovery["tasks_launched"] > 0 and vanilla["tasks_launched"] > 0

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup.sh --jvm-tests
 # the fast pure-Python layer first, so a broken unit fails in seconds
-[ $# -gt 0 ] || set -- tests/unit tests/integration tests/containers
+[ $# -gt 0 ] || set -- tests/unit tests/integration tests/bench tests/containers
 printf '\n==> pytest %s\n' "$*"
 export PYTHONUNBUFFERED=1
 exec .venv/bin/python -m pytest -p no:cacheprovider --timeout=600 "$@"

@@ -32,8 +32,8 @@ def main(argv=None) -> int:
             out = os.path.join(out, f"{name}.json")
         try:
             harness.run_scenario(name, args.scale, args.master, out)
-        except harness.ChecksumMismatch as e:
-            print(f"ERROR: {e}", file=sys.stderr)
+        except (harness.ChecksumMismatch, RuntimeError) as e:  # report it, go on with the other scenarios
+            print(f"ERROR: {name}: {e}", file=sys.stderr)
             failed.append(name)
     return 1 if failed else 0
 

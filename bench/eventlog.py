@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Set, Tuple
 
@@ -39,6 +40,7 @@ class AppCounts:
     stages_listed: Set[int] = field(default_factory=set)
     stages_run: Set[int] = field(default_factory=set)
     failed_jobs: int = 0
+    executors_removed: List[str] = field(default_factory=list)  # Spark's reasons, e.g. heartbeat timed out
 
     @property
     def stages_skipped(self) -> int:
@@ -77,6 +79,8 @@ def read_app(lines: Iterable[str]) -> AppCounts:
                 c.units.add(unit)
                 if is_map:
                     c.map_units.add(unit)
+        elif kind == "SparkListenerExecutorRemoved":
+            c.executors_removed.append(e.get("Removed Reason") or "")
         elif kind == "SparkListenerJobEnd" and (e.get("Job Result") or {}).get("Result") != "JobSucceeded":
             c.failed_jobs += 1
     return c
@@ -91,6 +95,8 @@ def read_dir(event_dir: str) -> List[AppCounts]:
     apps = []
     for p in sorted(glob.glob(os.path.join(event_dir, "*")), key=os.path.getmtime):
         if p.endswith(".inprogress"):
+            print(f"[bench] warning: {p} is still in progress (the application did not stop cleanly); "
+                  "its tasks are not counted", file=sys.stderr)
             continue
         if os.path.isdir(p):
             parts = sorted(glob.glob(os.path.join(p, "events_*")),

@@ -15,7 +15,7 @@ from . import procs
 
 SCALES = {
     "small": {"rows": 300_000, "keys": 2_000, "maps": 8, "reps": 1, "session_jobs": 50, "session_rows": 20_000},
-    "medium": {"rows": 3_000_000, "keys": 20_000, "maps": 8, "reps": 3, "session_jobs": 50, "session_rows": 200_000},
+    "medium": {"rows": 3_000_000, "keys": 20_000, "maps": 8, "reps": 5, "session_jobs": 50, "session_rows": 200_000},
 }
 
 
@@ -166,6 +166,8 @@ def long_session(ctx: Context) -> List:
     ctx.extra["disk_bytes_per_job"] = samples
     ctx.extra["retained_bytes_per_job"] = retained
     ctx.extra["retained_bytes_max"] = max(retained)
+    conf = ctx.sc.getConf()
+    ctx.extra["max_bytes_configured"] = conf.get("spark.regionRecovery.retained.maxBytes") is not None
     return out
 
 
@@ -180,7 +182,7 @@ CONF = {
     "overhead": {"spark.sql.autoBroadcastJoinThreshold": "-1"},
 }
 
-RETAINED_MAX_BYTES = 256 * 1024  # long-session: the cap on retained bytes per host
+RETAINED_MAX_BYTES = 16 * 1024  # long-session: below what 50 jobs retain uncapped (about 32 KiB)
 
 # Controller settings in recovery mode; keys this build does not know yet are left out.
 RECOVERY_CONF = {

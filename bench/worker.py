@@ -66,7 +66,7 @@ def build_session(spec: dict):
     conf = dict(scenarios.CONF.get(spec["scenario"], {}))
     if spec["mode"] == "recovery":
         conf.update(scenarios.RECOVERY_CONF.get(spec["scenario"], {}))
-        if retention_available():
+        if retention_available() and spec.get("retention", True):
             conf.update({"spark.regionRecovery.retained.enabled": "true",
                          "spark.regionRecovery.retained.dir": os.path.join(work, "retained")})
     for k, v in conf.items():
@@ -80,6 +80,7 @@ def build_session(spec: dict):
 
 
 def run(spec: dict) -> dict:
+    started = time.monotonic()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for sub in ("local", "events", "retained"):
         os.makedirs(os.path.join(spec["workdir"], sub), exist_ok=True)
@@ -87,7 +88,7 @@ def run(spec: dict) -> dict:
     spark = build_session(spec)
     spark.sparkContext.setLogLevel("ERROR")
     rr = None
-    if spec["mode"] == "recovery":
+    if spec["mode"] == "recovery" and spec.get("attach", True):
         import region_recovery
         rr = region_recovery.RegionRecovery.attach(spark)
     ctx = scenarios.Context(spark, spec["mode"], scenarios.SCALES[spec["scale"]], rr, spec["state_dir"],
@@ -96,6 +97,7 @@ def run(spec: dict) -> dict:
     scenarios._wait_executors(ctx, 2)
     out = {"succeeded": False, "error": None}
     t0 = time.monotonic()
+    out["startup_s"] = round(t0 - started, 3)  # interpreter, driver JVM, executors: paid again by a rerun
     try:
         rows = scenarios.SCENARIOS[spec["scenario"]](ctx)
         out.update(succeeded=True, result_checksum=checksum(rows), result_rows=len(rows))

@@ -1,4 +1,4 @@
-"""python -m bench run SCENARIO|all [--scale small|medium] [--out FILE] [--master URL]; python -m bench plot"""
+"""python -m bench run SCENARIO|all [--scale small|medium] [--out FILE] [--master URL]; python -m bench plot|table"""
 from __future__ import annotations
 
 import argparse
@@ -17,7 +17,12 @@ def main(argv=None) -> int:
     r.add_argument("--master", default="local-cluster[2,1,1024]")
     r.add_argument("--out", help="result file (one scenario) or directory (all); default bench/results/")
     sub.add_parser("plot", help="draw bench/results/*.json as PNG charts in bench/results/")
+    sub.add_parser("table", help="print bench/results/*.json as a Markdown table")
     args = p.parse_args(argv)
+    if args.cmd == "table":
+        from . import table
+        print(table.markdown())
+        return 0
     if args.cmd == "plot":
         from . import plot
         for path in plot.plot_all():

@@ -1,0 +1,22 @@
+"""The results as a Markdown table (for the README): `python -m bench table`."""
+from __future__ import annotations
+
+from typing import List
+
+from .plot import _load
+
+
+def markdown() -> str:
+    rows: List[str] = [
+        "| Scenario (scale) | Wall s, vanilla / recovery | Ratio | Tasks re-executed (map), vanilla / recovery "
+        "| Same result | Targets |",
+        "|---|---|---|---|---|---|"]
+    for r in _load():
+        v, c = r["runs"]
+        targets = "; ".join(f"{t['target']}: {t['value']} {'met' if t['met'] else 'MISSED'}" for t in r["targets"])
+        same = {True: "yes", False: "NO", None: "n/a"}[r.get("checksums_agree")]
+        rows.append(f"| {r['scenario']} ({r['scale']}) | {v['wall_s']:.1f} / {c['wall_s']:.1f} "
+                    f"| {r['ratios']['wall_recovery_over_vanilla']} "
+                    f"| {v['tasks_reexecuted']} ({v['map_tasks_reexecuted']}) / "
+                    f"{c['tasks_reexecuted']} ({c['map_tasks_reexecuted']}) | {same} | {targets} |")
+    return "\n".join(rows)

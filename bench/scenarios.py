@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional
 from . import procs
 
 SCALES = {
-    "small": {"rows": 300_000, "keys": 2_000, "maps": 8, "reps": 1, "session_jobs": 50, "session_rows": 20_000},
+    "small": {"rows": 100_000, "keys": 2_000, "maps": 8, "reps": 1, "session_jobs": 50, "session_rows": 20_000},
     "medium": {"rows": 3_000_000, "keys": 20_000, "maps": 8, "reps": 5, "session_jobs": 50, "session_rows": 200_000},
 }
 

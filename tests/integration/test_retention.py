@@ -187,10 +187,9 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
     close_and_check_nothing_left(c, root)
 
 
-# ---------------------------------------------------------------------------------------------------
-def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(cluster, tmp_path):
-    root = str(tmp_path / "retained")
-    c = cluster(**retention_conf(root, True))
+def run_and_pick_victim(c):
+    """Runs the map stage once; returns the RDD, its result, the shuffle, and the executor holding
+    the most of its outputs with their map indexes."""
     c.wait_executors(2)
     pairs = pairs_rdd(c.sc)
     expected = sorted(pairs.collect())
@@ -198,7 +197,14 @@ def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(cluster, t
     (sid,) = list(c.model.shuffles)
     on = outputs_by_executor(c.model, sid)
     victim = max(on, key=lambda e: len(on[e]))
-    lost = on[victim]
+    return pairs, expected, sid, victim, on[victim]
+
+
+# ---------------------------------------------------------------------------------------------------
+def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(cluster, tmp_path):
+    root = str(tmp_path / "retained")
+    c = cluster(**retention_conf(root, True))
+    pairs, expected, sid, victim, lost = run_and_pick_victim(c)
     bad = c.model.shuffles[sid].outputs[lost[0]]
     data = os.path.join(root, c.sc.applicationId, victim, f"shuffle_{sid}_{bad.map_id}_0.data")
     with open(data, "r+b") as f:  # same length, different bytes: only the checksum can tell
@@ -234,14 +240,7 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     c = cluster(**retention_conf(root, True, **{
         "spark.network.timeout": f"{timeout_s}s", "spark.executor.heartbeatInterval": "1s",
         "spark.network.timeoutInterval": "1s"}))
-    c.wait_executors(2)
-    pairs = pairs_rdd(c.sc)
-    expected = sorted(pairs.collect())
-    c.rr.sync()
-    (sid,) = list(c.model.shuffles)
-    on = outputs_by_executor(c.model, sid)
-    victim = max(on, key=lambda e: len(on[e]))
-    lost = on[victim]
+    pairs, expected, sid, victim, lost = run_and_pick_victim(c)
     app_id = c.sc.applicationId
     assert retained_files(root, app_id, victim)
 

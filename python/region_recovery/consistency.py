@@ -84,5 +84,7 @@ class ChangedOutputGuard:
                             restart.consumer_shuffles_unregistered.append(st.shuffle_id)
                     elif any(a.tasks_succeeded for a in st.attempts.values()):
                         restart.result_stages_already_read.append(st.stage_id)
-                found.append(restart)
+                if restart.consumer_shuffles_unregistered or restart.result_stages_already_read:
+                    found.append(restart)
+                # else: only result stages consume it and none has read it yet, so nothing is mixed
         return found

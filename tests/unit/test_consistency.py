@@ -101,3 +101,15 @@ def test_a_result_stage_that_already_read_the_old_output_is_reported():
     (restart,) = guard.snapshot()
     assert restart["consumer_shuffles_unregistered"] == [] and rr.unregistered == []
     assert restart["result_stages_already_read"] == [RESULT], "a finished result task cannot be rolled back"
+
+
+def test_a_change_read_only_by_an_unstarted_result_stage_is_not_a_restart():
+    """The consumer shuffle recomputed from new data differs from its old output, but nothing read the old one."""
+    m = LiveModel()
+    m.apply(ev.AppStart(1, "app-1", "t", "u"), *[ev.ExecutorAdded(2, x, f"host-{x}", 1) for x in "123"],
+            ev.JobStart(10, 0, 5, None, [stage(MAP0, SH0, 2), stage(RESULT, None, 2, parents=(MAP0,))]))
+    run_map_stage(m, MAP0, {0: "1", 1: "2"})
+    rr = Recorder(m)
+    guard = ChangedOutputGuard(rr)
+    lose_and_recompute(m, guard, bytes_written=5)
+    assert guard.snapshot() == [] and rr.unregistered == []

@@ -159,7 +159,8 @@ class RegionRecovery:
                 "runs": [r.to_dict() for r in self.controller.records],
                 "jobs": self.model.job_summaries(),
                 "decisions": self.decisions.snapshot(),
-                "consumer_restarts": self.consumer_guard.snapshot()}
+                "consumer_restarts": self.consumer_guard.snapshot(),
+                "retained": self.model.retained_bytes() if self.retained_ledger() is not None else None}
 
     def begin_reuse_scope(self) -> None:
         """From now until end_reuse_scope(), failed DataFrame queries leave their shuffles for reuse."""
@@ -181,6 +182,12 @@ class RegionRecovery:
     def retention(self) -> Optional[list]:
         """Retained outputs: the executor losses the JVM handled (adopted, unregistered, timings); None when off."""
         raw = self._bridge.retentionJson()
+        return None if raw is None else json.loads(raw)
+
+    def retained_ledger(self) -> Optional[dict]:
+        """The driver's account of retained bytes (per host, executor, shuffle), the cap, the release
+        policy, and what was released; None when retention is off."""
+        raw = self._bridge.retainedLedgerJson()
         return None if raw is None else json.loads(raw)
 
     def exchange_reuse(self) -> dict:

@@ -330,6 +330,31 @@ RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = register(ConfigKey(
     "read the old output is unregistered so that Spark recomputes it.", "true",
 ))
 
+_SPARK_SIZE = re.compile(r"(\d+)(b|k|kb|m|mb|g|gb|t|tb|p|pb)?")
+_SPARK_TIME_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_SPARK_TIME = re.compile(r"(\d+)(ms|s|m|min|h|d)?")
+SPARK_SIZE_FORMS = "a whole number with a Spark unit b, k, m, g, t or p (e.g. '64m', '2g'); a bare number means bytes"
+SPARK_TIME_FORMS = "a whole number with a Spark unit ms, s, m / min, h or d (e.g. '30s', '2min'); a bare number means ms"
+
+
+def _parse_spark_size(text: str) -> int:
+    """A size as the plugin's JVM side reads it (SparkConf.getSizeAsBytes): no spaces, Spark's units."""
+    match = _SPARK_SIZE.fullmatch(text.strip().lower())
+    if match is None:
+        raise ValueError("not a Spark size")
+    number, unit = match.groups()
+    return int(number) * _BYTES_PER_UNIT[unit or ""]
+
+
+def _parse_spark_time_ms(text: str) -> int:
+    """A duration as the plugin's JVM side reads it (SparkConf.getTimeAsMs): no spaces, Spark's units."""
+    match = _SPARK_TIME.fullmatch(text.strip().lower())
+    if match is None:
+        raise ValueError("not a Spark duration")
+    number, unit = match.groups()
+    return int(number) * _SPARK_TIME_MS[unit or "ms"]
+
+
 def _parse_path(text: str) -> str:
     path = text.strip()
     if not path.startswith("/"):
@@ -348,6 +373,34 @@ RETAINED_DIR = register(ConfigKey(
     "Root of the retained directories on every host: <dir>/<appId>/<executorId>/, owner-only. "
     "Should be on the filesystem of spark.local.dir, so retaining is a hard link, not a copy.",
     "<java.io.tmpdir>/spark-region-recovery-retained-<user>",
+))
+
+RETAINED_MAX_BYTES = register(ConfigKey(
+    PREFIX + "retained.maxBytes", 0, _parse_spark_size, SPARK_SIZE_FORMS + "; 0 = no cap",
+    "Cap on retained bytes per host. Past it, the driver releases the least recently used outputs "
+    "of shuffles no running job or SQL execution uses: unregistered (Spark recomputes them if they "
+    "are needed again: correct, only slower), their retained and served files deleted. Outputs of "
+    "shuffles in use are never released, so a single running shuffle larger than the cap exceeds it "
+    "(counted as overCap in rr.retained_ledger()).", "0",
+))
+RETAINED_RELEASE = register(ConfigKey(
+    PREFIX + "retained.release", "shuffle-cleanup",
+    _choice({"shuffle-cleanup": "shuffle-cleanup", "job-end": "job-end", "consumers-finished": "consumers-finished"}),
+    "shuffle-cleanup, job-end, consumers-finished",
+    "When retained outputs are released before the application ends: when Spark's ContextCleaner "
+    "removes the shuffle (shuffle-cleanup, Spark's own lifetime); when the action that used it "
+    "succeeds, i.e. its SQL execution or, for RDD actions, its job ends (job-end; a failed action "
+    "keeps its outputs for the restart); or as in Flink, once every stage that reads the shuffle "
+    "has finished (consumers-finished). Released outputs are unregistered and their files deleted; "
+    "a later action that needs them recomputes them.", "shuffle-cleanup",
+))
+RETAINED_LEASE_TIMEOUT = register(ConfigKey(
+    PREFIX + "retained.leaseTimeout", 120_000, _at_least(_parse_spark_time_ms, 1000), SPARK_TIME_FORMS + "; at least 1s",
+    "Executors renew their application's lease on its retained directory while the driver answers. "
+    "An executor whose driver has not answered for this long deletes the application's retained "
+    "files on its host, and any executor removes the directories of other applications whose lease "
+    "expired (a driver that crashed). An executor that stops while its driver does not answer "
+    "deletes them at once.", "120s",
 ))
 
 register_namespace(PREFIX + "retained")

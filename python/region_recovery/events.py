@@ -19,7 +19,7 @@ WIRE_VERSION = 1
  WIRE_EXECUTOR_REMOVED, WIRE_BLOCK_MANAGER_REMOVED, WIRE_SHUFFLE_REGISTERED,
  WIRE_SHUFFLE_REMOVED, WIRE_MAP_OUTPUT_COMMITTED, WIRE_EXECUTOR_PLUGIN_STARTED,
  WIRE_MAP_OUTPUT_RETAINED, WIRE_MAP_OUTPUT_ADOPTED, WIRE_MAP_OUTPUT_UNREGISTERED,
- WIRE_RETAINED_FILES_DELETED) = range(1, 20)
+ WIRE_RETAINED_FILES_DELETED, WIRE_MAP_OUTPUT_RELEASED) = range(1, 21)
 
 
 class CorruptBatchError(ValueError):
@@ -264,6 +264,19 @@ class RetainedFilesDeleted:
 
 
 @dataclass(slots=True)
+class MapOutputReleased:
+    """A retained map output released before Spark cleaned its shuffle (size cap or release policy)."""
+    time: int
+    shuffle_id: int
+    map_id: int
+    map_index: int
+    executor_id: Optional[str]
+    host: Optional[str]
+    bytes: int
+    reason: Optional[str]
+
+
+@dataclass(slots=True)
 class Batch:
     first_seq: int
     dropped_total: int  # events the JVM buffer dropped since the application started
@@ -291,6 +304,7 @@ _LAYOUTS = {
     WIRE_MAP_OUTPUT_ADOPTED: (MapOutputAdopted, "q" + "iqiiiiqq", (4, 5, 6)),
     WIRE_MAP_OUTPUT_UNREGISTERED: (MapOutputUnregistered, "q" + "iqiii", (4, 5)),
     WIRE_RETAINED_FILES_DELETED: (RetainedFilesDeleted, "q" + "iiiqi", (1, 2, 5)),
+    WIRE_MAP_OUTPUT_RELEASED: (MapOutputReleased, "q" + "iqiiiqi", (4, 5, 7)),
 }
 _STRUCTS = {code: (cls, struct.Struct(">" + fmt), strs) for code, (cls, fmt, strs) in _LAYOUTS.items()}
 _HEADER = struct.Struct(">iHqqi")

@@ -76,6 +76,17 @@ class Adoption:
 
 
 @dataclass
+class RetainedOutput:
+    """A map output whose files are in the retained directory now (they survive its executor)."""
+    shuffle_id: int
+    map_id: int
+    map_index: int
+    executor_id: Optional[str]  # whose retained directory holds it (the adopter after an adoption)
+    host: Optional[str]
+    bytes: int
+
+
+@dataclass
 class Shuffle:
     shuffle_id: int
     num_maps: int = 0
@@ -179,6 +190,8 @@ class LiveModel:
         self.tasks_ended = 0
         self.duplicate_executor_removals = 0
         self.retained_deletions: List[ev.RetainedFilesDeleted] = []
+        self.retained: Dict[Tuple[int, int], RetainedOutput] = {}  # (shuffle id, map id) -> on disk now
+        self.releases: List[ev.MapOutputReleased] = []
         self._outputs_by_executor: Dict[str, Set[Tuple[int, int]]] = {}
         self._handlers: Dict[type, Callable] = {
             ev.AppStart: self._app_start, ev.AppEnd: self._app_end,
@@ -193,7 +206,8 @@ class LiveModel:
             ev.MapOutputRetained: self._map_output_retained,
             ev.MapOutputAdopted: self._map_output_adopted,
             ev.MapOutputUnregistered: self._map_output_unregistered,
-            ev.RetainedFilesDeleted: self.retained_deletions.append,
+            ev.RetainedFilesDeleted: self._retained_files_deleted,
+            ev.MapOutputReleased: self._map_output_released,
         }
 
     # ---- feeding -------------------------------------------------------------------------
@@ -268,6 +282,17 @@ class LiveModel:
                             "tasks_reexecuted": reexecuted, "failures": kinds, "error": job.error})
             return out
 
+    def retained_bytes(self) -> dict:
+        """Retained bytes on disk now, per host, executor and shuffle, from the retention events."""
+        with self._cond:
+            out = {"total": 0, "outputs": len(self.retained), "hosts": {}, "executors": {}, "shuffles": {},
+                   "released": len(self.releases), "released_bytes": sum(r.bytes for r in self.releases)}
+            for r in self.retained.values():
+                out["total"] += r.bytes
+                for group, key in (("hosts", r.host), ("executors", r.executor_id), ("shuffles", r.shuffle_id)):
+                    out[group][key] = out[group].get(key, 0) + r.bytes
+            return out
+
     def snapshot(self) -> dict:
         """A JSON-serialisable copy of the whole model."""
         with self._cond:
@@ -281,6 +306,7 @@ class LiveModel:
                 "jobs": {k: _plain(asdict(v)) for k, v in self.jobs.items()},
                 "stages": {k: _plain(asdict(v)) for k, v in self.stages.items()},
                 "shuffles": {k: _plain(asdict(v)) for k, v in self.shuffles.items()},
+                "retained": {f"{k[0]}/{k[1]}": asdict(v) for k, v in self.retained.items()},
             }
 
     # ---- handlers (called under the lock, by the drain thread) --------------------------
@@ -289,6 +315,7 @@ class LiveModel:
 
     def _app_end(self, e: ev.AppEnd) -> None:
         self.app_ended = True
+        self.retained.clear()  # the plugin deletes the application's retained files as it stops
 
     def _job_start(self, e: ev.JobStart) -> None:
         job = Job(e.job_id, [s.stage_id for s in e.stages], e.time, e.sql_execution_id, e.job_group)
@@ -422,6 +449,8 @@ class LiveModel:
     def _shuffle_removed(self, e: ev.ShuffleRemoved) -> None:
         sh = self._shuffle(e.shuffle_id)
         sh.removed = True
+        for key in [k for k in self.retained if k[0] == e.shuffle_id]:
+            del self.retained[key]
         for o in sh.outputs.values():
             if o.available:
                 o.available, o.lost_reason = False, "shuffle removed"
@@ -435,6 +464,8 @@ class LiveModel:
             sh.pending_commits[e.map_id] = e.bytes
 
     def _map_output_retained(self, e: ev.MapOutputRetained) -> None:
+        self.retained[(e.shuffle_id, e.map_id)] = RetainedOutput(e.shuffle_id, e.map_id, e.map_index, e.executor_id,
+                                                                 e.host, e.bytes)
         sh = self._shuffle(e.shuffle_id)
         out = sh.outputs.get(e.map_index)
         if out is not None and out.map_id == e.map_id:
@@ -443,6 +474,9 @@ class LiveModel:
             sh.pending_retained[e.map_id] = (e.bytes, e.checksum)
 
     def _map_output_adopted(self, e: ev.MapOutputAdopted) -> None:
+        kept = self.retained.get((e.shuffle_id, e.map_id))
+        if kept is not None:
+            kept.executor_id, kept.host = e.to_executor, e.host
         sh = self._shuffle(e.shuffle_id)
         out = sh.outputs.get(e.map_index)
         sh.adoptions.append(Adoption(e.shuffle_id, e.map_index, e.map_id, e.from_executor, e.to_executor,
@@ -455,6 +489,20 @@ class LiveModel:
         out.available, out.lost_reason = True, None
         if out.retained_bytes is None:
             out.retained_bytes = e.bytes
+
+    def _retained_files_deleted(self, e: ev.RetainedFilesDeleted) -> None:
+        self.retained_deletions.append(e)
+        if e.executor_id is not None:  # that executor's directory is gone (what was adopted had moved)
+            for key in [k for k, r in self.retained.items() if r.executor_id == e.executor_id]:
+                del self.retained[key]
+
+    def _map_output_released(self, e: ev.MapOutputReleased) -> None:
+        self.releases.append(e)
+        self.retained.pop((e.shuffle_id, e.map_id), None)
+        sh = self.shuffles.get(e.shuffle_id)
+        out = sh.outputs.get(e.map_index) if sh else None
+        if out is not None and out.map_id == e.map_id and out.available:
+            out.available, out.lost_reason = False, f"released: {e.reason}"
 
     def _map_output_unregistered(self, e: ev.MapOutputUnregistered) -> None:
         sh = self.shuffles.get(e.shuffle_id)

@@ -114,4 +114,18 @@ def describe_report(report: dict) -> str:
         lines.append(f"  shuffle {r['producer_shuffle']} map {r['map_index']} changed when recomputed "
                      f"({r['bytes_before']} -> {r['bytes_after']} bytes): consumer shuffles "
                      f"{r['consumer_shuffles_unregistered']} recomputed")
+    kept = report.get("retained")
+    if kept is not None:
+        hosts = ", ".join(f"{h}: {_size(b)}" for h, b in sorted(kept["hosts"].items())) or "none"
+        lines.append(f"  retained now: {_size(kept['total'])} in {kept['outputs']} map outputs ({hosts}); "
+                     f"released early: {kept['released']} outputs, {_size(kept['released_bytes'])}")
     return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    """Bytes the way Spark's UI shows them (binary units, one decimal)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -52,3 +52,12 @@ def test_first_line_prefers_the_last_line_of_a_python_traceback():
     assert _first_line(text) == "RuntimeError: boom"
     assert _first_line("Job aborted due to stage failure: x\nmore") == "Job aborted due to stage failure: x"
     assert _first_line("") == ""
+
+
+def test_report_rendering_shows_retained_bytes_per_host_and_early_releases():
+    report = {"app_id": "app-1", "strategy": "x", "runs": [],
+              "retained": {"total": 3 * 1024 * 1024, "outputs": 7, "hosts": {"h2": 1024 * 1024, "h1": 2 * 1024 * 1024},
+                           "executors": {}, "shuffles": {}, "released": 4, "released_bytes": 1536}}
+    text = describe_report(report)
+    assert "retained now: 3.0 MiB in 7 map outputs (h1: 2.0 MiB, h2: 1.0 MiB); released early: 4 outputs, 1.5 KiB" in text
+    assert "retained now" not in describe_report({"app_id": "a", "strategy": "x", "runs": [], "retained": None})

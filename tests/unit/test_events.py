@@ -25,6 +25,7 @@ APP_START, APP_END, JOB_START, JOB_END, STAGE_SUBMITTED, STAGE_COMPLETED = 1, 2,
 TASK_START, TASK_END, EXECUTOR_ADDED, EXECUTOR_REMOVED, BLOCK_MANAGER_REMOVED = 7, 8, 9, 10, 11
 SHUFFLE_REGISTERED, SHUFFLE_REMOVED, MAP_OUTPUT_COMMITTED, EXECUTOR_PLUGIN_STARTED = 12, 13, 14, 15
 MAP_OUTPUT_RETAINED, MAP_OUTPUT_ADOPTED, MAP_OUTPUT_UNREGISTERED, RETAINED_FILES_DELETED = 16, 17, 18, 19
+MAP_OUTPUT_RELEASED = 20
 
 # Field order of each fixed-shape event after (code, time), from BatchEncoder.encode.
 # i = i32, q = i64, ? = boolean byte, b = signed byte, S = string (i32 table index, -1 = null).
@@ -67,6 +68,9 @@ FIELDS = {
         ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("executor_id", "S"), ("reason", "S")]),
     ev.RetainedFilesDeleted: (RETAINED_FILES_DELETED, [
         ("executor_id", "S"), ("host", "S"), ("files", "i"), ("bytes", "q"), ("reason", "S")]),
+    ev.MapOutputReleased: (MAP_OUTPUT_RELEASED, [
+        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("executor_id", "S"), ("host", "S"),
+        ("bytes", "q"), ("reason", "S")]),
 }
 
 
@@ -179,6 +183,7 @@ EVERY_TYPE = [
     ev.MapOutputUnregistered(23, 3, 12, 5, "exec-7", "not adopted: checksum mismatch"),
     ev.RetainedFilesDeleted(24, None, None, 0, 0, "shuffle 3 removed"),
     ev.RetainedFilesDeleted(25, "exec-7", "host-a.example", 6, 2**33, "heartbeat timeout"),
+    ev.MapOutputReleased(26, 3, 2**33 + 6, 5, "exec-9", "host-a.example", 2**32 + 3, "retained.maxBytes"),
 ]
 
 
@@ -192,7 +197,7 @@ def test_round_trip_of_every_fixed_event_type(event):
 def test_every_event_type_is_covered():
     covered = {type(e) for e in EVERY_TYPE} | {ev.JobStart}
     assert covered == set(FIELDS) | {ev.JobStart}
-    assert len(covered) == 19
+    assert len(covered) == 20
 
 
 def test_all_types_in_one_batch_keep_order():

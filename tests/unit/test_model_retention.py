@@ -80,3 +80,36 @@ def test_retained_files_deleted_are_recorded(job_model):
     e = ev.RetainedFilesDeleted(5000, "1", "host-1", 6, 900, "heartbeat timeout")
     m.apply(e)
     assert m.retained_deletions == [e]
+
+
+def test_retained_bytes_per_host_executor_and_shuffle_follow_adoption_purge_release_and_cleanup(job_model):
+    m = job_model
+    m.apply(retained(m, SH0, 0, "1", nbytes=100), retained(m, SH0, 1, "2", nbytes=20),
+            retained(m, SH0, 2, "1", nbytes=5))
+    r = m.retained_bytes()
+    assert (r["total"], r["outputs"]) == (125, 3)
+    assert r["hosts"] == {"host-1": 105, "host-2": 20} and r["executors"] == {"1": 105, "2": 20}
+    assert r["shuffles"] == {SH0: 125}
+
+    # executor 1 lost: map 0 adopted by 2, map 2 not; then 1's retained directory is deleted
+    m.apply(ev.ExecutorRemoved(3000, "1", "Command exited with code 137"), adopt(m, SH0, 0, "1", "2"),
+            ev.RetainedFilesDeleted(3200, "1", "host-1", 3, 5, "executor lost"))
+    r = m.retained_bytes()
+    assert r["executors"] == {"2": 120} and r["hosts"] == {"host-2": 120}
+
+    # the cap releases map 1: unregistered, so no longer available, and accounted
+    map_id = m.shuffles[SH0].outputs[1].map_id
+    m.apply(ev.MapOutputReleased(3300, SH0, map_id, 1, "2", "host-2", 20, "retained.maxBytes"))
+    r = m.retained_bytes()
+    assert (r["total"], r["released"], r["released_bytes"]) == (100, 1, 20)
+    assert not m.shuffles[SH0].outputs[1].available
+    assert m.shuffles[SH0].outputs[1].lost_reason == "released: retained.maxBytes"
+
+    m.apply(ev.ShuffleRemoved(4000, SH0, False))
+    assert m.retained_bytes()["total"] == 0 and m.snapshot()["retained"] == {}
+
+
+def test_a_release_of_an_older_output_leaves_the_recomputed_one_available(job_model):
+    m = job_model
+    m.apply(ev.MapOutputReleased(3300, SH0, 123_456_789, 0, "1", "host-1", 20, "job-end"))
+    assert m.shuffles[SH0].outputs[0].available

@@ -101,6 +101,10 @@ object BatchEncoder {
         case e: RetainedFilesDeletedEvent =>
           out.writeInt(idx(e.executorId)); out.writeInt(idx(e.host)); out.writeInt(e.files)
           out.writeLong(e.bytes); out.writeInt(idx(e.reason))
+        case e: MapOutputReleasedEvent =>
+          out.writeInt(e.shuffleId); out.writeLong(e.mapId); out.writeInt(e.mapIndex)
+          out.writeInt(idx(e.executorId)); out.writeInt(idx(e.host)); out.writeLong(e.bytes)
+          out.writeInt(idx(e.reason))
       }
     }
     out.flush()

@@ -14,7 +14,7 @@ object Event {
   val ShuffleRegistered = 12; val ShuffleRemoved = 13; val MapOutputCommitted = 14
   val ExecutorPluginStarted = 15
   val MapOutputRetained = 16; val MapOutputAdopted = 17; val MapOutputUnregistered = 18
-  val RetainedFilesDeleted = 19
+  val RetainedFilesDeleted = 19; val MapOutputReleased = 20
 
   /** Task end reasons (TaskEndEvent.reason). */
   object Reason {
@@ -134,4 +134,14 @@ final case class MapOutputUnregisteredEvent(
 final case class RetainedFilesDeletedEvent(
     time: Long, executorId: String, host: String, files: Int, bytes: Long, reason: String) extends Event {
   def code: Int = Event.RetainedFilesDeleted
+}
+
+/**
+ * A retained map output was released before Spark cleaned its shuffle (size cap or release policy):
+ * unregistered, its retained and served files deleted. Spark recomputes it if it is needed again.
+ */
+final case class MapOutputReleasedEvent(
+    time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, host: String,
+    bytes: Long, reason: String) extends Event {
+  def code: Int = Event.MapOutputReleased
 }

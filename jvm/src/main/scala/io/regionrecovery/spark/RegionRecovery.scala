@@ -51,7 +51,7 @@ final class DriverState(val capacity: Int, val installedBy: String) {
 
   /** A small JSON document for Python's status() and error messages. */
   def statusJson: String = {
-    def q(s: String) = if (s == null) "null" else "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\""
+    def q(s: String) = Json.str(s)
     val appId = Option(sparkContext).map(_.applicationId).orNull
     s"""{"version": ${q(RegionRecovery.Version)}, "appId": ${q(appId)}, "installedBy": ${q(installedBy)}, """ +
       s""""queue": ${q(queue)}, "shuffleIo": $shuffleIoActive, "executorsReporting": ${executorsReporting.size}, """ +

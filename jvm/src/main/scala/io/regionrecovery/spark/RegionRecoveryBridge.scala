@@ -56,4 +56,10 @@ object RegionRecoveryBridge {
     val s = RegionRecovery.current
     if (s == null || s.retention == null) null else s.retention.historyJson
   }
+
+  /** The driver's retained-bytes ledger (cap, policy, bytes per host / executor / shuffle, releases); null when off. */
+  def retainedLedgerJson(): String = {
+    val s = RegionRecovery.current
+    if (s == null || s.retention == null) null else s.retention.ledgerJson
+  }
 }

@@ -37,14 +37,28 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
       StageMeta(s.stageId, s.attemptNumber(), s.name, s.numTasks, SparkInternals.shuffleId(s),
         SparkInternals.determinism(s), SparkInternals.isBarrier(s), s.parentIds.toArray)
     }.toArray
-    offer(JobStartEvent(e.time, e.jobId, if (sqlId == null) -1L else sqlId.toLong,
-      prop("spark.jobGroup.id"), stages))
+    val sqlExecutionId = if (sqlId == null) -1L else sqlId.toLong
+    offer(JobStartEvent(e.time, e.jobId, sqlExecutionId, prop("spark.jobGroup.id"), stages))
+    val retention = state.retention
+    if (retention != null) retention.jobStarted(e.jobId, sqlExecutionId, stages)
   }
 
-  override def onJobEnd(e: SparkListenerJobEnd): Unit = e.jobResult match {
-    case JobSucceeded => offer(JobEndEvent(e.time, e.jobId, succeeded = true, null))
-    case JobFailed(ex) => offer(JobEndEvent(e.time, e.jobId, succeeded = false, String.valueOf(ex)))
-    case other => offer(JobEndEvent(e.time, e.jobId, succeeded = false, String.valueOf(other)))
+  override def onJobEnd(e: SparkListenerJobEnd): Unit = {
+    e.jobResult match {
+      case JobSucceeded => offer(JobEndEvent(e.time, e.jobId, succeeded = true, null))
+      case JobFailed(ex) => offer(JobEndEvent(e.time, e.jobId, succeeded = false, String.valueOf(ex)))
+      case other => offer(JobEndEvent(e.time, e.jobId, succeeded = false, String.valueOf(other)))
+    }
+    val retention = state.retention
+    if (retention != null) retention.jobEnded(e.jobId, e.jobResult == JobSucceeded)
+  }
+
+  /** The end of a DataFrame action (all its AQE jobs): what the job-end release policy waits for. */
+  override def onOtherEvent(e: SparkListenerEvent): Unit = e match {
+    case end: org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd =>
+      val retention = state.retention
+      if (retention != null) retention.sqlExecutionEnded(end.executionId, end.errorMessage.forall(_.isEmpty))
+    case _ =>
   }
 
   override def onStageSubmitted(e: SparkListenerStageSubmitted): Unit = {
@@ -57,6 +71,8 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     val s = e.stageInfo
     offer(StageCompletedEvent(s.completionTime.getOrElse(System.currentTimeMillis()), s.stageId,
       s.attemptNumber(), s.numTasks, SparkInternals.shuffleId(s), s.failureReason.orNull))
+    val retention = state.retention
+    if (retention != null) retention.stageCompleted(s.stageId, s.failureReason.isEmpty)
   }
 
   override def onTaskStart(e: SparkListenerTaskStart): Unit = {

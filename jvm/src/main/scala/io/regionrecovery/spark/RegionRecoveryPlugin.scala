@@ -35,6 +35,9 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   /** Executor reports: map outputs committed by the shuffle IO hook, executor plugin start. */
   override def receive(message: AnyRef): AnyRef = {
     message match {
+      case e: MapOutputRetainedEvent =>
+        state.offer(e)
+        if (state.retention != null) state.retention.outputRetained(e)
       case e: Event => state.offer(e)
       case h: RetentionAgentHello => if (state.retention != null) state.retention.agentRegistered(h)
       case other => logWarning(s"region-recovery: ignoring unknown message $other")

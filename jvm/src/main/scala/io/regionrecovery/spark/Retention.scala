@@ -1,6 +1,7 @@
 package io.regionrecovery.spark
 
 import java.io.{DataInputStream, File, FileInputStream, IOException}
+import java.nio.charset.StandardCharsets
 import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException, Path, Paths, StandardCopyOption}
 import java.nio.file.attribute.PosixFilePermissions
 import java.util.concurrent.{ConcurrentHashMap, Executors, ThreadFactory, TimeUnit}
@@ -33,8 +34,34 @@ import org.apache.spark.storage.BlockManagerId
 object Retention {
   val EnabledKey = "spark.regionRecovery.retained.enabled"
   val DirKey = "spark.regionRecovery.retained.dir"
+  val MaxBytesKey = "spark.regionRecovery.retained.maxBytes"
+  val ReleaseKey = "spark.regionRecovery.retained.release"
+  val LeaseTimeoutKey = "spark.regionRecovery.retained.leaseTimeout"
   val AskTimeoutMs = 30000L
   val EndpointName = "region-recovery-retention"
+  val DriverEndpointName = "region-recovery-retention-driver"
+
+  /** Per-host cap on retained bytes; 0 = no cap. Sizes as Spark writes them ("512m", "2g"). */
+  def maxBytes(conf: SparkConf): Long = {
+    val raw = conf.get(MaxBytesKey, "0").trim
+    val v = try conf.getSizeAsBytes(MaxBytesKey, "0") catch {
+      case NonFatal(_) => throw new IllegalArgumentException(s"$MaxBytesKey must be a size such as 512m or 2g, got '$raw'")
+    }
+    if (v < 0) throw new IllegalArgumentException(s"$MaxBytesKey must not be negative, got '$raw'")
+    v
+  }
+
+  def releasePolicy(conf: SparkConf): ReleasePolicy = ReleasePolicy.parse(conf.get(ReleaseKey, ReleasePolicy.ShuffleCleanup.name))
+
+  /** How long an application's lease on its retained directories lasts without renewal. */
+  def leaseTimeoutMs(conf: SparkConf): Long = {
+    val raw = conf.get(LeaseTimeoutKey, "120s").trim
+    val v = try conf.getTimeAsMs(LeaseTimeoutKey, "120s") catch {
+      case NonFatal(_) => throw new IllegalArgumentException(s"$LeaseTimeoutKey must be a duration such as 120s, got '$raw'")
+    }
+    if (v < 1000) throw new IllegalArgumentException(s"$LeaseTimeoutKey must be at least 1s, got '$raw'")
+    v
+  }
 
   def enabled(conf: SparkConf): Boolean = {
     val raw = conf.get(EnabledKey, "false").trim.toLowerCase(java.util.Locale.ROOT)
@@ -63,6 +90,11 @@ object Retention {
     else checksums.foldLeft(1125899906842597L)((h, c) => 31 * h + c)
 }
 
+object RetainedStore {
+  /** Bytes a copy into the retained directory must leave free on its filesystem. */
+  val MinFreeBytes: Long = 64L * 1024 * 1024
+}
+
 /** File operations below the retained root; nothing outside the root is ever deleted. */
 final class RetainedStore(val root: Path) extends Logging {
   private val ownerOnlyDir = PosixFilePermissions.fromString("rwx------")
@@ -85,20 +117,97 @@ final class RetainedStore(val root: Path) extends Logging {
     if (Files.isDirectory(dir)) return
     val parent = dir.getParent
     if (parent != null && dir != root) ensureDir(parent)
+    else if (parent != null) Files.createDirectories(parent)
     try {
       Files.createDirectory(dir)
       try Files.setPosixFilePermissions(dir, ownerOnlyDir) catch { case _: UnsupportedOperationException => }
     } catch { case _: FileAlreadyExistsException => }
   }
 
-  /** Links `src` as `target` (replacing it), or copies it (0600) where a hard link is impossible. */
+  /** Free bytes where `dir` lives (replaceable in tests, to stand for a full disk). */
+  @volatile var usableSpace: Path => Long = dir => Files.getFileStore(dir).getUsableSpace
+
+  /**
+   * Links `src` as `target` (replacing it), or copies it (0600) where a hard link is impossible. A
+   * copy that would leave less than [[RetainedStore.MinFreeBytes]] free is refused before a byte is
+   * written, and a copy cut short by a full disk is removed: retaining never fills the disk.
+   */
   def linkOrCopy(src: Path, target: Path): Unit = {
     Files.deleteIfExists(target)
     try Files.createLink(target, src) catch {
       case _: IOException | _: UnsupportedOperationException =>
-        Files.copy(src, target, StandardCopyOption.REPLACE_EXISTING)
+        val need = Files.size(src)
+        val free = usableSpace(target.getParent)
+        if (free - need < RetainedStore.MinFreeBytes)
+          throw new IOException(s"disk full: copying ${src.getFileName} ($need bytes) would leave " +
+            s"${math.max(0L, free - need)} of the ${RetainedStore.MinFreeBytes} bytes kept free under $root")
+        try Files.copy(src, target, StandardCopyOption.REPLACE_EXISTING) catch {
+          case e: IOException =>
+            try Files.deleteIfExists(target) catch { case NonFatal(_) => }
+            throw new IOException(s"disk full or unwritable while copying ${src.getFileName} to $target: $e", e)
+        }
         try Files.setPosixFilePermissions(target, ownerOnlyFile) catch { case _: UnsupportedOperationException => }
     }
+  }
+
+  // ---- leases: an application's claim on its directory on this host -----------------------------
+
+  def leaseFile(appId: String): Path = root.resolve(safe(appId) + ".lease")
+
+  /** Writes the lease (its expiry, ms since the epoch) atomically: a reader sees the old or the new one. */
+  def renewLease(appId: String, expiresAt: Long): Unit = {
+    ensureDir(root)
+    val tmp = root.resolve(s"${safe(appId)}.lease.${ProcessHandle.current().pid()}.tmp")
+    Files.write(tmp, expiresAt.toString.getBytes(StandardCharsets.UTF_8))
+    try Files.move(tmp, leaseFile(appId), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
+    catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
+  }
+
+  /** The expiry a lease file states; a missing or unreadable lease counts from its (or the dir's) mtime. */
+  private def leaseExpiry(lease: Path, dir: Path, leaseTimeoutMs: Long): Long = {
+    val stated = try Some(new String(Files.readAllBytes(lease), StandardCharsets.UTF_8).trim.toLong)
+      catch { case _: IOException | _: NumberFormatException => None }
+    stated.getOrElse {
+      val anchor = if (Files.exists(lease)) lease else dir
+      (try Files.getLastModifiedTime(anchor).toMillis catch { case _: IOException => 0L }) + leaseTimeoutMs
+    }
+  }
+
+  /**
+   * Deletes the directories (and leases) of other applications whose lease expired: their driver
+   * is gone and no executor of theirs on this host renews it. Returns (appDir, files, bytes) deleted.
+   */
+  def sweepExpired(ownAppId: String, now: Long, leaseTimeoutMs: Long): Seq[(String, Int, Long)] = {
+    if (!Files.isDirectory(root)) return Nil
+    val own = if (ownAppId == null) null else safe(ownAppId)
+    val names = { val l = Files.list(root); try l.iterator().asScala.map(_.getFileName.toString).toList finally l.close() }
+    val out = Seq.newBuilder[(String, Int, Long)]
+    names.foreach { n =>
+      val p = root.resolve(n)
+      if (n.endsWith(".tmp")) {
+        val age = try now - Files.getLastModifiedTime(p).toMillis catch { case _: IOException => 0L }
+        if (age > leaseTimeoutMs) try Files.deleteIfExists(p) catch { case NonFatal(_) => }
+      } else if (n.endsWith(".lease")) {
+        val app = n.stripSuffix(".lease")
+        if (app != own && !Files.isDirectory(root.resolve(app)) && leaseExpiry(p, p, leaseTimeoutMs) < now)
+          try Files.deleteIfExists(p) catch { case NonFatal(_) => }
+      } else if (n != own && Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
+        val lease = root.resolve(n + ".lease")
+        if (leaseExpiry(lease, p, leaseTimeoutMs) < now) {
+          val (files, bytes) = deleteTree(p)
+          try Files.deleteIfExists(lease) catch { case NonFatal(_) => }
+          out += ((n, files, bytes))
+        }
+      }
+    }
+    out.result()
+  }
+
+  /** Deletes an application's directory and lease on this host. */
+  def deleteApp(appId: String): (Int, Long) = {
+    val r = deleteTree(appDir(appId))
+    Files.deleteIfExists(leaseFile(appId))
+    r
   }
 
   /**
@@ -160,6 +269,21 @@ final class RetainedStore(val root: Path) extends Logging {
     try Files.createFile(fence(appId, executorId)) catch { case _: FileAlreadyExistsException => }
   }
 
+  /** Deletes the retained files of some outputs of one executor; returns (files, bytes) deleted. */
+  def releaseOutputs(appId: String, executorId: String, outputs: Seq[OutputRef]): (Int, Long) = {
+    val dir = executorDir(appId, executorId)
+    if (!Files.isDirectory(dir)) return (0, 0L)
+    val prefixes = outputs.map(o => Retention.fileBase(o.shuffleId, o.mapId) + ".").toSet
+    var files = 0; var bytes = 0L
+    val entries = Files.list(dir)
+    try entries.iterator().asScala.toList.foreach { f =>
+      val n = f.getFileName.toString
+      val cut = n.indexOf('.')
+      if (cut > 0 && prefixes.contains(n.substring(0, cut + 1))) { val (k, b) = deleteTree(f); files += k; bytes += b }
+    } finally entries.close()
+    (files, bytes)
+  }
+
   /** Deletes the retained files of one shuffle, in every executor directory of the application. */
   def releaseShuffle(appId: String, shuffleId: Int): (Int, Long) = {
     val app = appDir(appId)
@@ -189,6 +313,10 @@ final case class PurgeRequest(appId: String, executorId: String, fence: Boolean)
 final case class PurgeReply(files: Int, bytes: Long)
 final case class ForgetMapStatuses(shuffleIds: Array[Int])
 final case class ReleaseShuffle(appId: String, shuffleId: Int)
+/** Release some outputs of `executorId`: retained files, and (served) the files its block manager serves. */
+final case class ReleaseOutputs(appId: String, executorId: String, outputs: Array[OutputRef], served: Boolean)
+/** An executor's agent asks the driver whether it is still there (lease renewal, driver-loss check). */
+final case class LeasePing(appId: String, executorId: String)
 
 /**
  * Executor side: retains committed outputs (called by the shuffle IO hook on the task thread) and
@@ -203,8 +331,10 @@ object RetentionAgent extends Logging {
     try {
       if (!Retention.enabled(conf)) None
       else {
-        val a = new RetentionAgent(new RetainedStore(Retention.root(conf)), conf.getAppId, executorId)
+        val a = new RetentionAgent(new RetainedStore(Retention.root(conf)), conf.getAppId, executorId,
+          Retention.leaseTimeoutMs(conf))
         a.ref = SparkInternals.registerEndpoint(Retention.EndpointName, a.handle)
+        a.startLease()
         agent = a
         logInfo(s"region-recovery: retaining map outputs of executor $executorId in ${a.store.executorDir(a.appId, executorId)}")
         Some(RetentionAgentHello(executorId, SparkInternals.localBlockManagerId.host, a.ref))
@@ -215,15 +345,86 @@ object RetentionAgent extends Logging {
         None
     }
 
+  /** Executor shutdown (graceful stop, or the JVM exiting: Spark's shutdown hook stops the executor). */
   private[spark] def stop(): Unit = {
     val a = agent
     agent = null
-    if (a != null && a.ref != null) try SparkInternals.unregisterEndpoint(a.ref) catch { case NonFatal(_) => }
+    if (a != null) {
+      a.stopLease()
+      if (a.ref != null) try SparkInternals.unregisterEndpoint(a.ref) catch { case NonFatal(_) => }
+    }
   }
 }
 
-final class RetentionAgent(val store: RetainedStore, val appId: String, val executorId: String) extends Logging {
+final class RetentionAgent(val store: RetainedStore, val appId: String, val executorId: String,
+                           val leaseTimeoutMs: Long) extends Logging {
   @volatile private[spark] var ref: AnyRef = _
+  @volatile private var driverRef: AnyRef = _
+  @volatile private var lastDriverContact = System.currentTimeMillis()
+  @volatile private var droppedForDriverLoss = false
+  private val leaseThread = Executors.newSingleThreadScheduledExecutor(new ThreadFactory {
+    override def newThread(r: Runnable): Thread = {
+      val t = new Thread(r, "region-recovery-lease"); t.setDaemon(true); t
+    }
+  })
+  private def renewEveryMs: Long = math.max(500L, leaseTimeoutMs / 4)
+  private def pingTimeoutMs: Long = math.min(renewEveryMs, 10000L)
+
+  /**
+   * Safety nets that do not depend on Python (issue 5, item 5): renew this application's lease on
+   * the host while the driver answers; delete the application's retained files here when it has not
+   * answered for a whole lease; remove the directories of other applications whose lease expired.
+   */
+  private[spark] def startLease(): Unit = {
+    driverRef = try SparkInternals.driverEndpointRef(Retention.DriverEndpointName) catch {
+      case NonFatal(e) =>
+        logWarning(s"region-recovery: no lease endpoint on the driver ($e); the lease is renewed while this executor lives")
+        null
+    }
+    store.renewLease(appId, System.currentTimeMillis() + leaseTimeoutMs)
+    leaseThread.execute(() => sweep())
+    leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
+  }
+
+  private def driverAnswers(timeoutMs: Long): Boolean = driverRef == null ||
+    (try { SparkInternals.ask(driverRef, LeasePing(appId, executorId), timeoutMs); true } catch { case NonFatal(_) => false })
+
+  private def leaseTick(): Unit = try {
+    val now = System.currentTimeMillis()
+    if (driverAnswers(pingTimeoutMs)) {
+      lastDriverContact = now
+      droppedForDriverLoss = false
+      store.renewLease(appId, now + leaseTimeoutMs)
+    } else if (!droppedForDriverLoss && now - lastDriverContact > leaseTimeoutMs) {
+      droppedForDriverLoss = true
+      val (files, bytes) = store.deleteApp(appId)
+      logWarning(s"region-recovery: the driver has not answered for ${now - lastDriverContact} ms " +
+        s"(${Retention.LeaseTimeoutKey}); deleted this application's $files retained files ($bytes bytes) on this host")
+    }
+    sweep()
+  } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }
+
+  private def sweep(): Unit = try {
+    store.sweepExpired(appId, System.currentTimeMillis(), leaseTimeoutMs).foreach { case (app, files, bytes) =>
+      logInfo(s"region-recovery: removed $files retained files ($bytes bytes) of application $app: its lease expired")
+    }
+  } catch { case NonFatal(e) => logWarning(s"region-recovery: sweeping expired retained directories failed: $e") }
+
+  /**
+   * The executor is stopping. If the driver is gone (driver exit, lost connection: the reasons an
+   * executor exits on its own), nobody will adopt or delete this application's files: delete them
+   * on this host now. If it answers, it decides (adoption after a crash, deletion at application end).
+   */
+  private[spark] def stopLease(): Unit = {
+    leaseThread.shutdownNow()
+    try {
+      if (!driverAnswers(math.min(pingTimeoutMs, 3000L))) {
+        val (files, bytes) = store.deleteApp(appId)
+        logWarning(s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
+          s"this application's $files retained files ($bytes bytes) on this host")
+      } else if (!Files.isDirectory(store.appDir(appId))) Files.deleteIfExists(store.leaseFile(appId))
+    } catch { case NonFatal(e) => logWarning(s"region-recovery: cleanup at executor stop failed: $e") }
+  }
 
   /** Retains a map output this executor just committed; returns (files, bytes). */
   def retain(shuffleId: Int, mapId: Long): (Int, Long) = {
@@ -234,8 +435,8 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
   def handle(message: AnyRef): AnyRef = message match {
     case r: AdoptRequest => adopt(r)
     case p: PurgeRequest =>
-      val (files, bytes) = store.deleteTree(
-        if (p.executorId == null) store.appDir(p.appId) else store.executorDir(p.appId, p.executorId))
+      val (files, bytes) =
+        if (p.executorId == null) store.deleteApp(p.appId) else store.deleteTree(store.executorDir(p.appId, p.executorId))
       if (p.fence && p.executorId != null) store.writeFence(p.appId, p.executorId)
       logInfo(s"region-recovery: deleted $files retained files ($bytes bytes) of " +
         s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appId)}")
@@ -245,6 +446,11 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
       null
     case r: ReleaseShuffle =>
       val (files, bytes) = store.releaseShuffle(r.appId, r.shuffleId)
+      PurgeReply(files, bytes)
+    case r: ReleaseOutputs =>
+      if (r.served && r.executorId == executorId)
+        r.outputs.foreach(o => SparkInternals.removeMapOutputFiles(o.shuffleId, o.mapId))
+      val (files, bytes) = store.releaseOutputs(r.appId, r.executorId, r.outputs.toSeq)
       PurgeReply(files, bytes)
     case other => throw new IllegalArgumentException(s"region-recovery agent: unknown message $other")
   }
@@ -324,6 +530,12 @@ final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
  * heartbeat timeout; Python sees every decision as events.
  */
 final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, state: DriverState) extends Logging {
+  val ledger = new RetainedLedger(Retention.maxBytes(sc.getConf), Retention.releasePolicy(sc.getConf))
+  /** Answers the agents' lease pings: while it does, their application is alive. */
+  private val driverEndpoint = SparkInternals.registerEndpoint(Retention.DriverEndpointName, {
+    case _: LeasePing => java.lang.Boolean.TRUE
+    case other => throw new IllegalArgumentException(s"region-recovery driver endpoint: unknown message $other")
+  })
   private val agents = new ConcurrentHashMap[String, AgentInfo]()
   private val handled = ConcurrentHashMap.newKeySet[String]()
   private val worker = Executors.newSingleThreadExecutor(new ThreadFactory {
@@ -341,7 +553,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
 
   private def record(executorId: String, reason: String, lossTime: Long, startedAt: Long, askMs: Long,
                      adopted: Int, unregistered: Int, adopter: String): Unit = {
-    def q(s: String) = if (s == null) "null" else "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\""
+    def q(s: String) = Json.str(s)
     val doneAt = now
     history.addLast(s"""{"executorId": ${q(executorId)}, "reason": ${q(reason)}, "adopter": ${q(adopter)}, """ +
       s""""adopted": $adopted, "unregistered": $unregistered, "handoffMs": ${startedAt - lossTime}, """ +
@@ -411,6 +623,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       if (failure == null) {
         val r = reply.get
         SparkInternals.relocateMapOutput(sid, mapId, r.location)
+        ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, r.location.host))
         adopted += 1
         state.offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
           r.location.host, r.bytes(i), lossTime))
@@ -445,6 +658,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
         } catch { case NonFatal(e) => logWarning(s"region-recovery: purge through ${a.executorId} failed: $e"); purgeLocally(executorId, fence) }
       case None => purgeLocally(executorId, fence)
     }
+    ledger.synchronized(ledger.executorPurged(executorId))
     state.offer(RetainedFilesDeletedEvent(now, executorId, host, files, bytes, reason))
   }
 
@@ -456,8 +670,67 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     r
   }
 
+  // ---- lifecycle: the ledger, fed from the listener and the plugin, on the coordinator's thread ------
+
+  private def onWorker(what: String)(body: => Unit): Unit = if (!stopped) {
+    try worker.execute(() => try body catch {
+      case NonFatal(e) => logWarning(s"region-recovery: retention bookkeeping ($what) failed: $e", e)
+    }) catch { case _: java.util.concurrent.RejectedExecutionException => } // stopping
+  }
+
+  /** An executor retained a committed output (plugin message). */
+  def outputRetained(e: MapOutputRetainedEvent): Unit = onWorker("retained") {
+    release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes)),
+      s"${Retention.MaxBytesKey}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
+  }
+
+  def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
+    ledger.synchronized(ledger.jobStarted(jobId, sqlExecutionId, stages.map(m => (m.stageId, m.shuffleId, m.parents)).toSeq))
+  }
+
+  def stageCompleted(stageId: Int, succeeded: Boolean): Unit = onWorker("stage completed") {
+    release(ledger.synchronized(ledger.stageCompleted(stageId, succeeded)), "consumers finished")
+  }
+
+  def jobEnded(jobId: Int, succeeded: Boolean): Unit = onWorker("job end") {
+    release(ledger.synchronized(ledger.jobEnded(jobId, succeeded)), s"job $jobId ended (${ledger.policy.name})")
+  }
+
+  def sqlExecutionEnded(executionId: Long, succeeded: Boolean): Unit = onWorker("SQL execution end") {
+    release(ledger.synchronized(ledger.sqlExecutionEnded(executionId, succeeded)),
+      s"SQL execution $executionId ended (${ledger.policy.name})")
+  }
+
+  /**
+   * Releases outputs before Spark cleans their shuffle: unregister each (Spark recomputes it if it is
+   * needed again: correct, only slower), then its owner deletes the retained and the served files.
+   */
+  private def release(entries: Seq[RetainedEntry], reason: String): Unit = if (entries.nonEmpty) {
+    entries.groupBy(_.executorId).foreach { case (executorId, es) =>
+      es.foreach { e =>
+        SparkInternals.mapOutputLocation(e.shuffleId, e.mapId)
+          .foreach(loc => SparkInternals.unregisterMapOutput(e.shuffleId, e.mapIndex, loc))
+      }
+      val refs = es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray
+      val host = es.head.host
+      val via = Option(agents.get(executorId)).orElse(liveAgents.find(_.host == host))
+      try via match {
+        case Some(a) =>
+          SparkInternals.ask(a.ref, ReleaseOutputs(appId, executorId, refs, served = a.executorId == executorId),
+            Retention.AskTimeoutMs)
+        case None => store.releaseOutputs(appId, executorId, refs.toSeq) // only the driver's own host is reachable
+      } catch { case NonFatal(ex) => logWarning(s"region-recovery: releasing outputs of executor $executorId failed: $ex") }
+      es.foreach(e => state.offer(MapOutputReleasedEvent(now, e.shuffleId, e.mapId, e.mapIndex, executorId, host,
+        e.bytes, reason)))
+    }
+    logInfo(s"region-recovery: released ${entries.size} retained map outputs (${entries.map(_.bytes).sum} bytes): $reason")
+  }
+
+  def ledgerJson: String = ledger.synchronized(ledger.json)
+
   /** ContextCleaner removed a shuffle: its retained files go on every host. */
   def shuffleRemoved(shuffleId: Int): Unit = if (!stopped) worker.execute { () =>
+    ledger.synchronized(ledger.shuffleRemoved(shuffleId))
     val agentsNow = liveAgents
     var files = 0; var bytes = 0L
     agentsNow.groupBy(_.host).values.map(_.head).foreach { a =>
@@ -496,7 +769,8 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   def applicationEnd(): Unit = {
     stopped = true
     worker.shutdownNow()
+    try SparkInternals.unregisterEndpoint(driverEndpoint) catch { case NonFatal(_) => }
     val id = try appId catch { case NonFatal(_) => null }
-    if (id != null) try store.deleteTree(store.appDir(id)) catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }
+    if (id != null) try store.deleteApp(id) catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }
   }
 }

@@ -67,6 +67,7 @@ object WireReader {
           MapOutputAdoptedEvent(time, i32(), i64(), i32(), str(), str(), str(), i64(), i64())
         case Event.MapOutputUnregistered => MapOutputUnregisteredEvent(time, i32(), i64(), i32(), str(), str())
         case Event.RetainedFilesDeleted => RetainedFilesDeletedEvent(time, str(), str(), i32(), i64(), str())
+        case Event.MapOutputReleased => MapOutputReleasedEvent(time, i32(), i64(), i32(), str(), str(), i64(), str())
         case other => throw new IllegalStateException(s"unknown event code $other")
       }
     }
@@ -126,7 +127,8 @@ class BatchEncoderSuite extends AnyFunSuite {
     MapOutputRetainedEvent(13L, 3, (1L << 33) + 5, 4, "exec-7", "host-a.example", (1L << 32) + 9, 3, -(1L << 62) + 7),
     MapOutputAdoptedEvent(14L, 3, (1L << 33) + 5, 4, "exec-7", "exec-9", "host-a.example", 4096L, (1L << 41) + 1),
     MapOutputUnregisteredEvent(15L, 3, 12L, 5, "exec-7", "not adopted: checksum mismatch"),
-    RetainedFilesDeletedEvent(16L, null, null, 0, 0L, "shuffle 3 removed"))
+    RetainedFilesDeletedEvent(16L, null, null, 0, 0L, "shuffle 3 removed"),
+    MapOutputReleasedEvent(17L, 3, (1L << 33) + 6, 5, "exec-9", "host-a.example", (1L << 32) + 3, "retained.maxBytes"))
 
   test("header: magic RRB1, version 1, first sequence number and dropped count") {
     val bytes = encode(ShuffleRegisteredEvent(1L, 0))(firstSeq = 1L << 40, dropped = 12345L)
@@ -146,7 +148,7 @@ class BatchEncoderSuite extends AnyFunSuite {
   test("every event type round-trips through the documented layout") {
     val d = decode(encode(everyType: _*)())
     assert(d.events.map(comparable) == everyType.map(comparable))
-    assert(everyType.map(_.code).toSet == (1 to 19).toSet)
+    assert(everyType.map(_.code).toSet == (1 to 20).toSet)
   }
 
   test("TaskEnd field order") {

@@ -4,6 +4,8 @@ import java.io.{File, IOException}
 import java.nio.file.{Files, Path}
 import java.nio.file.attribute.PosixFilePermissions
 
+import scala.jdk.CollectionConverters._
+
 import org.scalatest.funsuite.AnyFunSuite
 
 class RetainedStoreSuite extends AnyFunSuite {
@@ -84,6 +86,78 @@ class RetainedStoreSuite extends AnyFunSuite {
       Files.write(root.resolve("app-1"), Array[Byte](1)) // a file where the app directory must go
       val e = intercept[IOException](store.retain("app-1", "1", "shuffle_0_1", Seq(data)))
       assert(e.getMessage.contains("cannot retain map output shuffle_0_1"))
+    }
+  }
+
+  /** A source on another filesystem than the root (tmpfs), so retaining must copy; None if there is none. */
+  private def otherFilesystem(root: Path): Option[Path] = {
+    val shm = java.nio.file.Paths.get("/dev/shm")
+    Files.createDirectories(root)
+    if (Files.isDirectory(shm) && Files.getFileStore(shm) != Files.getFileStore(root))
+      Some(Files.createTempDirectory(shm, "rr-src-")) else None
+  }
+
+  test("a full disk fails the copy with a clear error before writing a byte") {
+    withRoot { (root, store) =>
+      val src = otherFilesystem(root)
+      assume(src.isDefined, "needs /dev/shm on another filesystem than the temp directory")
+      try {
+        val data = file(src.get, "shuffle_0_1_0.data", 4096)
+        store.usableSpace = _ => RetainedStore.MinFreeBytes + 1000 // less than the file leaves free
+        val e = intercept[IOException](store.retain("app-1", "1", "shuffle_0_1", Seq(data)))
+        assert(e.getMessage.contains("disk full") && e.getMessage.contains("shuffle_0_1_0.data"), e.getMessage)
+        assert(!Files.exists(store.executorDir("app-1", "1").resolve("shuffle_0_1_0.data")), "nothing written")
+        store.usableSpace = _ => Long.MaxValue
+        assert(store.retain("app-1", "1", "shuffle_0_1", Seq(data)) == ((1, 4096L)), "copies when there is room")
+        assert(!Files.isSameFile(store.executorDir("app-1", "1").resolve("shuffle_0_1_0.data"), data.toPath))
+      } finally src.foreach(d => { Files.list(d).forEach(Files.delete(_)); Files.delete(d) })
+    }
+  }
+
+  test("releaseOutputs deletes exactly the named outputs of one executor") {
+    withRoot { (root, store) =>
+      val bm = root.getParent.resolve("bm")
+      val dir = store.executorDir("app-1", "1")
+      for (m <- Seq(5L, 50L)) store.retain("app-1", "1", s"shuffle_2_$m", Seq(file(bm, s"shuffle_2_${m}_0.data", 10),
+        file(bm, s"shuffle_2_${m}_0.index", 16), file(bm, s"shuffle_2_${m}_0.checksum.ADLER32", 8)))
+      assert(store.releaseOutputs("app-1", "1", Seq(OutputRef(2, 5L, 0))) == ((3, 34L)))
+      val left = { val l = Files.list(dir); try l.iterator().asScala.map(_.getFileName.toString).toSet finally l.close() }
+      assert(left == Set("shuffle_2_50_0.data", "shuffle_2_50_0.index", "shuffle_2_50_0.checksum.ADLER32"))
+    }
+  }
+
+  test("the sweep removes other applications whose lease expired, and keeps live ones and its own") {
+    withRoot { (root, store) =>
+      val bm = root.getParent.resolve("bm")
+      val now = System.currentTimeMillis()
+      for (app <- Seq("app-dead", "app-live", "app-own", "app-nolease"))
+        store.retain(app, "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
+      Files.setLastModifiedTime(store.appDir("app-nolease"), java.nio.file.attribute.FileTime.fromMillis(now - 60000))
+      store.renewLease("app-dead", now - 1)
+      store.renewLease("app-live", now + 60000)
+      store.renewLease("app-own", now - 1)
+      store.renewLease("app-gone", now - 1) // a lease left without its directory
+      Files.write(store.leaseFile("app-corrupt"), "not a number".getBytes("UTF-8"))
+      Files.createDirectories(store.appDir("app-corrupt"))
+      val swept = store.sweepExpired("app-own", now, leaseTimeoutMs = 30000L)
+      assert(swept.map(_._1).toSet == Set("app-dead", "app-nolease"),
+        "no lease: its directory's mtime (a minute ago) plus the 30 s timeout has passed")
+      assert(swept.find(_._1 == "app-dead").get._2 == 1)
+      val left = { val l = Files.list(root); try l.iterator().asScala.map(_.getFileName.toString).toSet finally l.close() }
+      assert(left == Set("app-live", "app-live.lease", "app-own", "app-own.lease", "app-corrupt", "app-corrupt.lease"),
+        "a corrupt lease counts from its mtime: recent, so kept")
+    }
+  }
+
+  test("deleteApp removes the application's directory and lease, nothing else") {
+    withRoot { (root, store) =>
+      val bm = root.getParent.resolve("bm")
+      store.retain("app-1", "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
+      store.retain("app-2", "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
+      store.renewLease("app-1", 5L)
+      assert(store.deleteApp("app-1") == ((1, 10L)))
+      assert(!Files.exists(store.appDir("app-1")) && !Files.exists(store.leaseFile("app-1")))
+      assert(Files.exists(store.executorDir("app-2", "1").resolve("shuffle_0_1_0.data")))
     }
   }
 }

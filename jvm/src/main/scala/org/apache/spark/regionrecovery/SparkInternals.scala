@@ -136,6 +136,18 @@ object SparkInternals {
     set.synchronized { set.add(mapId) }
   }
 
+  /**
+   * Deletes the files this executor's block manager serves for one map output (data, index,
+   * checksum). The map id stays in taskIdMapsForShuffle: RemoveShuffle skips files that are gone.
+   */
+  def removeMapOutputFiles(shuffleId: Int, mapId: Long): Unit = resolver.removeDataByMap(shuffleId, mapId)
+
+  /** A ref to an endpoint of the driver's RpcEnv, made from this JVM's conf (an executor's). */
+  def driverEndpointRef(name: String): AnyRef = {
+    val env = SparkEnv.get
+    org.apache.spark.util.RpcUtils.makeDriverRef(name, env.conf, env.rpcEnv)
+  }
+
   /** Drops this executor's cached map statuses of a shuffle, so its next reader asks the driver again. */
   def forgetMapStatuses(shuffleId: Int): Unit = SparkEnv.get.mapOutputTracker match {
     case w: MapOutputTrackerWorker => w.unregisterShuffle(shuffleId)

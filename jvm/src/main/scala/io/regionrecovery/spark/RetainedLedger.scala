@@ -1,0 +1,204 @@
+package io.regionrecovery.spark
+
+import scala.collection.mutable
+
+/** When retained outputs are released before Spark cleans their shuffle (issue 5, item 3). */
+sealed abstract class ReleasePolicy(val name: String)
+
+object ReleasePolicy {
+  /** Only when ContextCleaner removes the shuffle, or the application ends (Spark's own lifetime). */
+  case object ShuffleCleanup extends ReleasePolicy("shuffle-cleanup")
+  /** When the action that used the shuffle succeeds: its SQL execution ends, or its job (RDD actions). */
+  case object JobEnd extends ReleasePolicy("job-end")
+  /** Flink's rule: once every stage known to read the shuffle has finished. */
+  case object ConsumersFinished extends ReleasePolicy("consumers-finished")
+
+  val all: Seq[ReleasePolicy] = Seq(ShuffleCleanup, JobEnd, ConsumersFinished)
+
+  def parse(raw: String): ReleasePolicy = {
+    val v = raw.trim.toLowerCase(java.util.Locale.ROOT)
+    all.find(_.name == v).getOrElse(throw new IllegalArgumentException(
+      s"${Retention.ReleaseKey} must be one of ${all.map(_.name).mkString(", ")}, got '$raw'"))
+  }
+}
+
+/** One retained map output as the driver accounts it. */
+final class RetainedEntry(val shuffleId: Int, val mapId: Long, val mapIndex: Int,
+                          var executorId: String, var host: String, val bytes: Long)
+
+/**
+ * The driver's account of retained bytes, and the decisions of what to release: the size cap per
+ * host (least recently used first) and the release policy. Pure bookkeeping, no Spark and no I/O,
+ * so that it is tested on its own; the [[RetentionCoordinator]] feeds it from one thread and
+ * executes what it returns.
+ *
+ * A shuffle is *in use* while a job or SQL execution that contains it runs; outputs of a shuffle in
+ * use are never released by the cap (a reader may be fetching them, and releasing a running map
+ * stage's outputs could make it chase its own tail). If only such outputs remain, the cap is exceeded
+ * and [[overCap]] counts it. "Recently used" is a logical clock bumped whenever a job that contains
+ * the shuffle starts or ends, one of its stages completes, or one of its outputs is retained.
+ */
+final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy) {
+  private val entries = mutable.HashMap[(Int, Long), RetainedEntry]()
+  private val byShuffle = mutable.HashMap[Int, mutable.Set[Long]]()
+  private val hostBytes = mutable.HashMap[String, Long]().withDefaultValue(0L)
+  private val lastUse = mutable.HashMap[Int, Long]()
+  private var clock = 0L
+
+  // scopes: "j<jobId>" for a job outside SQL, "s<executionId>" for a SQL execution
+  private val scopeShuffles = mutable.HashMap[String, mutable.Set[Int]]()
+  private val jobScope = mutable.HashMap[Int, String]()
+  private val jobStages = mutable.HashMap[Int, Array[Int]]()
+  private val stageShuffle = mutable.HashMap[Int, Int]()        // map stage id -> shuffle it writes
+  private val pendingConsumers = mutable.HashMap[Int, mutable.Set[Int]]() // shuffle -> stages to finish
+  private val consumed = mutable.Set[Int]()                      // shuffles read by a finished stage
+
+  var released = 0L
+  var releasedBytes = 0L
+  var overCap = 0L
+
+  private def touch(shuffleId: Int): Unit = { clock += 1; lastUse(shuffleId) = clock }
+
+  def inUse(shuffleId: Int): Boolean = scopeShuffles.valuesIterator.exists(_.contains(shuffleId))
+
+  def bytesOnHost(host: String): Long = hostBytes(host)
+  def totalBytes: Long = hostBytes.valuesIterator.sum
+  def size: Int = entries.size
+
+  /** A committed output was retained. Returns what the cap now releases. */
+  def retained(shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, host: String,
+               bytes: Long): Seq[RetainedEntry] = {
+    remove(shuffleId, mapId)
+    val e = new RetainedEntry(shuffleId, mapId, mapIndex, executorId, host, bytes)
+    entries((shuffleId, mapId)) = e
+    byShuffle.getOrElseUpdate(shuffleId, mutable.Set[Long]()) += mapId
+    hostBytes(host) += bytes
+    touch(shuffleId)
+    enforceCap(host)
+  }
+
+  /** A live executor adopted the output; it stays retained, now in that executor's directory. */
+  def adopted(shuffleId: Int, mapId: Long, toExecutor: String, toHost: String): Unit =
+    entries.get((shuffleId, mapId)).foreach { e =>
+      hostBytes(e.host) -= e.bytes
+      e.executorId = toExecutor; e.host = toHost
+      hostBytes(toHost) += e.bytes
+    }
+
+  /** The executor's retained directory was deleted: whatever it still held is gone. */
+  def executorPurged(executorId: String): Unit =
+    entries.valuesIterator.filter(_.executorId == executorId).toList.foreach(e => remove(e.shuffleId, e.mapId))
+
+  /** ContextCleaner removed the shuffle: its files go everywhere. */
+  def shuffleRemoved(shuffleId: Int): Unit = {
+    byShuffle.get(shuffleId).toList.flatten.foreach(remove(shuffleId, _))
+    byShuffle.remove(shuffleId); lastUse.remove(shuffleId)
+    pendingConsumers.remove(shuffleId); consumed -= shuffleId
+  }
+
+  /**
+   * A job started: `stages` are its stages as (stageId, shuffleId or -1, parent stage ids). Stages
+   * Spark will skip are included; they never complete and are dropped when the job ends.
+   */
+  def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Seq[(Int, Int, Array[Int])]): Unit = {
+    val scope = if (sqlExecutionId >= 0) s"s$sqlExecutionId" else s"j$jobId"
+    jobScope(jobId) = scope
+    jobStages(jobId) = stages.map(_._1).toArray
+    val used = scopeShuffles.getOrElseUpdate(scope, mutable.Set[Int]())
+    stages.foreach { case (stageId, shuffleId, _) => if (shuffleId >= 0) stageShuffle(stageId) = shuffleId }
+    stages.foreach { case (stageId, shuffleId, parents) =>
+      if (shuffleId >= 0) { used += shuffleId; touch(shuffleId) }
+      parents.foreach(p => stageShuffle.get(p).foreach { read =>
+        used += read; touch(read)
+        pendingConsumers.getOrElseUpdate(read, mutable.Set[Int]()) += stageId
+      })
+    }
+  }
+
+  /** A stage attempt completed; on success its inputs may be released (consumers-finished). */
+  def stageCompleted(stageId: Int, succeeded: Boolean): Seq[RetainedEntry] = {
+    stageShuffle.get(stageId).foreach(touch)
+    if (!succeeded) return Nil
+    val done = pendingConsumers.collect { case (sid, stages) if stages.remove(stageId) => sid }.toList
+    done.foreach { sid => consumed += sid; touch(sid) }
+    if (policy == ReleasePolicy.ConsumersFinished) done.flatMap(releasableByConsumers) else Nil
+  }
+
+  /** A job ended. Returns what the policy releases now (job-end, or consumers-finished after skips). */
+  def jobEnded(jobId: Int, succeeded: Boolean): Seq[RetainedEntry] = {
+    // stages shared with a job still running (AQE reuses a map stage across its jobs) stay
+    val stages = jobStages.remove(jobId).getOrElse(Array.empty[Int])
+      .filterNot(s => jobStages.valuesIterator.exists(_.contains(s)))
+    val affected = mutable.LinkedHashSet[Int]()
+    pendingConsumers.foreach { case (sid, pending) =>
+      if (stages.count(pending.remove) > 0) affected += sid // skipped or failed: they will not finish here
+    }
+    stages.foreach(stageShuffle.remove)
+    val scope = jobScope.remove(jobId).orNull
+    var out: Seq[RetainedEntry] = Nil
+    if (scope != null && scope.startsWith("j")) out = scopeEnded(scope, succeeded)
+    if (succeeded && policy == ReleasePolicy.ConsumersFinished) out = out ++ affected.toList.flatMap(releasableByConsumers)
+    out
+  }
+
+  /** A SQL execution ended (`succeeded` = no error): the end of a DataFrame action. */
+  def sqlExecutionEnded(executionId: Long, succeeded: Boolean): Seq[RetainedEntry] =
+    scopeEnded(s"s$executionId", succeeded)
+
+  private def scopeEnded(scope: String, succeeded: Boolean): Seq[RetainedEntry] = {
+    val used = scopeShuffles.remove(scope).getOrElse(mutable.Set.empty[Int])
+    used.foreach(touch)
+    // A failed action keeps its outputs: they are what a region restart reuses.
+    if (succeeded && policy == ReleasePolicy.JobEnd) used.toList.sorted.filterNot(inUse).flatMap(takeShuffle)
+    else Nil
+  }
+
+  private def releasableByConsumers(shuffleId: Int): Seq[RetainedEntry] =
+    if (consumed(shuffleId) && pendingConsumers.get(shuffleId).forall(_.isEmpty)) {
+      pendingConsumers.remove(shuffleId)
+      takeShuffle(shuffleId)
+    } else Nil
+
+  /** The least recently used outputs of shuffles not in use, until the host is under the cap. */
+  private def enforceCap(host: String): Seq[RetainedEntry] = {
+    if (maxBytesPerHost <= 0 || hostBytes(host) <= maxBytesPerHost) return Nil
+    val candidates = entries.valuesIterator.filter(e => e.host == host && !inUse(e.shuffleId)).toArray
+      .sortBy(e => (lastUse.getOrElse(e.shuffleId, 0L), e.shuffleId, e.mapIndex))
+    val out = mutable.ArrayBuffer[RetainedEntry]()
+    val it = candidates.iterator
+    while (hostBytes(host) > maxBytesPerHost && it.hasNext) {
+      val e = it.next()
+      out ++= remove(e.shuffleId, e.mapId)
+    }
+    if (hostBytes(host) > maxBytesPerHost) overCap += 1
+    countReleased(out.toSeq)
+  }
+
+  private def takeShuffle(shuffleId: Int): Seq[RetainedEntry] =
+    countReleased(byShuffle.get(shuffleId).toList.flatten.sorted.flatMap(remove(shuffleId, _)))
+
+  private def countReleased(out: Seq[RetainedEntry]): Seq[RetainedEntry] = {
+    released += out.size; releasedBytes += out.iterator.map(_.bytes).sum
+    out
+  }
+
+  private def remove(shuffleId: Int, mapId: Long): Option[RetainedEntry] =
+    entries.remove((shuffleId, mapId)).map { e =>
+      hostBytes(e.host) -= e.bytes
+      if (hostBytes(e.host) == 0L) hostBytes.remove(e.host)
+      byShuffle.get(shuffleId).foreach(_ -= mapId)
+      e
+    }
+
+  def json: String = {
+    val hosts = hostBytes.toSeq.sortBy(_._1).map { case (h, b) => Json.str(h) + ": " + b }
+    val execs = entries.valuesIterator.toSeq.groupBy(_.executorId).toSeq.sortBy(_._1)
+      .map { case (x, es) => Json.str(x) + ": " + es.map(_.bytes).sum }
+    val shuffles = entries.valuesIterator.toSeq.groupBy(_.shuffleId).toSeq.sortBy(_._1)
+      .map { case (s, es) => "\"" + s + "\": " + es.map(_.bytes).sum }
+    s"""{"maxBytesPerHost": $maxBytesPerHost, "policy": "${policy.name}", "outputs": ${entries.size}, """ +
+      s""""bytes": $totalBytes, "hosts": {${hosts.mkString(", ")}}, "executors": {${execs.mkString(", ")}}, """ +
+      s""""shuffles": {${shuffles.mkString(", ")}}, "released": $released, "releasedBytes": $releasedBytes, """ +
+      s""""overCap": $overCap}"""
+  }
+}

@@ -1,0 +1,114 @@
+package io.regionrecovery.spark
+
+import org.scalatest.funsuite.AnyFunSuite
+
+class RetainedLedgerSuite extends AnyFunSuite {
+  private def keys(es: Seq[RetainedEntry]): Seq[(Int, Long)] = es.map(e => (e.shuffleId, e.mapId))
+
+  /** Job `job` with map stage `stage` writing `shuffle`, read by a result stage `stage + 1`. */
+  private def runJob(l: RetainedLedger, job: Int, stage: Int, shuffle: Int, sql: Long = -1L): Unit =
+    l.jobStarted(job, sql, Seq((stage, shuffle, Array.empty[Int]), (stage + 1, -1, Array(stage))))
+
+  test("the cap releases the least recently used outputs of shuffles no running job uses") {
+    val l = new RetainedLedger(maxBytesPerHost = 250, ReleasePolicy.ShuffleCleanup)
+    runJob(l, 0, 0, shuffle = 0)
+    assert(l.retained(0, 10L, 0, "1", "h", 100).isEmpty)
+    assert(l.retained(0, 11L, 1, "1", "h", 100).isEmpty)
+    l.jobEnded(0, succeeded = true)
+    runJob(l, 1, 2, shuffle = 1)
+    assert(keys(l.retained(1, 20L, 0, "2", "h", 100)) == Seq((0, 10L)), "300 > 250: one output of shuffle 0 goes")
+    assert(keys(l.retained(1, 21L, 1, "2", "h", 100)) == Seq((0, 11L)), "shuffle 1 is in use; shuffle 0 goes")
+    assert(l.bytesOnHost("h") == 200 && l.released == 2 && l.releasedBytes == 200 && l.overCap == 0)
+  }
+
+  test("outputs of shuffles in use are never released: the cap is exceeded and counted") {
+    val l = new RetainedLedger(maxBytesPerHost = 100, ReleasePolicy.ShuffleCleanup)
+    runJob(l, 0, 0, shuffle = 0)
+    assert(l.retained(0, 1L, 0, "1", "h", 80).isEmpty)
+    assert(l.retained(0, 2L, 1, "1", "h", 80).isEmpty)
+    assert(l.overCap == 1 && l.bytesOnHost("h") == 160)
+    l.jobEnded(0, succeeded = true)
+    runJob(l, 1, 2, shuffle = 1)
+    assert(keys(l.retained(1, 3L, 0, "1", "h", 10)) == Seq((0, 1L)), "no longer in use: released until under the cap")
+    assert(l.bytesOnHost("h") == 90)
+  }
+
+  test("the cap is per host") {
+    val l = new RetainedLedger(maxBytesPerHost = 100, ReleasePolicy.ShuffleCleanup)
+    assert(l.retained(0, 1L, 0, "1", "a", 90).isEmpty)
+    assert(l.retained(0, 2L, 1, "2", "b", 90).isEmpty)
+    assert(keys(l.retained(1, 3L, 0, "1", "a", 20)) == Seq((0, 1L)))
+    assert(l.bytesOnHost("a") == 20 && l.bytesOnHost("b") == 90)
+  }
+
+  test("recently used shuffles are kept longer: a job reading shuffle 0 again makes shuffle 1 the oldest") {
+    val l = new RetainedLedger(maxBytesPerHost = 250, ReleasePolicy.ShuffleCleanup)
+    runJob(l, 0, 0, shuffle = 0); l.retained(0, 1L, 0, "1", "h", 100); l.jobEnded(0, succeeded = true)
+    runJob(l, 1, 2, shuffle = 1); l.retained(1, 2L, 0, "1", "h", 100); l.jobEnded(1, succeeded = true)
+    l.jobStarted(2, -1L, Seq((4, 0, Array.empty[Int]), (5, -1, Array(4)))); l.jobEnded(2, succeeded = true)
+    assert(keys(l.retained(2, 3L, 0, "1", "h", 100)) == Seq((1, 2L)))
+  }
+
+  test("adoption moves bytes to the adopter; a purge and a shuffle cleanup forget them") {
+    val l = new RetainedLedger(0, ReleasePolicy.ShuffleCleanup)
+    l.retained(0, 1L, 0, "1", "a", 10); l.retained(0, 2L, 1, "1", "a", 20); l.retained(1, 3L, 0, "1", "a", 40)
+    l.adopted(0, 1L, "2", "b")
+    l.executorPurged("1")
+    assert(l.size == 1 && l.bytesOnHost("b") == 10 && l.bytesOnHost("a") == 0)
+    l.shuffleRemoved(0)
+    assert(l.size == 0 && l.totalBytes == 0)
+  }
+
+  test("job-end releases a successful RDD job's shuffles at its end, and keeps a failed job's") {
+    val l = new RetainedLedger(0, ReleasePolicy.JobEnd)
+    runJob(l, 0, 0, shuffle = 0); l.retained(0, 1L, 0, "1", "h", 10)
+    assert(l.jobEnded(0, succeeded = false).isEmpty, "a failed action's outputs are what a restart reuses")
+    runJob(l, 1, 2, shuffle = 0)
+    assert(keys(l.jobEnded(1, succeeded = true)) == Seq((0, 1L)))
+  }
+
+  test("job-end waits for the SQL execution, not for each of its AQE jobs") {
+    val l = new RetainedLedger(0, ReleasePolicy.JobEnd)
+    l.jobStarted(0, 7L, Seq((0, 0, Array.empty[Int]))); l.retained(0, 1L, 0, "1", "h", 10)
+    assert(l.jobEnded(0, succeeded = true).isEmpty, "the map-stage job of a query stage")
+    l.jobStarted(1, 7L, Seq((0, 0, Array.empty[Int]), (1, -1, Array(0))))
+    assert(l.jobEnded(1, succeeded = true).isEmpty)
+    assert(keys(l.sqlExecutionEnded(7L, succeeded = true)) == Seq((0, 1L)))
+  }
+
+  test("job-end does not release a shuffle another running action still uses") {
+    val l = new RetainedLedger(0, ReleasePolicy.JobEnd)
+    runJob(l, 0, 0, shuffle = 0); runJob(l, 1, 2, shuffle = 0); l.retained(0, 1L, 0, "1", "h", 10)
+    assert(l.jobEnded(0, succeeded = true).isEmpty)
+    assert(keys(l.jobEnded(1, succeeded = true)) == Seq((0, 1L)))
+  }
+
+  test("consumers-finished releases a shuffle once every stage reading it finished, mid-job") {
+    val l = new RetainedLedger(0, ReleasePolicy.ConsumersFinished)
+    // A (shuffle 0) -> B (shuffle 1) -> C (result); A -> C' (second reader of shuffle 0)
+    l.jobStarted(0, -1L, Seq((0, 0, Array.empty[Int]), (1, 1, Array(0)), (2, -1, Array(1, 0))))
+    l.retained(0, 1L, 0, "1", "h", 10); l.retained(1, 2L, 0, "1", "h", 20)
+    assert(l.stageCompleted(0, succeeded = true).isEmpty)
+    assert(l.stageCompleted(1, succeeded = true).isEmpty, "stage 2 has not read shuffle 0 yet")
+    assert(l.stageCompleted(2, succeeded = false).isEmpty, "a failed consumer releases nothing")
+    assert(keys(l.stageCompleted(2, succeeded = true)) == Seq((0, 1L), (1, 2L)))
+  }
+
+  test("consumers-finished: a consumer Spark skips does not hold a shuffle forever") {
+    val l = new RetainedLedger(0, ReleasePolicy.ConsumersFinished)
+    l.jobStarted(0, -1L, Seq((0, 0, Array.empty[Int]), (1, -1, Array(0)), (2, -1, Array(0))))
+    l.retained(0, 1L, 0, "1", "h", 10)
+    assert(l.stageCompleted(1, succeeded = true).isEmpty)
+    assert(keys(l.jobEnded(0, succeeded = true)) == Seq((0, 1L)), "stage 2 never ran: dropped at the job's end")
+  }
+
+  test("an unknown policy or a bad size is a clear error") {
+    val e = intercept[IllegalArgumentException](ReleasePolicy.parse("sometimes"))
+    assert(e.getMessage.contains("shuffle-cleanup, job-end, consumers-finished"))
+    val conf = new org.apache.spark.SparkConf(false).set(Retention.MaxBytesKey, "lots")
+    assert(intercept[IllegalArgumentException](Retention.maxBytes(conf)).getMessage.contains("512m"))
+    assert(Retention.maxBytes(conf.set(Retention.MaxBytesKey, "2m")) == 2L * 1024 * 1024)
+    val lease = new org.apache.spark.SparkConf(false).set(Retention.LeaseTimeoutKey, "10ms")
+    assert(intercept[IllegalArgumentException](Retention.leaseTimeoutMs(lease)).getMessage.contains("at least 1s"))
+  }
+}

@@ -1,0 +1,235 @@
+"""Retained outputs' lifecycle (issue 5, items 3 and 5) on a real local-cluster with the real jar.
+
+- the per-host cap: a long session of 50 jobs stays under spark.regionRecovery.retained.maxBytes,
+  and a released shuffle is recomputed correctly when an old RDD is used again;
+- release policies: consumers-finished releases a shuffle mid-job, job-end after a DataFrame action;
+- safety nets without Python: a driver killed with SIGKILL leaves nothing behind once its executors
+  exit (they delete on driver loss) or, when they are killed too, once a new application's
+  executors sweep the expired lease.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from operator import add
+
+import pytest
+
+from sparkcluster import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+
+JOBS = 50
+MAX_BYTES = 24 * 1024
+
+
+def disk_bytes(root: str, app_id: str) -> int:
+    """Bytes of the retained files of one application on this host, by walking the retained root."""
+    total = 0
+    for dirpath, _, files in os.walk(os.path.join(root, app_id)):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def app_entries(root: str, app_id: str) -> list[str]:
+    return sorted(n for n in os.listdir(root) if n == app_id or n.startswith(app_id + ".")) if os.path.isdir(root) else []
+
+
+def ledger_settled(c, cap: int) -> bool:
+    c.rr.sync()
+    led = c.rr.retained_ledger()
+    return all(b <= cap for b in led["hosts"].values())
+
+
+def wait(predicate, timeout: float, step: float = 0.2) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def test_a_long_session_of_50_jobs_stays_under_max_bytes(cluster, tmp_path):
+    root = str(tmp_path / "retained")
+    c = cluster(**{"spark.regionRecovery.retained.enabled": "true", "spark.regionRecovery.retained.dir": root,
+                   "spark.regionRecovery.retained.maxBytes": str(MAX_BYTES)})
+    c.wait_executors(2)
+    app = c.sc.applicationId
+    rdds, peak, per_job = [], 0, []
+    for i in range(JOBS):
+        # a new shuffle per job; every RDD stays referenced, so ContextCleaner releases nothing: the cap must
+        rdd = c.sc.parallelize(range(i, i + 4000), 4).map(lambda x: (x % 50, x)).reduceByKey(add, 4)
+        rdds.append(rdd)
+        assert sum(v for _, v in rdd.collect()) == sum(range(i, i + 4000))
+        assert wait(lambda: ledger_settled(c, MAX_BYTES), 30), c.rr.retained_ledger()
+        on_disk = disk_bytes(root, app)
+        per_job.append(on_disk)
+        peak = max(peak, on_disk)
+        assert on_disk <= MAX_BYTES, f"job {i}: {on_disk} retained bytes on disk > {MAX_BYTES}"
+    led = c.rr.retained_ledger()
+    shuffle_bytes = c.model.read(lambda m: sum(o.retained_bytes or 0 for sh in m.shuffles.values()
+                                               for o in sh.outputs.values()))
+    print(f"\n[lifecycle] 50 jobs: {shuffle_bytes} bytes retained in total, peak on disk {peak} "
+          f"(cap {MAX_BYTES}), released {led['released']} outputs ({led['releasedBytes']} bytes), "
+          f"overCap {led['overCap']}")
+    assert shuffle_bytes > 3 * MAX_BYTES, "the session wrote well past the cap, so the cap did the work"
+    assert led["released"] > 0 and led["overCap"] == 0
+    assert led["bytes"] == disk_bytes(root, app), "the driver's ledger is what is on disk"
+    c.rr.sync()
+    model_view = c.model.retained_bytes()
+    assert model_view["total"] == led["bytes"] and model_view["released"] == led["released"]
+
+    # the first shuffle was released long ago: using its RDD again recomputes it, correctly
+    first_shuffle = min(c.model.shuffles)
+    assert c.model.shuffles[first_shuffle].missing(), "released outputs are unregistered"
+    before = c.model.map_tasks_started
+    assert sum(v for _, v in rdds[0].collect()) == sum(range(0, 4000))
+    c.rr.sync()
+    assert c.model.map_tasks_started - before == 4, "exactly the released map outputs ran again"
+    app_id = c.sc.applicationId
+    c.close()
+    assert app_entries(root, app_id) == [], "nothing of the application is left after it ends"
+
+
+def test_consumers_finished_releases_a_shuffle_once_its_readers_finished(cluster, tmp_path):
+    root = str(tmp_path / "retained")
+    c = cluster(**{"spark.regionRecovery.retained.enabled": "true", "spark.regionRecovery.retained.dir": root,
+                   "spark.regionRecovery.retained.release": "consumers-finished"})
+    c.wait_executors(2)
+
+    def slow(rows):
+        time.sleep(3.0)
+        return rows
+
+    a = c.sc.parallelize(range(2000), 4).map(lambda x: (x % 40, x)).reduceByKey(add, 4)     # shuffle A
+    b = a.map(lambda kv: (kv[0] % 5, kv[1])).reduceByKey(add, 2)                              # shuffle B
+    assert sum(b.mapPartitions(slow).collectAsMap().values()) == sum(range(2000))
+    assert wait(lambda: c.rr.sync() or c.model.retained_bytes()["total"] == 0, 10), c.model.retained_bytes()
+    # shuffle ids follow DAG construction (from the result backwards), so find A by its position
+    (sa,) = [st.shuffle_id for st in c.model.stages.values() if st.shuffle_id is not None and not st.parents]
+    (sb,) = [st.shuffle_id for st in c.model.stages.values() if st.shuffle_id is not None and st.parents]
+    (result_stage,) = [st for st in c.model.stages.values() if st.shuffle_id is None]
+    result_done = result_stage.attempts[0].completed_time
+    released_at = {}
+    for r in c.model.releases:
+        released_at[r.shuffle_id] = max(released_at.get(r.shuffle_id, 0), r.time)
+    assert set(released_at) == {sa, sb}, c.rr.retained_ledger()
+    assert released_at[sa] < result_done - 1000, \
+        "A's only reader (B's map stage) finished: A was released while the result stage still ran"
+    assert released_at[sb] >= result_done, "B was released only when its reader, the result stage, finished"
+    assert disk_bytes(root, c.sc.applicationId) == 0
+
+
+def test_job_end_releases_after_a_dataframe_action_and_keeps_a_failed_ones(cluster, tmp_path):
+    from pyspark.sql import functions as F
+    root = str(tmp_path / "retained")
+    c = cluster(**{"spark.regionRecovery.retained.enabled": "true", "spark.regionRecovery.retained.dir": root,
+                   "spark.regionRecovery.retained.release": "job-end"})
+    c.wait_executors(2)
+    df = c.spark.range(0, 20000, 1, 4).withColumn("k", F.col("id") % 13)
+    rows = df.groupBy("k").agg(F.sum("id").alias("s")).groupBy((F.col("k") % 3).alias("g")).agg(F.sum("s")).collect()
+    assert sum(r[1] for r in rows) == sum(range(20000))
+    assert wait(lambda: c.rr.sync() or (c.model.retained_bytes()["total"] == 0 and c.model.releases), 10), \
+        c.model.retained_bytes()
+    assert disk_bytes(root, c.sc.applicationId) == 0
+    released_shuffles = {r.shuffle_id for r in c.model.releases}
+    assert len(released_shuffles) >= 2, "both exchanges of the query were released at its end"
+
+    def boom(x):
+        raise RuntimeError("boom")
+
+    bad = df.groupBy("k").agg(F.sum("id").alias("s")).withColumn("x", F.udf(boom, "long")("s"))
+    with pytest.raises(Exception):
+        bad.collect()
+    c.rr.sync()
+    kept = c.model.retained_bytes()
+    assert kept["total"] > 0, "a failed action keeps its shuffle outputs: a restart reuses them"
+    assert disk_bytes(root, c.sc.applicationId) == kept["total"]
+
+
+# ---- driver SIGKILL: the safety nets ------------------------------------------------------------------
+DRIVER = """
+import os, sys, time
+sys.path.insert(0, {tests!r})
+from sparkcluster import base_builder
+import region_recovery
+spark = region_recovery.configure(base_builder("killed-driver", **{conf!r})).getOrCreate()
+sc = spark.sparkContext
+rr = region_recovery.RegionRecovery.attach(spark)
+rr.model.wait_for(lambda m: sum(1 for e in m.executors.values() if e.alive and e.pid) >= 2, 120)
+rdd = sc.parallelize(range(6000), 6).map(lambda x: (x % 30, x)).reduceByKey(lambda a, b: a + b, 3)
+rdd.collect()
+rr.sync()
+pids = [str(e.pid) for e in rr.model.executors.values() if e.alive and e.pid]
+print("READY", sc.applicationId, sc._gateway.proc.pid, ",".join(pids), flush=True)
+time.sleep(600)
+"""
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("executors", ["exit-on-their-own", "killed-too"])
+def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(cluster, tmp_path, executors):
+    root = str(tmp_path / "retained")
+    conf = {"spark.regionRecovery.retained.enabled": "true", "spark.regionRecovery.retained.dir": root,
+            "spark.regionRecovery.retained.leaseTimeout": "4s"}
+    code = DRIVER.format(tests=str(ROOT / "tests" / "integration"), conf=conf)
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, cwd=str(ROOT), env=dict(os.environ))
+    executor_pids: list[int] = []
+    jvm = None
+    try:
+        line = ""
+        deadline = time.monotonic() + 240
+        while not line.startswith("READY") and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                break
+        assert line.startswith("READY"), f"the driver did not get ready (exit {proc.poll()})"
+        _, dead_app, jvm_pid, pids = line.split()
+        jvm, executor_pids = int(jvm_pid), [int(p) for p in pids.split(",")]
+        assert disk_bytes(root, dead_app) > 0, "the killed application had retained outputs"
+
+        os.kill(jvm, signal.SIGKILL)  # the driver JVM (with local-cluster's master and workers in it)
+        proc.kill()
+        if executors == "killed-too":
+            for pid in executor_pids:  # nothing runs at exit: only the lease sweep can clean up
+                os.kill(pid, signal.SIGKILL)
+        assert wait(lambda: not any(pid_alive(p) for p in executor_pids), 60), "executors outlived their driver"
+        if executors == "exit-on-their-own":
+            assert disk_bytes(root, dead_app) == 0, "executors delete their application's files on driver loss"
+        else:
+            assert disk_bytes(root, dead_app) > 0
+
+        c = cluster(**conf)  # a new application on the same host and retained root
+        c.wait_executors(2)
+        assert wait(lambda: app_entries(root, dead_app) == [], 30), os.listdir(root)
+        assert sum(v for _, v in c.sc.parallelize(range(100), 2).map(lambda x: (x % 3, x)).reduceByKey(add).collect()) \
+            == sum(range(100))
+    finally:
+        for pid in executor_pids + ([jvm] if jvm else []):
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(30)

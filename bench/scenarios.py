@@ -161,6 +161,8 @@ def long_session(ctx: Context) -> List:
         rdd = ctx.sc.parallelize(range(n), 4).map(lambda x, i=i: ((x * (i + 1)) % 97, 1)).reduceByKey(add, 4)
         out.append(sum(v for _, v in rdd.collect()))
         del rdd
+        if ctx.rr is not None:  # the cap acts on the driver's retention thread, just after the commit reports
+            _wait_for_cap(ctx.rr, 5.0)
         samples.append(ctx.disk_bytes())
         retained.append(ctx.retained_bytes())
     ctx.extra["disk_bytes_per_job"] = samples
@@ -169,6 +171,17 @@ def long_session(ctx: Context) -> List:
     conf = ctx.sc.getConf()
     ctx.extra["max_bytes_configured"] = conf.get("spark.regionRecovery.retained.maxBytes") is not None
     return out
+
+
+def _wait_for_cap(rr, timeout: float) -> None:
+    """Until the driver's ledger is under the cap on every host (or timeout): the release is asynchronous."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        rr.sync()
+        led = rr.retained_ledger()
+        if led is None or not led["maxBytesPerHost"] or all(b <= led["maxBytesPerHost"] for b in led["hosts"].values()):
+            return
+        time.sleep(0.1)
 
 
 SCENARIOS = {"overhead": overhead, "executor-crash": executor_crash, "heartbeat-timeout": heartbeat_timeout,

@@ -68,6 +68,26 @@ def summary():
         print("\n[retention] summary\n" + json.dumps(MEASURED, indent=2, sort_keys=True))
 
 
+def executor_log(app_id: str, executor_id: str) -> str:
+    """An executor's stderr in local-cluster's worker directory (SPARK_HOME/work: the pip package)."""
+    import pyspark
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    return os.path.join(home, "work", app_id, executor_id, "stderr")
+
+
+def wait_for_text(path: str, text: str, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(path, errors="replace") as f:
+                if text in f.read():
+                    return True
+        except FileNotFoundError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
 def close_and_check_nothing_left(c, root: str) -> None:
     app_id = c.sc.applicationId
     c.close()
@@ -261,6 +281,9 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     assert all(not sh.outputs[i].available for i in lost)
 
     faults.thaw(pid)  # it comes back: it must not resurrect anything
+    log = executor_log(app_id, victim)
+    assert wait_for_text(log, "was fenced (heartbeat timeout) and runs again", 10), \
+        "the thawed executor did not delete the map outputs it served"
     before = c.model.map_tasks_started
     got = sorted(pairs.collect())
     c.rr.sync()

@@ -384,10 +384,28 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     store.renewLease(appId, System.currentTimeMillis() + leaseTimeoutMs)
     leaseThread.execute(() => sweep())
     leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
+    // one file check a second; overdue when a frozen process thaws, so it runs at once then
+    leaseThread.scheduleWithFixedDelay(() => try honourFence() catch {
+      case NonFatal(e) => logWarning(s"region-recovery: honouring the fence failed: $e")
+    }, 1000L, 1000L, TimeUnit.MILLISECONDS)
   }
 
   private def driverAnswers(timeoutMs: Long): Boolean = driverRef == null ||
     (try { SparkInternals.ask(driverRef, LeasePing(appId, executorId), timeoutMs); true } catch { case NonFatal(_) => false })
+
+  @volatile private var fenceHonoured = false
+
+  /**
+   * A heartbeat timeout fenced this executor while it was frozen; the driver unregistered its
+   * outputs. Now it runs again (a missed tick runs as soon as the process thaws): delete every map
+   * output its block manager serves, so that a reader holding a stale location cannot read them.
+   */
+  private def honourFence(): Unit = if (!fenceHonoured && store.isFenced(appId, executorId)) {
+    fenceHonoured = true
+    val n = SparkInternals.removeAllMapOutputFiles()
+    logWarning(s"region-recovery: executor $executorId was fenced (heartbeat timeout) and runs again: " +
+      s"deleted the $n map outputs it served; it retains nothing more")
+  }
 
   private def leaseTick(): Unit = try {
     val now = System.currentTimeMillis()

@@ -142,6 +142,17 @@ object SparkInternals {
    */
   def removeMapOutputFiles(shuffleId: Int, mapId: Long): Unit = resolver.removeDataByMap(shuffleId, mapId)
 
+  /** Deletes the files of every map output this executor's block manager serves; returns how many. */
+  def removeAllMapOutputFiles(): Int = {
+    val r = resolver
+    var n = 0
+    r.taskIdMapsForShuffle.forEach { (shuffleId, mapIds) =>
+      val ids = mapIds.synchronized(mapIds.iterator.toArray)
+      ids.foreach { id => r.removeDataByMap(shuffleId.intValue, id); n += 1 }
+    }
+    n
+  }
+
   /** A ref to an endpoint of the driver's RpcEnv, made from this JVM's conf (an executor's). */
   def driverEndpointRef(name: String): AnyRef = {
     val env = SparkEnv.get

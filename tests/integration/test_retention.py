@@ -68,26 +68,6 @@ def summary():
         print("\n[retention] summary\n" + json.dumps(MEASURED, indent=2, sort_keys=True))
 
 
-def executor_log(app_id: str, executor_id: str) -> str:
-    """An executor's stderr in local-cluster's worker directory (SPARK_HOME/work: the pip package)."""
-    import pyspark
-    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-    return os.path.join(home, "work", app_id, executor_id, "stderr")
-
-
-def wait_for_text(path: str, text: str, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            with open(path, errors="replace") as f:
-                if text in f.read():
-                    return True
-        except FileNotFoundError:
-            pass
-        time.sleep(0.2)
-    return False
-
-
 def close_and_check_nothing_left(c, root: str) -> None:
     app_id = c.sc.applicationId
     c.close()
@@ -256,10 +236,11 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     """SIGSTOP until the driver times the executor out: its outputs are not trusted, its retained
     files are deleted within spark.network.timeout + 5 s, and after SIGCONT it serves nothing."""
     root = str(tmp_path / "retained")
+    local_dir = str(tmp_path / "local")  # to find the files the executor's block manager serves
     timeout_s = 8
     c = cluster(**retention_conf(root, True, **{
         "spark.network.timeout": f"{timeout_s}s", "spark.executor.heartbeatInterval": "1s",
-        "spark.network.timeoutInterval": "1s"}))
+        "spark.network.timeoutInterval": "1s", "spark.local.dir": local_dir}))
     pairs, expected, sid, victim, lost = run_and_pick_victim(c)
     app_id = c.sc.applicationId
     assert retained_files(root, app_id, victim)
@@ -280,10 +261,14 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     assert not [a for a in sh.adoptions if a.from_executor == victim], "a timed-out executor's outputs are not adopted"
     assert all(not sh.outputs[i].available for i in lost)
 
+    served = [p for i in lost for p in glob.glob(os.path.join(
+        local_dir, "**", f"shuffle_{sid}_{c.model.shuffles[sid].outputs[i].map_id}_0.data"), recursive=True)]
+    assert len(served) == len(lost), "the frozen executor's block manager files are still there"
     faults.thaw(pid)  # it comes back: it must not resurrect anything
-    log = executor_log(app_id, victim)
-    assert wait_for_text(log, "was fenced (heartbeat timeout) and runs again", 10), \
-        "the thawed executor did not delete the map outputs it served"
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(p) for p in served) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(os.path.exists(p) for p in served), "the thawed executor still has the files it served"
     before = c.model.map_tasks_started
     got = sorted(pairs.collect())
     c.rr.sync()

@@ -64,7 +64,7 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
         .map(_.host).getOrElse(java.net.InetAddress.getLocalHost.getHostName)
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
-      RetentionAgent.start(ctx.conf(), ctx.executorID()).foreach(hello => ctx.send(hello))
+      RetentionAgent.start(ctx.conf(), ctx.executorID(), host).foreach(hello => ctx.send(hello))
     } catch {
       case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
     }

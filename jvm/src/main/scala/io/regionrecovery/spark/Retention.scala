@@ -327,7 +327,7 @@ object RetentionAgent extends Logging {
   def current: RetentionAgent = agent
 
   /** Called by the executor plugin; never throws (a failure only disables retention here). */
-  private[spark] def start(conf: SparkConf, executorId: String): Option[RetentionAgentHello] =
+  private[spark] def start(conf: SparkConf, executorId: String, host: String): Option[RetentionAgentHello] =
     try {
       if (!Retention.enabled(conf)) None
       else {
@@ -337,7 +337,7 @@ object RetentionAgent extends Logging {
         a.startLease()
         agent = a
         logInfo(s"region-recovery: retaining map outputs of executor $executorId in ${a.store.executorDir(a.appId, executorId)}")
-        Some(RetentionAgentHello(executorId, SparkInternals.localBlockManagerId.host, a.ref))
+        Some(RetentionAgentHello(executorId, host, a.ref))
       }
     } catch {
       case NonFatal(e) =>
@@ -397,10 +397,11 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
 
   /**
    * A heartbeat timeout fenced this executor while it was frozen; the driver unregistered its
-   * outputs. Now it runs again (a missed tick runs as soon as the process thaws): delete every map
-   * output its block manager serves, so that a reader holding a stale location cannot read them.
+   * outputs. Now it runs again (the overdue check runs as soon as the process thaws, and a thawed
+   * executor usually stops at once on the driver's queued shutdown, which checks too): delete every
+   * map output its block manager serves, so that a reader holding a stale location cannot read them.
    */
-  private def honourFence(): Unit = if (!fenceHonoured && store.isFenced(appId, executorId)) {
+  private[spark] def honourFence(): Unit = if (!fenceHonoured && store.isFenced(appId, executorId)) {
     fenceHonoured = true
     val n = SparkInternals.removeAllMapOutputFiles()
     logWarning(s"region-recovery: executor $executorId was fenced (heartbeat timeout) and runs again: " +
@@ -435,6 +436,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
    */
   private[spark] def stopLease(): Unit = {
     leaseThread.shutdownNow()
+    try honourFence() catch { case NonFatal(e) => logWarning(s"region-recovery: honouring the fence failed: $e") }
     try {
       if (!driverAnswers(math.min(pingTimeoutMs, 3000L))) {
         val (files, bytes) = store.deleteApp(appId)

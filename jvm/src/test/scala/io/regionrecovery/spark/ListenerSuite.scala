@@ -3,6 +3,7 @@ package io.regionrecovery.spark
 import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.{SparkConf, SparkContext}
+import org.apache.spark.regionrecovery.SparkInternals
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -185,6 +186,24 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(hello.executorId == "driver")
     assert(hello.pid == ProcessHandle.current().pid())
     assert(state.statusJson.contains("\"executorsReporting\": 1"))
+  }
+
+  test("a fenced retention agent deletes every map output its block manager serves") {
+    val root = java.nio.file.Files.createTempDirectory("rr-fence-")
+    sc = new SparkContext(pluginConf())
+    runShuffleJob()
+    val served = SparkInternals.outputsOnExecutor("driver").map { case (sid, _, mapId, _) => (sid, mapId) }
+    assert(served.nonEmpty)
+    def dataFile(o: (Int, Long)) = SparkInternals.shuffleFiles(o._1, o._2)._1
+    assert(served.forall(o => dataFile(o).exists()))
+    // local mode starts executor plugins before spark.app.id exists, so the agent is made here
+    val agent = new RetentionAgent(new RetainedStore(root), sc.applicationId, "driver", 60000L)
+    agent.honourFence()
+    assert(served.forall(o => dataFile(o).exists()), "not fenced: it serves on")
+    agent.store.writeFence(agent.appId, agent.executorId) // what the driver writes on a heartbeat timeout
+    agent.honourFence() // what the agent's thread does once a second, and at executor stop
+    assert(served.forall(o => !dataFile(o).exists()), "a thawed, fenced executor must not serve its outputs")
+    agent.store.deleteApp(agent.appId)
   }
 
   test("stopping the context stops the state; the next application gets a new one") {

@@ -68,6 +68,13 @@ def summary():
         print("\n[retention] summary\n" + json.dumps(MEASURED, indent=2, sort_keys=True))
 
 
+def executor_dirs(pid: int) -> list[str]:
+    """The local directories a standalone worker gave an executor (SPARK_EXECUTOR_DIRS in its environment)."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    return env.get(b"SPARK_EXECUTOR_DIRS", b"").decode().split(os.pathsep)
+
+
 def close_and_check_nothing_left(c, root: str) -> None:
     app_id = c.sc.applicationId
     c.close()
@@ -236,11 +243,10 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     """SIGSTOP until the driver times the executor out: its outputs are not trusted, its retained
     files are deleted within spark.network.timeout + 5 s, and after SIGCONT it serves nothing."""
     root = str(tmp_path / "retained")
-    local_dir = str(tmp_path / "local")  # to find the files the executor's block manager serves
     timeout_s = 8
     c = cluster(**retention_conf(root, True, **{
         "spark.network.timeout": f"{timeout_s}s", "spark.executor.heartbeatInterval": "1s",
-        "spark.network.timeoutInterval": "1s", "spark.local.dir": local_dir}))
+        "spark.network.timeoutInterval": "1s"}))
     pairs, expected, sid, victim, lost = run_and_pick_victim(c)
     app_id = c.sc.applicationId
     assert retained_files(root, app_id, victim)
@@ -261,8 +267,8 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     assert not [a for a in sh.adoptions if a.from_executor == victim], "a timed-out executor's outputs are not adopted"
     assert all(not sh.outputs[i].available for i in lost)
 
-    served = [p for i in lost for p in glob.glob(os.path.join(
-        local_dir, "**", f"shuffle_{sid}_{c.model.shuffles[sid].outputs[i].map_id}_0.data"), recursive=True)]
+    served = [p for d in executor_dirs(pid) for i in lost for p in glob.glob(os.path.join(
+        d, "**", f"shuffle_{sid}_{c.model.shuffles[sid].outputs[i].map_id}_0.data"), recursive=True)]
     assert len(served) == len(lost), "the frozen executor's block manager files are still there"
     faults.thaw(pid)  # it comes back: it must not resurrect anything
     deadline = time.monotonic() + 10

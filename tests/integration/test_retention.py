@@ -319,8 +319,12 @@ def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(cluster,
         time.sleep(0.2)
     assert files_of(sid_first) == [], "retained files of a cleaned shuffle are released"
     assert len(files_of(sid_second)) == 3 * 2, "other shuffles keep theirs"
-    c.rr.sync()
-    released = [d for d in c.model.retained_deletions if d.reason == f"shuffle {sid_first} removed"]
-    assert released and released[0].files == 3 * N_MAPS and released[0].bytes > 0
+    # The coordinator reports the deletion after its agent's reply: the files can be gone before the
+    # event exists, so wait for the event rather than for one sync.
+    reason = f"shuffle {sid_first} removed"
+    assert c.model.wait_for(lambda m: any(d.reason == reason for d in m.retained_deletions), 30), \
+        "no RetainedFilesDeleted event for the cleaned shuffle"
+    released = c.model.read(lambda m: [d for d in m.retained_deletions if d.reason == reason])
+    assert released[0].files == 3 * N_MAPS and released[0].bytes > 0
     record("shuffle-cleanup", released_files=released[0].files, released_bytes=released[0].bytes)
     close_and_check_nothing_left(c, root)

@@ -14,12 +14,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from operator import add
 
 import pytest
 
+from region_recovery import faults
 from sparkcluster import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -47,7 +47,10 @@ def app_entries(root: str, app_id: str) -> list[str]:
 def ledger_settled(c, cap: int) -> bool:
     c.rr.sync()
     led = c.rr.retained_ledger()
-    return all(b <= cap for b in led["hosts"].values())
+    # The ledger counts a release before the agent deletes the files; the coordinator offers each
+    # MapOutputReleased event after the deletion. So once the model has as many releases as the
+    # ledger counted, every release the ledger knows of has left the disk.
+    return all(b <= cap for b in led["hosts"].values()) and len(c.model.releases) >= led["released"]
 
 
 def wait(predicate, timeout: float, step: float = 0.2) -> bool:
@@ -198,6 +201,7 @@ def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(c
                             stderr=subprocess.DEVNULL, text=True, cwd=str(ROOT), env=dict(os.environ))
     executor_pids: list[int] = []
     jvm = None
+    started: dict[int, int | None] = {}
     try:
         line = ""
         deadline = time.monotonic() + 240
@@ -208,6 +212,8 @@ def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(c
         assert line.startswith("READY"), f"the driver did not get ready (exit {proc.poll()})"
         _, dead_app, jvm_pid, pids = line.split()
         jvm, executor_pids = int(jvm_pid), [int(p) for p in pids.split(",")]
+        # their start times, so that the clean-up below never signals a recycled pid
+        started.update({p: faults.start_time(p) for p in executor_pids + [jvm]})
         assert disk_bytes(root, dead_app) > 0, "the killed application had retained outputs"
 
         os.kill(jvm, signal.SIGKILL)  # the driver JVM (with local-cluster's master and workers in it)
@@ -227,9 +233,8 @@ def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(c
         assert sum(v for _, v in c.sc.parallelize(range(100), 2).map(lambda x: (x % 3, x)).reduceByKey(add).collect()) \
             == sum(range(100))
     finally:
-        for pid in executor_pids + ([jvm] if jvm else []):
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        for pid, start in started.items():
+            faults.signal_if_same(pid, start, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
         proc.wait(30)

@@ -128,6 +128,10 @@ def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
         for i in lost:
             out = sh.outputs[i]
             assert out.available and out.adopted_from == victim and out.executor_id != victim
+        # The coordinator purges the lost executor's directory and writes its fence after the adoption
+        # events settled() waited for; its RetainedFilesDeleted event follows the fence.
+        assert c.model.wait_for(lambda m: any(d.executor_id == victim for d in m.retained_deletions), 30), \
+            "no RetainedFilesDeleted event for the lost executor"
         assert retained_files(root, c.sc.applicationId, victim) == [], "the lost executor's directory is gone"
         assert os.path.exists(os.path.join(root, c.sc.applicationId, f"{victim}.fenced"))
     else:
@@ -184,6 +188,8 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
     counts = {"victim_outputs": len(lost), "map_tasks_reexecuted": reexecuted,
               "fetch_failures": sum(1 for f in job.failures if f.kind == "fetch-failed")}
     if retained:
+        # adoption events come from the coordinator's thread: wait for them, not for one sync
+        assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60), "no adoption decision"
         counts["adopted"] = sum(1 for a in sh.adoptions if a.from_executor == victim)
         counts["jvm"] = c.rr.retention()
         assert counts["adopted"] == len(lost)
@@ -253,7 +259,7 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
 
     frozen_at = time.monotonic()
     pid = faults.freeze_executor(c.rr, victim)
-    c.frozen.append(pid)
+    c.remember_frozen(pid)
     deadline = frozen_at + timeout_s + 5
     while retained_files(root, app_id, victim) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -82,6 +82,9 @@ class RegionRecovery:
         self._error: Optional[BaseException] = None
         self._reported_drops = 0
         self._spool_dir: Optional[str] = None
+        # events (applied or dropped) that every subscriber has also seen: what sync() waits for
+        self._delivered = 0
+        self._delivered_cond = threading.Condition()
         conf = dict(sc.getConf().getAll())
         self._sql_extension_installed = (
             packaging.SQL_EXTENSION_CLASS in conf.get("spark.sql.extensions", "")
@@ -209,14 +212,25 @@ class RegionRecovery:
         return s
 
     def sync(self, timeout: float = 60.0) -> None:
-        """Returns once the model holds every event Spark posted before this call."""
+        """Returns once the model holds every event Spark posted before this call, and every subscriber
+        (recovery decisions, the changed-output guard) has processed them.
+
+        Events the JVM side offers later, e.g. from its retention thread, may still be in flight: wait
+        for those with `model.wait_for`. Must not be called from a subscriber (the drain thread).
+        """
         deadline = time.monotonic() + timeout
         self._bridge.waitForListeners(self._sc._jsc.sc(), int(timeout * 1000))
         target = self._state.buffer().acceptedCount()
         left = max(0.0, deadline - time.monotonic())
-        if not self.model.wait_for(lambda m: m.next_seq + m.dropped_events >= target, left):
+        with self._delivered_cond:
+            self._delivered_cond.wait_for(lambda: self._delivered >= target or self._stop.is_set(), left)
+            caught_up = self._delivered >= target
+        if not caught_up:
             if self._error:
                 raise RuntimeError(f"region-recovery drain thread failed: {self._error!r}") from self._error
+            if self._stop.is_set():
+                raise RuntimeError(f"region-recovery is detached from {self.app_id} (or the application ended): "
+                                   f"the model stopped at {self.model.next_seq} of {target} events")
             raise TimeoutError(f"the model did not catch up with {target} events within {timeout} s "
                                f"(applied {self.model.next_seq})")
 
@@ -272,6 +286,9 @@ class RegionRecovery:
                         callback(batch)
                     except Exception:  # a subscriber's bug must not stop the model from updating
                         log.exception("region-recovery: subscriber %r failed on a batch", callback)
+                with self._delivered_cond:
+                    self._delivered = batch.first_seq + len(batch.events) + batch.dropped_total
+                    self._delivered_cond.notify_all()
                 if not batch.events and self.model.app_ended:
                     break
         except Exception as e:  # the gateway went away, or a bug: never kill the user's program
@@ -280,6 +297,8 @@ class RegionRecovery:
                 log.exception("region-recovery drain thread stopped")
         finally:
             self._stop.set()
+            with self._delivered_cond:
+                self._delivered_cond.notify_all()  # a waiting sync() fails at once instead of timing out
             self._close_spool()
 
 

@@ -45,6 +45,34 @@ def is_descendant(pid: int, ancestor: Optional[int] = None) -> bool:
     return False
 
 
+def start_time(pid: int) -> Optional[int]:
+    """When the process started (clock ticks since boot), or None if it is gone.
+
+    A pid is reused once its process has exited; (pid, start time) names one process for good.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])  # field 22 of proc(5)
+
+
+def signal_if_same(pid: int, started: Optional[int], sig: int = signal.SIGKILL) -> bool:
+    """Signals `pid` only if it is still the process that started at `started`; True if it was sent.
+
+    For clean-ups of processes a test saw earlier and whose parent may since have died (orphans are
+    no longer in our tree): a recycled pid is never touched.
+    """
+    if started is None or start_time(pid) != started:
+        return False
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def _signal(pid: int, sig: int, owned_pids: Optional[List[int]] = None) -> None:
     if not (is_descendant(pid) or (owned_pids and pid in owned_pids)):
         raise FaultError(f"refusing to signal pid {pid}: it was not started by this process")

@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from region_recovery import faults
+
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = os.environ.get("REGION_RECOVERY_TEST_MASTER", "local-cluster[2,1,1024]")
 # PySpark takes the workers' interpreter from PYSPARK_PYTHON (not spark.pyspark.python) for Python
@@ -59,11 +61,15 @@ class Cluster:
         self.spark.sparkContext.setLogLevel("ERROR")
         self.sc = self.spark.sparkContext
         self.rr = region_recovery.RegionRecovery.attach(self.spark)
-        self.frozen: list[int] = []
+        self.frozen: dict[int, int | None] = {}  # pid -> start time, thawed and killed at close
 
     @property
     def model(self):
         return self.rr.model
+
+    def remember_frozen(self, pid: int) -> None:
+        """A process this test froze: close() thaws and kills it if it is still that process."""
+        self.frozen[pid] = faults.start_time(pid)
 
     def wait_executors(self, n: int, timeout: float = 120) -> list[str]:
         ok = self.model.wait_for(lambda m: sum(1 for e in m.executors.values() if e.alive and e.pid) >= n, timeout)
@@ -74,12 +80,10 @@ class Cluster:
         return self.sc._jvm.io.regionrecovery.spark.RegionRecoveryBridge.availableMapOutputs(shuffle_id)
 
     def close(self) -> None:
-        for pid in self.frozen:
-            for sig in (signal.SIGCONT, signal.SIGKILL):
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    break
+        for pid, started in self.frozen.items():
+            faults.signal_if_same(pid, started, signal.SIGCONT)
+            faults.signal_if_same(pid, started, signal.SIGKILL)
+        self.frozen.clear()
         try:
             self.rr.detach()
         finally:

@@ -46,7 +46,7 @@ def test_executor_loss_and_fetch_failures_planned_versus_actual(cluster):
     reasons = {r for d in decisions for r in d["reasons"]}
     assert "EXECUTOR_LOST" in reasons or "FETCH_FAILED" in reasons
     (b_decision,) = [d for d in decisions if d["stage_attempt"] == 0 and
-                     any(t.startswith(f"map:") and not t.startswith(f"map:{a_shuffle}:") for t in d["failed_tasks"])]
+                     any(t.startswith("map:") and not t.startswith(f"map:{a_shuffle}:") for t in d["failed_tasks"])]
     lost_a = {f"map:{a_shuffle}:{i}" for i in lost}
     planned, actual = set(b_decision["planned"]), set(b_decision["actual"])
     skip_det = set(b_decision["planned_skip_deterministic"])

@@ -6,7 +6,6 @@ run in a fresh interpreter (run_python).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap

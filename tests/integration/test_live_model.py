@@ -94,7 +94,7 @@ def test_sigstop_executor_classified_as_heartbeat_timeout(cluster):
     c.rr.sync()
     victim = c.model.live_executors()[0]
     pid = faults.freeze_executor(c.rr, victim)
-    c.frozen.append(pid)
+    c.remember_frozen(pid)
     assert c.model.wait_for(lambda m: not m.executors[victim].alive, 60), "heartbeat timeout not seen"
     loss = c.model.executors[victim].loss
     assert loss.kind is LossKind.HEARTBEAT_TIMEOUT, loss

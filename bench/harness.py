@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -120,6 +121,17 @@ def _targets(scenario: str, scale: str, runs: Dict[str, dict], ratio: Optional[f
     return []
 
 
+def ratio_interval(vanilla: List[float], recovery: List[float], rounds: int = 2000) -> List[float]:
+    """A 95% bootstrap interval of median(recovery) / median(vanilla), resampling each mode's runs.
+
+    On a noisy machine the interval, not the point ratio, says whether an overhead was measured.
+    """
+    rng = random.Random(0)
+    ratios = sorted(statistics.median(rng.choices(recovery, k=len(recovery))) /
+                    statistics.median(rng.choices(vanilla, k=len(vanilla))) for _ in range(rounds))
+    return [round(ratios[int(0.025 * rounds)], 3), round(ratios[int(0.975 * rounds) - 1], 3)]
+
+
 def _combine(rows: List[dict]) -> dict:
     """One mode's row from its applications: wall_s is the median over every measured pass.
 
@@ -154,6 +166,8 @@ def run_scenario(scenario: str, scale: str = "small", master: str = "local-clust
     v, r = runs["vanilla"], runs["recovery"]
     ratio = round(r["wall_s"] / v["wall_s"], 3) if v["wall_s"] else None
     ratios = {"wall_recovery_over_vanilla": ratio}
+    if len(v.get("wall_s_runs", [])) > 1 and len(r.get("wall_s_runs", [])) > 1:
+        ratios["wall_ratio_95ci"] = ratio_interval(v["wall_s_runs"], r["wall_s_runs"])
     if "cold_pass_s_runs" in v and "cold_pass_s_runs" in r:  # overhead: the first query of a fresh JVM
         cold_v, cold_r = statistics.median(v["cold_pass_s_runs"]), statistics.median(r["cold_pass_s_runs"])
         ratios["cold_first_pass_recovery_over_vanilla"] = round(cold_r / cold_v, 3) if cold_v else None

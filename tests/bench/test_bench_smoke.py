@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -20,9 +21,17 @@ SCENARIOS = ["overhead", "executor-crash", "heartbeat-timeout", "transient-failu
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_scenario_runs_in_both_modes_with_equal_results(scenario, tmp_path):
     out = tmp_path / f"{scenario}.json"
-    done = subprocess.run([sys.executable, "-m", "bench", "run", scenario, "--scale", "small", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=840)
-    assert done.returncode == 0, done.stderr[-4000:]
+    # its own process group: on a timeout the harness, its worker and their Spark JVMs all go
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", scenario, "--scale", "small", "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=840)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, stderr = proc.communicate()
+        pytest.fail(f"bench run {scenario} did not finish within 840 s:\n{stderr[-4000:]}")
+    assert proc.returncode == 0, stderr[-4000:]
     result = json.loads(out.read_text())
     vanilla, recovery = result["runs"]
     assert (vanilla["mode"], recovery["mode"]) == ("vanilla", "recovery")

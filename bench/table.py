@@ -15,8 +15,12 @@ def markdown() -> str:
         v, c = r["runs"]
         targets = "; ".join(f"{t['target']}: {t['value']} {'met' if t['met'] else 'MISSED'}" for t in r["targets"])
         same = {True: "yes", False: "NO", None: "n/a"}[r.get("checksums_agree")]
+        ratio = str(r["ratios"]["wall_recovery_over_vanilla"])
+        if r["ratios"].get("wall_ratio_95ci"):
+            low, high = r["ratios"]["wall_ratio_95ci"]
+            ratio += f" (95%: {low}-{high})"
         rows.append(f"| {r['scenario']} ({r['scale']}) | {v['wall_s']:.1f} / {c['wall_s']:.1f} "
-                    f"| {r['ratios']['wall_recovery_over_vanilla']} "
+                    f"| {ratio} "
                     f"| {v['tasks_reexecuted']} ({v['map_tasks_reexecuted']}) / "
                     f"{c['tasks_reexecuted']} ({c['map_tasks_reexecuted']}) | {same} | {targets} |")
     return "\n".join(rows)

@@ -1,0 +1,53 @@
+"""faults' process guards on real child processes: only our own tree, never a recycled pid."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from region_recovery import faults
+
+
+@pytest.fixture
+def child():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def test_start_time_names_one_process(child):
+    started = faults.start_time(child.pid)
+    assert started is not None and started == faults.start_time(child.pid)
+    child.kill()
+    child.wait()
+    assert faults.start_time(child.pid) is None  # reaped: gone
+
+
+def test_signal_if_same_spares_a_process_with_another_start_time(child):
+    started = faults.start_time(child.pid)
+    assert not faults.signal_if_same(child.pid, started + 1, signal.SIGKILL)
+    assert not faults.signal_if_same(child.pid, None, signal.SIGKILL)
+    assert child.poll() is None, "a process whose start time differs was signalled"
+    assert faults.signal_if_same(child.pid, started, signal.SIGKILL)
+    assert child.wait(10) == -signal.SIGKILL
+
+
+def test_signal_if_same_after_exit_sends_nothing(child):
+    started = faults.start_time(child.pid)
+    child.kill()
+    child.wait()
+    assert not faults.signal_if_same(child.pid, started, signal.SIGKILL)
+
+
+def test_only_descendants_are_signalled(child):
+    assert faults.is_descendant(child.pid)
+    assert not faults.is_descendant(os.getppid())
+    with pytest.raises(faults.FaultError, match="not started by this process"):
+        faults.kill_pid(os.getppid())
+    faults.kill_pid(child.pid)
+    assert child.wait(10) == -signal.SIGKILL

@@ -141,12 +141,11 @@ def _combine(rows: List[dict]) -> dict:
     row = dict(rows[0])
     passes = [p for r in rows for p in r.get("extra", {}).get("pass_s", [])]
     if passes:
-        row["wall_s_runs"] = passes
         row["cold_pass_s_runs"] = [r["extra"]["cold_pass_s"] for r in rows]
-        row["wall_s"] = round(statistics.median(passes), 3)
-    elif len(rows) > 1:
-        row["wall_s_runs"] = [r["wall_s"] for r in rows]
-        row["wall_s"] = round(statistics.median(row["wall_s_runs"]), 3)
+    runs = passes or [r["wall_s"] for r in rows]
+    if passes or len(runs) > 1:
+        row["wall_s_runs"] = runs
+        row["wall_s"] = round(statistics.median(runs), 3)
     return row
 
 

@@ -21,14 +21,28 @@ class FaultError(RuntimeError):
     """A fault could not be injected (unknown executor, foreign process, nothing to delete)."""
 
 
-def _parent(pid: int) -> Optional[int]:
+def _stat(pid: int) -> Optional[List[str]]:
+    """Fields 3 onward of /proc/<pid>/stat (state, ppid, ...), or None if the process is gone.
+
+    The command name (field 2) may contain spaces and parentheses, so fields start after the last ')'.
+    """
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
-    # the command name (field 2) may contain spaces; ppid is the 2nd field after the closing paren
-    return int(stat[stat.rindex(")") + 2:].split()[1])
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def _parent(pid: int) -> Optional[int]:
+    fields = _stat(pid)
+    return None if fields is None else int(fields[1])
+
+
+def is_gone(pid: int) -> bool:
+    """Whether `pid` has exited (a zombie not yet reaped counts as exited)."""
+    fields = _stat(pid)
+    return fields is None or fields[0] in ("Z", "X")
 
 
 def is_descendant(pid: int, ancestor: Optional[int] = None) -> bool:
@@ -50,12 +64,8 @@ def start_time(pid: int) -> Optional[int]:
 
     A pid is reused once its process has exited; (pid, start time) names one process for good.
     """
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[19])  # field 22 of proc(5)
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])  # field 22 of proc(5)
 
 
 def signal_if_same(pid: int, started: Optional[int], sig: int = signal.SIGKILL) -> bool:
@@ -120,12 +130,7 @@ def wait_gone(pid: int, timeout: float = 30.0) -> bool:
     """Waits until `pid` has exited (its zombie reaped or not)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-            if state in ("Z", "X"):
-                return True
-        except OSError:
+        if is_gone(pid):
             return True
         time.sleep(0.1)
     return False

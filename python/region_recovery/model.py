@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from . import events as ev
 from .events import Determinism, TaskEndReason
-from .executors import ExecutorLoss, LossKind, classify_executor_loss
+from .executors import ExecutorLoss, classify_executor_loss
 
 
 

@@ -179,18 +179,6 @@ time.sleep(600)
 """
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purposes
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.parametrize("executors", ["exit-on-their-own", "killed-too"])
 def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(cluster, tmp_path, executors):
     root = str(tmp_path / "retained")
@@ -221,7 +209,7 @@ def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(c
         if executors == "killed-too":
             for pid in executor_pids:  # nothing runs at exit: only the lease sweep can clean up
                 os.kill(pid, signal.SIGKILL)
-        assert wait(lambda: not any(pid_alive(p) for p in executor_pids), 60), "executors outlived their driver"
+        assert wait(lambda: all(faults.is_gone(p) for p in executor_pids), 60), "executors outlived their driver"
         if executors == "exit-on-their-own":
             assert disk_bytes(root, dead_app) == 0, "executors delete their application's files on driver loss"
         else:

@@ -51,3 +51,11 @@ def test_only_descendants_are_signalled(child):
         faults.kill_pid(os.getppid())
     faults.kill_pid(child.pid)
     assert child.wait(10) == -signal.SIGKILL
+
+
+def test_is_gone_counts_an_unreaped_zombie_as_exited(child):
+    assert not faults.is_gone(child.pid)
+    child.kill()
+    assert faults.wait_gone(child.pid, timeout=10), "a killed child is gone before it is reaped"
+    child.wait()
+    assert faults.is_gone(child.pid)

@@ -26,8 +26,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
 from region_recovery import configure  # noqa: E402
-from region_recovery.bridge import _jvm_bridge  # noqa: E402
-from region_recovery.events import decode_batch  # noqa: E402
+from region_recovery.jvm.gateway import jvm_bridge  # noqa: E402
+from region_recovery.jvm.events import decode_batch  # noqa: E402
 from region_recovery.model import LiveModel  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def main() -> None:
     spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     sc = spark.sparkContext
-    bridge = _jvm_bridge(sc)
+    bridge = jvm_bridge(sc)
     state = bridge.attach(sc._jsc.sc())
     print(f"running a job of {args.tasks} tasks on {args.master} ...", flush=True)
     t0 = time.perf_counter()
@@ -94,9 +94,9 @@ def main() -> None:
         "listener_thread": {
             "source": "Spark LiveListenerBusMetrics timer of RegionRecoveryListener (dispatch + handler)",
             "events_timed": timing["count"] if timing else None,
-            "mean_us": round(timing["meanNanos"] / 1000, 3) if timing else None,
-            "median_us": round(timing["medianNanos"] / 1000, 3) if timing else None,
-            "p99_us": round(timing["p99Nanos"] / 1000, 3) if timing else None,
+            "mean_us": round(timing["mean_nanos"] / 1000, 3) if timing else None,
+            "median_us": round(timing["median_nanos"] / 1000, 3) if timing else None,
+            "p99_us": round(timing["p99_nanos"] / 1000, 3) if timing else None,
         },
         "python": {
             "batch_bytes": bytes_total, "bytes_per_event": round(bytes_total / max(n, 1), 1),
@@ -106,7 +106,7 @@ def main() -> None:
             "model_apply_events_per_s": round(n / apply_s),
             "end_to_end_events_per_s": round(n_file / (file_s + (decode_s + apply_s) * n_file / n)),
         },
-        "dropped": status["dropped"], "spark_queue_dropped": status["sparkQueueDropped"],
+        "dropped": status["dropped"], "spark_queue_dropped": status["spark_queue_dropped"],
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                  cwd=os.path.dirname(__file__)).stdout.strip(),
     }

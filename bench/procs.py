@@ -9,7 +9,7 @@ import os
 import signal
 from typing import Dict
 
-from region_recovery.faults import is_descendant
+from region_recovery.testing.faults import is_descendant
 
 
 def executor_pids() -> Dict[str, int]:

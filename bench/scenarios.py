@@ -161,7 +161,7 @@ def heartbeat_timeout(ctx: Context) -> List:
 
 def transient_failure(ctx: Context) -> List:
     """A last-stage task fails more often than spark.task.maxFailures (2), then would pass."""
-    from region_recovery.faults import transient_failure as fault
+    from region_recovery.testing.faults import transient_failure as fault
     rows, keys = ctx.scale["rows"], ctx.scale["keys"]
 
     def build():
@@ -204,7 +204,7 @@ def _wait_for_cap(rr, timeout: float) -> None:
     while time.monotonic() < end:
         rr.sync()
         led = rr.retained_ledger()
-        if led is None or not led["maxBytesPerHost"] or all(b <= led["maxBytesPerHost"] for b in led["hosts"].values()):
+        if led is None or not led["max_bytes_per_host"] or all(b <= led["max_bytes_per_host"] for b in led["hosts"].values()):
             return
         time.sleep(0.1)
 

@@ -7,14 +7,17 @@
     ...
     rr.model.shuffles   # live map outputs, their locations and availability
 """
+from . import _aliases
 from ._version import __version__
-from .bridge import RegionRecovery
+from .application import RegionRecovery
 from .errors import (AlreadyAttachedError, JarNotFoundError, NotEnabledError, NotOnClasspathError,
                      RegionRecoveryError, SparkConnectNotSupportedError, SparkNotStartedError)
-from .packaging import MAVEN_COORDINATE, PLUGIN_CLASS, configure, jar_path
+from .jvm.packaging import MAVEN_COORDINATE, PLUGIN_CLASS, configure, jar_path
 
 __all__ = [
     "__version__", "RegionRecovery", "configure", "jar_path", "MAVEN_COORDINATE", "PLUGIN_CLASS",
     "RegionRecoveryError", "AlreadyAttachedError", "JarNotFoundError", "NotEnabledError",
     "NotOnClasspathError", "SparkConnectNotSupportedError", "SparkNotStartedError",
 ]
+
+_aliases.install()

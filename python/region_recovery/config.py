@@ -429,7 +429,7 @@ class RecoveryConfig:
     restart_consumers_of_changed_outputs: bool = True
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any]) -> RecoveryConfig:
+    def parse(cls, conf: Mapping[str, Any]) -> RecoveryConfig:
         """Validate ``conf`` (every registered key, typos in registered namespaces) and parse it."""
         validate(conf)
         config = cls(
@@ -460,3 +460,5 @@ class RecoveryConfig:
                 value=conf.get(EXPONENTIAL_INITIAL_BACKOFF.name),
             )
         return config
+
+    from_conf = parse  # the name before 0.2

@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from region_recovery import faults
+from region_recovery.testing import faults
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = os.environ.get("REGION_RECOVERY_TEST_MASTER", "local-cluster[2,1,1024]")

@@ -8,7 +8,7 @@ from operator import add
 
 import pytest
 
-from region_recovery import faults
+from region_recovery.testing import faults
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -41,7 +41,7 @@ def test_executor_loss_and_fetch_failures_planned_versus_actual(cluster):
     assert result == {k: 4000 // 6 + (1 if k < 4000 % 6 else 0) for k in range(6)}
     c.rr.sync()
 
-    decisions = [d for d in c.rr.report()["decisions"] if d["closed"]]
+    decisions = [d for d in c.rr.report()["recovery_decisions"] if d["closed"]]
     assert decisions, "the failures produced decisions"
     reasons = {r for d in decisions for r in d["reasons"]}
     assert "EXECUTOR_LOST" in reasons or "FETCH_FAILED" in reasons

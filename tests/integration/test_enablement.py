@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import region_recovery
-from region_recovery import packaging
+from region_recovery.jvm import packaging
 from region_recovery.errors import AlreadyAttachedError, SparkNotStartedError
 
 from sparkcluster import ROOT, run_python
@@ -66,8 +66,8 @@ def test_packages_resolve_offline_from_local_m2(tmp_path):
         f"spark = region_recovery.configure(b.config('spark.jars.ivy', {str(ivy)!r}), use_packages=True).getOrCreate()",
         use_packages=True))
     out = _result(proc)
-    assert out["status"]["installedBy"] == "plugin" and out["status"]["shuffleIo"] is True
-    assert out["status"]["executorsReporting"] == 1, "the executor JVM loaded the plugin from the package"
+    assert out["status"]["installed_by"] == "plugin" and out["status"]["shuffle_io"] is True
+    assert out["status"]["executors_reporting"] == 1, "the executor JVM loaded the plugin from the package"
     assert out["committed"] and all(b and b > 0 for b in out["committed"])
     assert str(ivy) in out["jar_conf"], "the jar came through Ivy (spark.jars.packages), not a path"
     assert "local-m2-cache" in proc.stdout + proc.stderr
@@ -88,7 +88,7 @@ def test_built_wheel_ships_the_jar_and_is_enough(tmp_path):
     out = _result(proc)
     assert out["module"].startswith(str(site)), "the installed wheel, not the source tree, was imported"
     assert out["jar_path"].startswith(str(site)) and out["jar_path"] in out["jar_conf"]
-    assert out["status"]["executorsReporting"] == 1
+    assert out["status"]["executors_reporting"] == 1
     assert out["committed"] and all(b and b > 0 for b in out["committed"])
 
 
@@ -139,6 +139,6 @@ def test_listener_alone_through_extra_listeners():
         spark = b.getOrCreate()
         """, use_packages=False))
     out = _result(proc)
-    assert out["status"]["installedBy"] == "extraListeners" and out["status"]["queue"] == "shared"
-    assert out["status"]["executorsReporting"] == 0 and out["status"]["shuffleIo"] is False
+    assert out["status"]["installed_by"] == "extraListeners" and out["status"]["queue"] == "shared"
+    assert out["status"]["executors_reporting"] == 0 and out["status"]["shuffle_io"] is False
     assert len(out["committed"]) == 3 and out["committed"] == [None] * 3, "outputs located, no IO hook reports"

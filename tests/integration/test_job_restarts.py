@@ -7,8 +7,8 @@ from operator import add
 import pytest
 from pyspark.errors import PythonException
 
-from region_recovery import faults
-from region_recovery.controller import RestartRefusedError
+from region_recovery.testing import faults
+from region_recovery.control.job_restarts import RestartRefusedError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -47,7 +47,7 @@ def test_transient_failure_beyond_max_failures_is_restarted_reusing_upstream_out
     assert second["succeeded"]
     assert second["map_tasks_launched"] == 0, "no upstream map task re-executed"
     assert second["map_stages_skipped"] == 3, "all three shuffles reused"
-    (decision,) = record["decisions"]
+    (decision,) = record["restart_decisions"]
     assert decision["cause"] == "recoverable" and decision["restart"] and decision["backoff_ms"] == 1000
     assert decision["message"].startswith("RuntimeError: injected transient fault")
     assert record["backoff_waited_ms"] == 1000 and record["wall_ms_lost"] >= 1000 + first["wall_ms"]
@@ -67,7 +67,7 @@ def test_context_manager_form_and_refusal_when_attempts_run_out(cluster, tmp_pat
                 final.collect()
     assert tries == 4, "fixed-delay with 3 attempts: failures 1-3 restart, the 4th is refused"
     record = refused.value.record
-    assert [d.restart for d in record.decisions] == [True, True, True, False]
+    assert [d.restart for d in record.restart_decisions] == [True, True, True, False]
     assert isinstance(refused.value.__cause__, PythonException)
 
 
@@ -78,7 +78,7 @@ def test_non_recoverable_failure_is_not_restarted(cluster, tmp_path):
         c.rr.run(lambda: c.sc.textFile(missing).count(), name="missing-input")
     record = refused.value.record
     assert len(record.attempts) == 1 and record.backoff_waited_ms == 0
-    (decision,) = record.decisions
+    (decision,) = record.restart_decisions
     assert decision.cause == "non-recoverable" and not decision.restart
     assert decision.rule in ("hadoop-invalid-input", "hadoop-input-path-not-found")
     assert "failures=0" in record.strategy, "the strategy was not charged for it"
@@ -121,7 +121,7 @@ def test_dataframe_groupby_join_write_is_restarted_reusing_its_shuffles(cluster,
     assert not first["succeeded"] and first["map_stages_run"] == 3 and first["map_tasks_launched"] > 0
     assert second["succeeded"] and second["map_tasks_launched"] == 0, "no upstream map task re-executed"
     assert second["map_stages_skipped"] == 3 and second["exchanges_reused"] >= 1
-    (decision,) = record["decisions"]
+    (decision,) = record["restart_decisions"]
     assert decision["failover"] == "region" and len(decision["reused_shuffles"]) == 3
     assert decision["recomputed_shuffles"] == [] and decision["failed_tasks"]
     assert c.rr.exchange_reuse()["scopes"] == 0 and c.rr.exchange_reuse()["recorded"] == 0, "released after the run"
@@ -135,7 +135,7 @@ def test_full_failover_recomputes_every_shuffle_region_failover_none(cluster, tm
 
     (record,) = c.rr.report()["runs"]
     second = record["attempts"][1]
-    (decision,) = record["decisions"]
+    (decision,) = record["restart_decisions"]
     assert decision["failover"] == failover and decision["failed_tasks"]
     if failover == "full":
         assert second["map_tasks_launched"] == 12 and second["map_stages_run"] == 3, "everything ran again"

@@ -6,8 +6,8 @@ from operator import add
 
 import pytest
 
-from region_recovery import faults
-from region_recovery.executors import LossKind
+from region_recovery.testing import faults
+from region_recovery.model.executors import LossKind
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -126,4 +126,4 @@ def test_no_event_lost_on_a_20000_task_job(cluster):
     assert model_ended == spark_done
     assert m.tasks_started == m.tasks_ended == model_started
     status = c.rr.status()
-    assert status["dropped"] == 0 and status["sparkQueueDropped"] == 0
+    assert status["dropped"] == 0 and status["spark_queue_dropped"] == 0

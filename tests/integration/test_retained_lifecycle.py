@@ -19,7 +19,7 @@ from operator import add
 
 import pytest
 
-from region_recovery import faults
+from region_recovery.testing import faults
 from sparkcluster import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -83,10 +83,10 @@ def test_a_long_session_of_50_jobs_stays_under_max_bytes(cluster, tmp_path):
     shuffle_bytes = c.model.read(lambda m: sum(o.retained_bytes or 0 for sh in m.shuffles.values()
                                                for o in sh.outputs.values()))
     print(f"\n[lifecycle] 50 jobs: {shuffle_bytes} bytes retained in total, peak on disk {peak} "
-          f"(cap {MAX_BYTES}), released {led['released']} outputs ({led['releasedBytes']} bytes), "
-          f"overCap {led['overCap']}")
+          f"(cap {MAX_BYTES}), released {led['released']} outputs ({led['released_bytes']} bytes), "
+          f"overCap {led['over_cap']}")
     assert shuffle_bytes > 3 * MAX_BYTES, "the session wrote well past the cap, so the cap did the work"
-    assert led["released"] > 0 and led["overCap"] == 0
+    assert led["released"] > 0 and led["over_cap"] == 0
     assert led["bytes"] == disk_bytes(root, app), "the driver's ledger is what is on disk"
     c.rr.sync()
     model_view = c.model.retained_bytes()

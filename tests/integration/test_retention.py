@@ -16,7 +16,7 @@ from operator import add
 
 import pytest
 
-from region_recovery import faults
+from region_recovery.testing import faults
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

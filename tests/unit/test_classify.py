@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from region_recovery.classify import (
+from region_recovery.planner.classify import (
     DEFAULT_RULES,
     Classification,
     Classifier,

@@ -91,7 +91,7 @@ def test_parse_int():
 
 
 def test_defaults_are_flink_defaults_and_no_restart():
-    parsed = RecoveryConfig.from_conf({})
+    parsed = RecoveryConfig.parse({})
     assert parsed == RecoveryConfig()
     assert parsed.restart_strategy == "none"
     assert (parsed.fixed_delay_attempts, parsed.fixed_delay_delay_ms) == (1, 1_000)
@@ -113,24 +113,24 @@ def test_defaults_are_flink_defaults_and_no_restart():
      (" Exponential-Delay ", "exponential-delay")],
 )
 def test_restart_strategy_aliases(value, canonical):
-    assert RecoveryConfig.from_conf({RS + "type": value}).restart_strategy == canonical
+    assert RecoveryConfig.parse({RS + "type": value}).restart_strategy == canonical
 
 
 def test_deprecated_restart_strategy_key_and_precedence():
-    assert RecoveryConfig.from_conf({PREFIX + "restart-strategy": "fixeddelay"}).restart_strategy == "fixed-delay"
+    assert RecoveryConfig.parse({PREFIX + "restart-strategy": "fixeddelay"}).restart_strategy == "fixed-delay"
     both = {PREFIX + "restart-strategy": "fixed-delay", RS + "type": "failure-rate"}
-    assert RecoveryConfig.from_conf(both).restart_strategy == "failure-rate"
+    assert RecoveryConfig.parse(both).restart_strategy == "failure-rate"
 
 
 @pytest.mark.parametrize(
     ("value", "canonical"), [("region", "region"), ("REGION", "region"), ("full", "full"), ("Full", "full")]
 )
 def test_failover_strategy(value, canonical):
-    assert RecoveryConfig.from_conf({PREFIX + "failover-strategy": value}).failover_strategy == canonical
+    assert RecoveryConfig.parse({PREFIX + "failover-strategy": value}).failover_strategy == canonical
 
 
 def test_all_keys_parse():
-    parsed = RecoveryConfig.from_conf({
+    parsed = RecoveryConfig.parse({
         RS + "type": "exponential-delay",
         RS + "fixed-delay.attempts": "5",
         RS + "fixed-delay.delay": "10 s",
@@ -159,17 +159,17 @@ def test_all_keys_parse():
 @pytest.mark.parametrize("value", ["infinite", "unlimited", "Infinite"])
 def test_unlimited_attempts_before_reset(value):
     conf = {RS + "exponential-delay.attempts-before-reset-backoff": value}
-    assert RecoveryConfig.from_conf(conf).exponential_attempts_before_reset_backoff is None
+    assert RecoveryConfig.parse(conf).exponential_attempts_before_reset_backoff is None
 
 
 def test_keys_outside_the_owned_namespaces_are_ignored():
     conf = {PREFIX + "eventBuffer.capacity": "not-validated-here", PREFIX + "retained.dir": "/tmp/x",
             "spark.executor.memory": "4g"}
-    assert RecoveryConfig.from_conf(conf) == RecoveryConfig()
+    assert RecoveryConfig.parse(conf) == RecoveryConfig()
 
 
 def test_non_string_values_are_accepted():
-    assert RecoveryConfig.from_conf({RS + "fixed-delay.attempts": 4}).fixed_delay_attempts == 4
+    assert RecoveryConfig.parse({RS + "fixed-delay.attempts": 4}).fixed_delay_attempts == 4
 
 
 # ---------------------------------------------------------------------- errors name key, value, accepted
@@ -201,7 +201,7 @@ def test_non_string_values_are_accepted():
 )
 def test_invalid_values_name_key_value_and_accepted(key, value, accepted):
     with pytest.raises(ConfigError) as error:
-        RecoveryConfig.from_conf({key: value})
+        RecoveryConfig.parse({key: value})
     message = str(error.value)
     assert key in message and repr(value) in message and accepted in message
     assert error.value.key == key and error.value.value == value
@@ -210,7 +210,7 @@ def test_invalid_values_name_key_value_and_accepted(key, value, accepted):
 
 def test_values_of_unselected_strategies_are_still_validated():
     with pytest.raises(ConfigError, match="failure-rate.delay"):
-        RecoveryConfig.from_conf({RS + "type": "fixed-delay", RS + "failure-rate.delay": "later"})
+        RecoveryConfig.parse({RS + "type": "fixed-delay", RS + "failure-rate.delay": "later"})
 
 
 @pytest.mark.parametrize(
@@ -225,7 +225,7 @@ def test_values_of_unselected_strategies_are_still_validated():
 )
 def test_unknown_keys_in_owned_namespaces_are_typos(key, suggestion):
     with pytest.raises(ConfigError) as error:
-        RecoveryConfig.from_conf({key: "1"})
+        RecoveryConfig.parse({key: "1"})
     message = str(error.value)
     assert f"Unknown configuration key {key} (value '1')" in message
     assert f"Did you mean {suggestion}?" in message
@@ -235,12 +235,12 @@ def test_unknown_keys_in_owned_namespaces_are_typos(key, suggestion):
 def test_initial_backoff_above_max_backoff_names_both_keys():
     conf = {RS + "type": "exponential-delay", RS + "exponential-delay.initial-backoff": "2 min"}
     with pytest.raises(ConfigError) as error:
-        RecoveryConfig.from_conf(conf)
+        RecoveryConfig.parse(conf)
     message = str(error.value)
     assert RS + "exponential-delay.initial-backoff" in message and RS + "exponential-delay.max-backoff" in message
     assert "120000 ms" in message and "60000 ms" in message
     conf[RS + "type"] = "fixed-delay"  # only checked for the selected strategy, like Flink
-    assert RecoveryConfig.from_conf(conf).exponential_initial_backoff_ms == 120_000
+    assert RecoveryConfig.parse(conf).exponential_initial_backoff_ms == 120_000
 
 
 # ---------------------------------------------------------------------- registry

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from region_recovery import events as ev
-from region_recovery.consistency import ChangedOutputGuard
-from region_recovery.events import Determinism
+from region_recovery.jvm import events as ev
+from region_recovery.control.consistency import ChangedOutputGuard
+from region_recovery.jvm.events import Determinism
 from region_recovery.model import LiveModel
 
 from test_model import MAP0, MAP1, RESULT, SH0, SH1, job_model, run_map_stage, stage, task_end  # noqa: F401

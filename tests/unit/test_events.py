@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from region_recovery import events as ev
-from region_recovery.events import CorruptBatchError, Determinism, decode_batch
+from region_recovery.jvm import events as ev
+from region_recovery.jvm.events import CorruptBatchError, Determinism, decode_batch
 
 MAGIC = 0x52524231
 VERSION = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from region_recovery.executors import ExecutorLoss, LossKind, classify_executor_loss
+from region_recovery.model.executors import ExecutorLoss, LossKind, classify_executor_loss
 
 RPC_DISASSOCIATED = (
     "Remote RPC client disassociated. Likely due to containers exceeding thresholds, or network issues. "

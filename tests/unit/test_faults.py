@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from region_recovery import faults
+from region_recovery.testing import faults
 
 
 @pytest.fixture

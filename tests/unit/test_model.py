@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from region_recovery import events as ev
-from region_recovery.events import Determinism, TaskEndReason
-from region_recovery.executors import LossKind
+from region_recovery.jvm import events as ev
+from region_recovery.jvm.events import Determinism, TaskEndReason
+from region_recovery.model.executors import LossKind
 from region_recovery.model import LiveModel, Recomputation
 
 RPC_DISASSOCIATED = (

@@ -1,7 +1,7 @@
 """LiveModel and retained outputs: retention reports, adoption by a live executor, unregistration."""
 from __future__ import annotations
 
-from region_recovery import events as ev
+from region_recovery.jvm import events as ev
 from test_model import MAP0, MAP1, SH0, fetch_failed, job_model, task_end  # noqa: F401  (fixture)
 
 

@@ -14,10 +14,10 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 import region_recovery
-from region_recovery import packaging
+from region_recovery.jvm import packaging
 from region_recovery._version import __version__
 from region_recovery.errors import JarNotFoundError, SparkConnectNotSupportedError
-from region_recovery.packaging import (JAR_ENV, QUERY_LISTENER_CLASS, SQL_EXTENSION_CLASS, LOCAL_DISK_SHUFFLE_IO, MAVEN_COORDINATE, PLUGIN_CLASS,
+from region_recovery.jvm.packaging import (JAR_ENV, QUERY_LISTENER_CLASS, SQL_EXTENSION_CLASS, LOCAL_DISK_SHUFFLE_IO, MAVEN_COORDINATE, PLUGIN_CLASS,
                                        SHUFFLE_IO_CLASS, configure, jar_path, spark_settings)
 
 SHUFFLE_IO_KEY = "spark.shuffle.sort.io.plugin.class"

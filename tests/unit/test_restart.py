@@ -6,16 +6,15 @@ import random
 
 import pytest
 
-from region_recovery.classify import FailureKind
+from region_recovery.planner.classify import FailureKind
 from region_recovery.config import ConfigError, RecoveryConfig
-from region_recovery.restart import (
+from region_recovery.planner.restart import (
     ExponentialDelayRestart,
     FailureHandling,
     FailureRateRestart,
     FixedDelayRestart,
     NoRestart,
-    from_conf,
-    from_config,
+    create_restart_strategy,
     handle_failure,
     monotonic_ms,
 )
@@ -406,12 +405,17 @@ def test_handle_failure_with_no_restart():
 P = "spark.regionRecovery.restart-strategy."
 
 
+def from_conf(conf, **kwargs):
+    """Raw Spark settings to a strategy, as the controller does it."""
+    return create_restart_strategy(RecoveryConfig.parse(conf), **kwargs)
+
+
 def test_from_conf_default_is_no_restart():
-    assert isinstance(from_conf({}), NoRestart)
+    assert isinstance(create_restart_strategy(RecoveryConfig.parse({})), NoRestart)
 
 
 def test_from_conf_fixed_delay():
-    strategy = from_conf({P + "type": "fixed-delay", P + "fixed-delay.attempts": "3", P + "fixed-delay.delay": "10 s"})
+    strategy = create_restart_strategy(RecoveryConfig.parse({P + "type": "fixed-delay", P + "fixed-delay.attempts": "3", P + "fixed-delay.delay": "10 s"}))
     assert isinstance(strategy, FixedDelayRestart) and (strategy.attempts, strategy.delay_ms) == (3, 10_000)
 
 
@@ -427,7 +431,7 @@ def test_from_conf_failure_rate():
 
 def test_from_conf_exponential_delay_defaults_and_overrides():
     rng = random.Random(1)
-    strategy = from_conf({P + "type": "exponential-delay"}, clock=ManualClock(), rng=rng)
+    strategy = create_restart_strategy(RecoveryConfig.parse({P + "type": "exponential-delay"}), clock=ManualClock(), rng=rng)
     assert isinstance(strategy, ExponentialDelayRestart)
     assert (strategy.initial_backoff_ms, strategy.max_backoff_ms, strategy.backoff_multiplier,
             strategy.reset_backoff_threshold_ms, strategy.jitter_factor, strategy.attempts_before_reset_backoff) == (
@@ -441,9 +445,9 @@ def test_from_conf_exponential_delay_defaults_and_overrides():
 
 def test_from_conf_rejects_bad_configuration():
     with pytest.raises(ConfigError, match="fixed-delay.attempts"):
-        from_conf({P + "type": "fixed-delay", P + "fixed-delay.attempts": "three"})
+        create_restart_strategy(RecoveryConfig.parse({P + "type": "fixed-delay", P + "fixed-delay.attempts": "three"}))
 
 
-def test_from_config_rejects_unknown_type():
+def test_create_restart_strategy_rejects_unknown_type():
     with pytest.raises(ValueError, match="unknown restart strategy"):
-        from_config(RecoveryConfig(restart_strategy="sometimes"))
+        create_restart_strategy(RecoveryConfig(restart_strategy="sometimes"))

@@ -1,10 +1,11 @@
 """Planner: pipelined regions of a task topology and which tasks a failure restarts."""
 
-from .failover import RegionFailover, RestartAll, create_failover
+from .failover import FailoverStrategy, RegionFailover, RestartAll, create_failover
 from .topology import ConsumerGroup, Topology, UnknownPartitionError, UnknownVertexError
 
 __all__ = [
     "ConsumerGroup",
+    "FailoverStrategy",
     "RegionFailover",
     "RestartAll",
     "Topology",

@@ -12,14 +12,14 @@ wants to (Flink does that in the scheduler, not in the strategy).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from .topology import Topology, UnknownVertexError
+from .topology import Topology, TopologyIndex, UnknownVertexError
 
 if TYPE_CHECKING:
     from ..config import RecoveryConfig
 
-__all__ = ["RegionFailover", "RestartAll", "create_failover"]
+__all__ = ["FailoverStrategy", "RegionFailover", "RestartAll", "create_failover"]
 
 AvailabilityCheck = Callable[[Hashable], bool]
 
@@ -32,6 +32,18 @@ def _unknown_failed_vertex(vertex: Hashable) -> UnknownVertexError:
     return UnknownVertexError(
         f"Can not find the failover region for task {vertex!r}: it is not in the topology"
     )
+
+
+class FailoverStrategy(Protocol):
+    """Which tasks a task failure restarts (Flink's ``FailoverStrategy``), over one topology."""
+
+    def tasks_to_restart(self, failed: Hashable, lost_partition: Hashable | None = None) -> set:
+        """Every task to restart when ``failed`` fails (reading ``lost_partition``, if it lost one)."""
+        ...
+
+    def regions_to_restart(self, failed: Hashable, lost_partition: Hashable | None = None) -> list[frozenset]:
+        """The same tasks grouped by pipelined region."""
+        ...
 
 
 class RegionFailover:
@@ -69,34 +81,30 @@ class RegionFailover:
         call only; an id the topology does not know is ignored, as in Flink.
         Raises UnknownVertexError (a KeyError) if ``failed`` is not in the topology.
         """
-        topo = self.topology
-        members = topo._region_index().members
-        ids = topo._vertex_ids
-        return {ids[v] for r in self._restart_regions(failed, lost_partition) for v in members[r]}
+        ix = self.topology.index()
+        members, ids = ix.regions.members, ix.vertex_ids
+        return {ids[v] for r in self._restart_regions(ix, failed, lost_partition) for v in members[r]}
 
     def regions_to_restart(self, failed: Hashable, lost_partition: Hashable | None = None) -> list[frozenset]:
         """The same decision as whole regions, in the order the search reached them."""
-        topo = self.topology
-        regions = topo._region_index()
-        return [regions.frozen(r, topo._vertex_ids) for r in self._restart_regions(failed, lost_partition)]
+        ix = self.topology.index()
+        return [ix.regions.frozen(r, ix.vertex_ids) for r in self._restart_regions(ix, failed, lost_partition)]
 
-    def _restart_regions(self, failed: Hashable, lost_partition: Hashable | None) -> list[int]:
+    def _restart_regions(self, ix: TopologyIndex, failed: Hashable, lost_partition: Hashable | None) -> list[int]:
         """Breadth-first closure over region indices; a region is marked visited when enqueued.
 
         Consumed and consumer groups are each expanded once per call (Flink's visited
         ConsumedPartitionGroup / ConsumerVertexGroup sets): that keeps all-to-all exchanges linear.
         """
-        topo = self.topology
-        regions = topo._region_index()
-        start = topo._vertex_index.get(failed)
+        start = ix.vertex_index.get(failed)
         if start is None:
             raise _unknown_failed_vertex(failed)
-        lost = topo._partition_index.get(lost_partition, -1) if lost_partition is not None else -1
+        lost = ix.partition_index.get(lost_partition, -1) if lost_partition is not None else -1
 
-        region_of, members = regions.of_vertex, regions.members
-        producer, reconsumable, partition_ids = topo._producer, topo._reconsumable, topo._partition_ids
-        consumes, produced, deterministic = topo._consumes, topo._produced, topo._deterministic
-        group_of, group_members, group_partitions = topo._group_of, topo._group_members, topo._group_partitions
+        region_of, members = ix.regions.of_vertex, ix.regions.members
+        producer, reconsumable, partition_ids = ix.producer, ix.reconsumable, ix.partition_ids
+        consumes, produced, deterministic = ix.consumes, ix.produced, ix.deterministic
+        group_of, group_members, group_partitions = ix.group_of, ix.group_members, ix.group_partitions
         is_available, skip = self.is_available, self.skip_deterministic_consumers
 
         visited = bytearray(len(members))
@@ -152,7 +160,7 @@ class RestartAll:
     def tasks_to_restart(self, failed: Hashable, lost_partition: Hashable | None = None) -> set:
         if failed not in self.topology:
             raise _unknown_failed_vertex(failed)
-        return set(self.topology._vertex_ids)
+        return set(self.topology.vertices())
 
     def regions_to_restart(self, failed: Hashable, lost_partition: Hashable | None = None) -> list[frozenset]:
         if failed not in self.topology:
@@ -164,7 +172,7 @@ def create_failover(
     topology: Topology,
     config: RecoveryConfig,
     is_available: AvailabilityCheck | None = None,
-) -> RegionFailover | RestartAll:
+) -> FailoverStrategy:
     """The failover strategy that ``spark.regionRecovery.failover-strategy`` selects."""
     if config.failover_strategy == "full":
         return RestartAll(topology)

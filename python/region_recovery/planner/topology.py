@@ -19,8 +19,9 @@ O(producers + consumers), never O(producers x consumers).
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator
+from typing import NamedTuple
 
-__all__ = ["ConsumerGroup", "Topology", "UnknownPartitionError", "UnknownVertexError"]
+__all__ = ["ConsumerGroup", "Topology", "TopologyIndex", "UnknownPartitionError", "UnknownVertexError"]
 
 
 class _UnknownIdError(KeyError):
@@ -78,6 +79,28 @@ class _Regions:
             cached = frozenset(vertex_ids[v] for v in self.members[region])
             self._frozen[region] = cached
         return cached
+
+
+class TopologyIndex(NamedTuple):
+    """A topology in integer form, for the failover strategies' hot loops: read it, never change it.
+
+    Vertices, partitions and consumer groups are numbered in the order they were added; lists are
+    indexed by those numbers. ``regions`` is the region index of the current version.
+    """
+
+    vertex_ids: list[Hashable]
+    vertex_index: dict[Hashable, int]
+    partition_ids: list[Hashable]
+    partition_index: dict[Hashable, int]
+    producer: list[int]  # partition -> producing vertex
+    reconsumable: list[bool]  # partition -> readable again after its producer finished
+    group_of: list[int]  # partition -> its consumer group
+    consumes: list[list[int]]  # vertex -> consumer groups it belongs to
+    produced: list[list[int]]  # vertex -> partitions it produces
+    deterministic: list[bool]  # vertex -> a rerun writes identical output
+    group_members: list[tuple[int, ...]]  # group -> consumer vertices
+    group_partitions: list[list[int]]  # group -> partitions it consumes
+    regions: _Regions
 
 
 class Topology:
@@ -252,6 +275,14 @@ class Topology:
     def region_of(self, vertex: Hashable) -> frozenset:
         regions = self._region_index()
         return regions.frozen(regions.of_vertex[self._index_of_vertex(vertex)], self._vertex_ids)
+
+    def index(self) -> TopologyIndex:
+        """The integer form of this topology version (regions computed if needed); O(1)."""
+        return TopologyIndex(
+            self._vertex_ids, self._vertex_index, self._partition_ids, self._partition_index, self._producer,
+            self._reconsumable, self._group_of, self._consumes, self._produced, self._deterministic,
+            self._group_members, self._group_partitions, self._region_index(),
+        )
 
     def _index_of_vertex(self, vertex: Hashable) -> int:
         index = self._vertex_index.get(vertex)

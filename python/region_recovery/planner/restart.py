@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .classify import FailureKind
-from .config import RecoveryConfig
+from ..config import RecoveryConfig
 
 __all__ = [
     "ExponentialDelayRestart",
@@ -28,8 +28,7 @@ __all__ = [
     "FixedDelayRestart",
     "NoRestart",
     "RestartStrategy",
-    "from_conf",
-    "from_config",
+    "create_restart_strategy",
     "handle_failure",
     "monotonic_ms",
 ]
@@ -315,10 +314,13 @@ def handle_failure(strategy: RestartStrategy, cause_kind: FailureKind) -> Failur
     )
 
 
-def from_config(
+def create_restart_strategy(
     config: RecoveryConfig, clock: Clock | None = None, rng: random.Random | None = None
 ) -> RestartStrategy:
-    """The restart strategy a parsed ``RecoveryConfig`` selects."""
+    """The restart strategy a parsed ``RecoveryConfig`` selects (Flink's factory loader).
+
+    For raw Spark settings: ``create_restart_strategy(RecoveryConfig.parse(conf))``.
+    """
     kind = config.restart_strategy
     if kind == "fixed-delay":
         return FixedDelayRestart(config.fixed_delay_attempts, config.fixed_delay_delay_ms, clock)
@@ -345,11 +347,10 @@ def from_config(
     raise ValueError(f"unknown restart strategy {kind!r}")
 
 
-def from_conf(
-    conf: Mapping[str, Any], clock: Clock | None = None, rng: random.Random | None = None
-) -> RestartStrategy:
-    """The restart strategy that the ``spark.regionRecovery.restart-strategy.*`` keys select.
+# The names before 0.2, kept for existing callers.
+from_config = create_restart_strategy
 
-    Raises ConfigError for bad configuration (see ``config.RecoveryConfig.from_conf``).
-    """
-    return from_config(RecoveryConfig.from_conf(conf), clock, rng)
+
+def from_conf(conf: Mapping[str, Any], clock: Clock | None = None, rng: random.Random | None = None) -> RestartStrategy:
+    """Former name of ``create_restart_strategy(RecoveryConfig.parse(conf))``."""
+    return create_restart_strategy(RecoveryConfig.parse(conf), clock, rng)

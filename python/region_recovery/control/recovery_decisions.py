@@ -13,12 +13,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from . import events as ev
-from . import live_topology
-from .classify import explain
-from .events import TaskEndReason
-from .model import LiveModel
-from .planner import RegionFailover, RestartAll
+from ..jvm import events as ev
+from ..planner import live_topology
+from ..planner.classify import explain
+from ..jvm.events import TaskEndReason
+from ..model.live import LiveModel
+from ..config import RecoveryConfig
+from ..planner import RegionFailover, create_failover
 
 _DECIDED = {TaskEndReason.EXCEPTION_FAILURE, TaskEndReason.FETCH_FAILED, TaskEndReason.EXECUTOR_LOST,
             TaskEndReason.EXECUTOR_SHUTDOWN, TaskEndReason.RESULT_LOST, TaskEndReason.UNKNOWN}
@@ -67,10 +68,10 @@ class RecoveryDecision:
 class DecisionRecorder:
     """Subscribed to the bridge: runs on the drain thread, after each batch is applied."""
 
-    def __init__(self, model: LiveModel, failover_strategy: str = "region", skip_deterministic: bool = False):
+    def __init__(self, model: LiveModel, config: RecoveryConfig | None = None):
         self.model = model
-        self.failover_strategy = failover_strategy
-        self.skip_deterministic = skip_deterministic
+        self.config = config or RecoveryConfig()
+        self.failover_strategy = self.config.failover_strategy
         self.decisions: List[RecoveryDecision] = []
         self._active: List[RecoveryDecision] = []  # not closed yet: still watching for re-runs
         self._open: Dict[Tuple[int, int], RecoveryDecision] = {}
@@ -149,8 +150,8 @@ class DecisionRecorder:
         topo = d._topology
         available = live_topology.availability(self.model)
         is_available = lambda p: p not in d._lost and available(p)  # noqa: E731
-        chosen = RestartAll(topo) if self.failover_strategy == "full" else \
-            RegionFailover(topo, is_available, skip_deterministic_consumers=self.skip_deterministic)
+        chosen = create_failover(topo, self.config, is_available)
+        # what Flink's region failover would restart if consumers of deterministic producers were skipped
         skip = RegionFailover(topo, is_available, skip_deterministic_consumers=True)
         planned: Set[Tuple] = set()
         planned_skip: Set[Tuple] = set()

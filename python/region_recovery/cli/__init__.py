@@ -5,7 +5,8 @@ import argparse
 import logging
 import sys
 
-from . import __version__, packaging
+from .. import __version__
+from ..jvm import packaging
 
 
 def _cmd_demo(args) -> int:
@@ -16,7 +17,7 @@ def _cmd_demo(args) -> int:
 
 def _cmd_report(args) -> int:
     import json
-    from .render import describe_report
+    from ..reporting.render import describe_report
     with open(args.path) as f:
         data = json.load(f)
     print(describe_report(data.get("report", data)))
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:
-        from .errors import RegionRecoveryError
+        from ..errors import RegionRecoveryError
         if isinstance(e, RegionRecoveryError):
             print(f"region-recovery: {e}", file=sys.stderr)
             return 2

@@ -11,9 +11,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from . import events as ev
-from .events import Determinism, TaskEndReason
+from ..jvm import events as ev
+from ..jvm.events import Determinism, TaskEndReason
 from .executors import ExecutorLoss, classify_executor_loss
+from .retention import Adoption, RetainedOutput, RetentionTracking
 
 
 
@@ -60,30 +61,6 @@ class Recomputation:
     time: int
     bytes_before: int = -1  # shuffle bytes the lost output had, and the recomputed one has
     bytes_after: int = -1
-
-
-@dataclass
-class Adoption:
-    """A lost executor's retained map output, taken over by a live executor instead of recomputed."""
-    shuffle_id: int
-    map_index: int
-    map_id: int
-    from_executor: Optional[str]
-    to_executor: Optional[str]
-    bytes: int
-    loss_time: int
-    time: int
-
-
-@dataclass
-class RetainedOutput:
-    """A map output whose files are in the retained directory now (they survive its executor)."""
-    shuffle_id: int
-    map_id: int
-    map_index: int
-    executor_id: Optional[str]  # whose retained directory holds it (the adopter after an adoption)
-    host: Optional[str]
-    bytes: int
 
 
 @dataclass
@@ -170,7 +147,7 @@ class Job:
     failures: List[Failure] = field(default_factory=list)
 
 
-class LiveModel:
+class LiveModel(RetentionTracking):
     """Jobs, stages, shuffles with per-map-output location and availability, executors, failures."""
 
     def __init__(self) -> None:
@@ -189,9 +166,7 @@ class LiveModel:
         self.map_tasks_started = 0
         self.tasks_ended = 0
         self.duplicate_executor_removals = 0
-        self.retained_deletions: List[ev.RetainedFilesDeleted] = []
-        self.retained: Dict[Tuple[int, int], RetainedOutput] = {}  # (shuffle id, map id) -> on disk now
-        self.releases: List[ev.MapOutputReleased] = []
+        self._init_retention()
         self._outputs_by_executor: Dict[str, Set[Tuple[int, int]]] = {}
         self._handlers: Dict[type, Callable] = {
             ev.AppStart: self._app_start, ev.AppEnd: self._app_end,
@@ -203,11 +178,7 @@ class LiveModel:
             ev.ShuffleRegistered: self._shuffle_registered, ev.ShuffleRemoved: self._shuffle_removed,
             ev.MapOutputCommitted: self._map_output_committed,
             ev.ExecutorPluginStarted: self._executor_plugin_started,
-            ev.MapOutputRetained: self._map_output_retained,
-            ev.MapOutputAdopted: self._map_output_adopted,
-            ev.MapOutputUnregistered: self._map_output_unregistered,
-            ev.RetainedFilesDeleted: self._retained_files_deleted,
-            ev.MapOutputReleased: self._map_output_released,
+            **self._retention_handlers(),
         }
 
     # ---- feeding -------------------------------------------------------------------------
@@ -280,17 +251,6 @@ class LiveModel:
                 out.append({"job_id": job_id, "status": job.status, "wall_ms": wall, "stages_run": ran,
                             "stages_listed": len(job.stage_ids), "tasks_launched": launched,
                             "tasks_reexecuted": reexecuted, "failures": kinds, "error": job.error})
-            return out
-
-    def retained_bytes(self) -> dict:
-        """Retained bytes on disk now, per host, executor and shuffle, from the retention events."""
-        with self._cond:
-            out = {"total": 0, "outputs": len(self.retained), "hosts": {}, "executors": {}, "shuffles": {},
-                   "released": len(self.releases), "released_bytes": sum(r.bytes for r in self.releases)}
-            for r in self.retained.values():
-                out["total"] += r.bytes
-                for group, key in (("hosts", r.host), ("executors", r.executor_id), ("shuffles", r.shuffle_id)):
-                    out[group][key] = out[group].get(key, 0) + r.bytes
             return out
 
     def snapshot(self) -> dict:
@@ -462,53 +422,6 @@ class LiveModel:
             out.committed_bytes = e.bytes
         else:  # the commit report overtook the TaskEnd: remember it until the task ends
             sh.pending_commits[e.map_id] = e.bytes
-
-    def _map_output_retained(self, e: ev.MapOutputRetained) -> None:
-        self.retained[(e.shuffle_id, e.map_id)] = RetainedOutput(e.shuffle_id, e.map_id, e.map_index, e.executor_id,
-                                                                 e.host, e.bytes)
-        sh = self._shuffle(e.shuffle_id)
-        out = sh.outputs.get(e.map_index)
-        if out is not None and out.map_id == e.map_id:
-            out.retained_bytes, out.retained_checksum = e.bytes, e.checksum
-        else:  # overtook the TaskEnd
-            sh.pending_retained[e.map_id] = (e.bytes, e.checksum)
-
-    def _map_output_adopted(self, e: ev.MapOutputAdopted) -> None:
-        kept = self.retained.get((e.shuffle_id, e.map_id))
-        if kept is not None:
-            kept.executor_id, kept.host = e.to_executor, e.host
-        sh = self._shuffle(e.shuffle_id)
-        out = sh.outputs.get(e.map_index)
-        sh.adoptions.append(Adoption(e.shuffle_id, e.map_index, e.map_id, e.from_executor, e.to_executor,
-                                     e.bytes, e.loss_time, e.time))
-        if out is None or out.map_id != e.map_id:
-            return  # the model never saw that output (attached late) or it was recomputed meanwhile
-        self._outputs_by_executor.get(out.executor_id, set()).discard((e.shuffle_id, e.map_index))
-        self._outputs_by_executor.setdefault(e.to_executor, set()).add((e.shuffle_id, e.map_index))
-        out.executor_id, out.host, out.adopted_from = e.to_executor, e.host, e.from_executor
-        out.available, out.lost_reason = True, None
-        if out.retained_bytes is None:
-            out.retained_bytes = e.bytes
-
-    def _retained_files_deleted(self, e: ev.RetainedFilesDeleted) -> None:
-        self.retained_deletions.append(e)
-        if e.executor_id is not None:  # that executor's directory is gone (what was adopted had moved)
-            for key in [k for k, r in self.retained.items() if r.executor_id == e.executor_id]:
-                del self.retained[key]
-
-    def _map_output_released(self, e: ev.MapOutputReleased) -> None:
-        self.releases.append(e)
-        self.retained.pop((e.shuffle_id, e.map_id), None)
-        sh = self.shuffles.get(e.shuffle_id)
-        out = sh.outputs.get(e.map_index) if sh else None
-        if out is not None and out.map_id == e.map_id and out.available:
-            out.available, out.lost_reason = False, f"released: {e.reason}"
-
-    def _map_output_unregistered(self, e: ev.MapOutputUnregistered) -> None:
-        sh = self.shuffles.get(e.shuffle_id)
-        out = sh.outputs.get(e.map_index) if sh else None
-        if out is not None and out.map_id == e.map_id:
-            out.available, out.lost_reason = False, f"retention: {e.reason}"
 
     # ---- helpers -------------------------------------------------------------------------
     def _shuffle(self, shuffle_id: int) -> Shuffle:

@@ -13,10 +13,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, List, Mapping, Optional, TypeVar
 
-from . import restart
-from .classify import Classification, FailureKind, explain_spark_error
-from .config import RecoveryConfig
-from .errors import RegionRecoveryError
+from ..planner import restart
+from ..planner.classify import Classification, FailureKind, explain_spark_error
+from ..config import RecoveryConfig
+from ..errors import RegionRecoveryError
 
 log = logging.getLogger("region_recovery")
 T = TypeVar("T")
@@ -65,7 +65,7 @@ class RunRecord:
     name: str
     strategy: str
     attempts: List[AttemptRecord] = field(default_factory=list)
-    decisions: List[RestartDecision] = field(default_factory=list)
+    restart_decisions: List[RestartDecision] = field(default_factory=list)
     succeeded: bool = False
     backoff_waited_ms: int = 0
 
@@ -119,7 +119,7 @@ class _Run:
     def __init__(self, controller: "Controller", name: str):
         self.c = controller
         # One strategy per run, as Flink has one per job: attempts of one action never use up another's.
-        self.strategy = restart.from_config(controller.config)
+        self.strategy = restart.create_restart_strategy(controller.config)
         self.record = RunRecord(name, self.strategy.describe())
         self.done = False
         self._start_ms = 0
@@ -180,7 +180,7 @@ class _Run:
         decision = RestartDecision(number, kind.value, cls.rule, cls.exception_class or type(exc).__name__,
                                    _first_line(str(exc)), handling.restart, handling.is_new_attempt,
                                    handling.backoff_ms, handling.reason, failover, failed, reused, recomputed)
-        self.record.decisions.append(decision)
+        self.record.restart_decisions.append(decision)
         self.record.strategy = self.strategy.describe()
         if not handling.restart:
             self.done = True
@@ -241,11 +241,11 @@ class Controller:
 
     def __init__(self, rr, conf: Mapping[str, str]):
         self.rr = rr
-        self.config = RecoveryConfig.from_conf(conf)  # raises ConfigError naming key and value
+        self.config = RecoveryConfig.parse(conf)  # raises ConfigError naming key and value
         self.records: List[RunRecord] = []
 
     def describe_strategy(self) -> str:
-        return restart.from_config(self.config).describe()
+        return restart.create_restart_strategy(self.config).describe()
 
     @staticmethod
     def classify_python(exc: BaseException) -> FailureKind:

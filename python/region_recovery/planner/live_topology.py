@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Dict, Hashable, Iterable, List, Tuple
 
-from .events import Determinism
-from .model import LiveModel, Stage
-from .planner import Topology
-from .planner.topology import ConsumerGroup
+from ..jvm.events import Determinism
+from ..model.live import LiveModel, Stage
+from .topology import Topology
+from .topology import ConsumerGroup
 
 
 def task_vertex(stage: Stage, partition: int) -> Tuple:

@@ -18,11 +18,11 @@ import time
 from operator import add
 from typing import Callable, Optional
 
-from . import events as ev
-from .bridge import RegionRecovery
-from .faults import FaultError, kill_executor, transient_failure
-from .packaging import configure
-from .render import describe_model, describe_report
+from ..jvm import events as ev
+from ..application import RegionRecovery
+from ..testing.faults import FaultError, kill_executor, transient_failure
+from ..jvm.packaging import configure
+from ..reporting.render import describe_model, describe_report
 
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
 

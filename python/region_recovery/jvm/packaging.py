@@ -10,8 +10,8 @@ import logging
 import os
 from typing import Dict
 
-from ._version import __version__
-from .errors import JarNotFoundError
+from .._version import __version__
+from ..errors import JarNotFoundError
 
 log = logging.getLogger("region_recovery")
 
@@ -97,7 +97,7 @@ def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
     if options is None or not hasattr(builder, "config"):
         raise TypeError(f"configure() takes a SparkSession.Builder, got {type(builder).__name__}")
     if "spark.remote" in options or os.environ.get("SPARK_REMOTE"):
-        from .errors import SparkConnectNotSupportedError
+        from ..errors import SparkConnectNotSupportedError
         raise SparkConnectNotSupportedError(
             "configure() was given a Spark Connect builder: the plugin must be configured on the Connect "
             "server (spark.plugins=" + PLUGIN_CLASS + "), and the Python controller needs a classic session")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import List
 
-from .model import LiveModel
+from ..model.live import LiveModel
 
 
 def _fmt_bytes(n: int) -> str:
@@ -77,7 +77,7 @@ def _describe(m: LiveModel) -> str:
 
 def describe_report(report: dict) -> str:
     """A recovery report (RegionRecovery.report(), or one saved as JSON) as text."""
-    lines = [f"Recovery report for {report.get('app_id')} (configured restart strategy: {report.get('strategy')})"]
+    lines = [f"Recovery report for {report.get('app_id')} (configured restart strategy: {report.get('restart_strategy')})"]
     runs = report.get("runs", [])
     if not runs:
         lines.append("  no action ran under restarts")
@@ -87,7 +87,7 @@ def describe_report(report: dict) -> str:
                      f"backoff waited {run['backoff_waited_ms'] / 1000:.1f} s; "
                      f"map tasks saved versus rerunning from scratch: {run.get('map_tasks_saved', 0)}; "
                      f"time lost to failures {run.get('wall_ms_lost', 0) / 1000:.1f} s")
-        decisions = {d["attempt"]: d for d in run["decisions"]}
+        decisions = {d["attempt"]: d for d in run["restart_decisions"]}
         for a in run["attempts"]:
             outcome = "ok" if a["succeeded"] else f"failed: {a['error']}"
             lines.append(f"    attempt {a['attempt']} ({a['wall_ms'] / 1000:.1f} s, jobs {a['job_ids']}): "

@@ -16,8 +16,8 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List
 
-from . import events as ev
-from .events import Determinism
+from ..jvm import events as ev
+from ..jvm.events import Determinism
 
 log = logging.getLogger("region_recovery")
 

@@ -1,0 +1,195 @@
+"""The Python side of one application: attach to the plugin, follow its events, run actions under restarts.
+
+``RegionRecovery.attach(spark)`` finds the plugin in the driver JVM, starts the drain thread that
+keeps the live model current, and builds the control loop (restart strategy, recovery decisions,
+the consistency guard). Everything the user reaches is here; each concern lives in its subpackage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Callable, Dict, Iterator, Optional, TypeVar
+
+from .control.consistency import ChangedOutputGuard
+from .control.recovery_decisions import DecisionRecorder
+from .control.job_restarts import Attempt, Controller
+from .errors import AlreadyAttachedError, NotEnabledError
+from .jvm import packaging
+from .jvm.drain import Drain
+from .jvm.events import Batch
+from .jvm.gateway import jvm_bridge, spark_context
+from .model.live import LiveModel
+from .reporting.report import build_report
+
+log = logging.getLogger("region_recovery")
+T = TypeVar("T")
+
+
+class RegionRecovery:
+    """The Python side of one application: its live model, fed by a background drain thread."""
+
+    _attached: Dict[str, "RegionRecovery"] = {}
+    _attached_lock = threading.Lock()
+
+    def __init__(self, sc, bridge, state, max_batch: int, wait_ms: int) -> None:
+        self._sc = sc
+        self._bridge = bridge
+        self._state = state
+        self.app_id: str = sc.applicationId
+        self.model = LiveModel()
+        self._drain = Drain(state, self.model, self.app_id, max_batch, wait_ms)
+        conf = dict(sc.getConf().getAll())
+        self._sql_extension_installed = (
+            packaging.SQL_EXTENSION_CLASS in conf.get("spark.sql.extensions", "")
+            and packaging.QUERY_LISTENER_CLASS in conf.get("spark.sql.queryExecutionListeners", ""))
+        # Built here so that bad spark.regionRecovery.* settings fail attach(), not a later restart.
+        self.controller = Controller(self, conf)
+        self.recovery_decisions = DecisionRecorder(self.model, self.controller.config)
+        self._drain.subscribe(self.recovery_decisions.on_batch)
+        self.consumer_guard = ChangedOutputGuard(self)
+        if self.controller.config.restart_consumers_of_changed_outputs:
+            self._drain.subscribe(self.consumer_guard.on_batch)
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    @classmethod
+    def attach(cls, spark, *, max_batch: int = 50_000, wait_ms: int = 100) -> "RegionRecovery":
+        """Connects to the plugin of `spark`'s application and starts draining its events."""
+        sc = spark_context(spark)
+        bridge = jvm_bridge(sc)
+        with cls._attached_lock:
+            existing = cls._attached.get(sc.applicationId)
+            if existing is not None and not existing._drain.stopped:
+                raise AlreadyAttachedError(
+                    f"region-recovery is already attached to application {sc.applicationId}: use "
+                    "RegionRecovery.get(spark) for the existing instance, or detach() it first")
+            state = bridge.attach(sc._jsc.sc())
+            if state is None or state.stopped():  # stopped: left by an earlier application in this JVM
+                raise NotEnabledError(
+                    "the plugin jar is on the classpath but region-recovery is not enabled in this application: "
+                    f"set spark.plugins={packaging.PLUGIN_CLASS} (region_recovery.configure(builder) does this), "
+                    f"or spark.extraListeners={packaging.LISTENER_CLASS} for events without the shuffle hook")
+            rr = cls(sc, bridge, state, max_batch, wait_ms)
+            cls._attached[sc.applicationId] = rr
+        rr._drain.start()
+        if not rr._sql_extension_installed:
+            log.warning("region-recovery: restarted DataFrame actions will recompute their shuffles: set "
+                        "spark.sql.extensions=%s and spark.sql.queryExecutionListeners=%s "
+                        "(region_recovery.configure(builder) does this)", packaging.SQL_EXTENSION_CLASS,
+                        packaging.QUERY_LISTENER_CLASS)
+        status = rr.status()
+        log.info("region-recovery %s attached to %s (installed by %s, queue %s, shuffle IO %s)",
+                 status.get("version"), rr.app_id, status.get("installed_by"), status.get("queue"),
+                 "on" if status.get("shuffle_io") else "off")
+        return rr
+
+    @classmethod
+    def get(cls, spark) -> Optional["RegionRecovery"]:
+        sc = spark_context(spark)
+        rr = cls._attached.get(sc.applicationId)
+        return rr if rr is not None and not rr._drain.stopped else None
+
+    def detach(self, timeout: float = 5.0) -> None:
+        """Stops the drain thread (the JVM side keeps buffering, bounded, until the app ends)."""
+        self._drain.stop(timeout)
+        with self._attached_lock:
+            if self._attached.get(self.app_id) is self:
+                del self._attached[self.app_id]
+
+    # ---- job-level restarts ---------------------------------------------------------------
+    def run(self, action: Callable[[], "T"], name: str = "action") -> "T":
+        """Runs a PySpark action under the configured restart strategy (see control.job_restarts.Controller.run)."""
+        return self.controller.run(action, name)
+
+    def attempts(self, name: str) -> Iterator[Attempt]:
+        """Context-manager form: `for attempt in rr.attempts("write"): with attempt: df.write...`."""
+        return self.controller.attempts(name)
+
+    def report(self) -> dict:
+        """What recovery did so far, as the versioned JSON document of docs/report.md: every run under
+        restarts with its attempts and restart decisions, every recovery decision, consumer restarts,
+        retained bytes."""
+        return build_report(
+            app_id=self.app_id,
+            restart_strategy=self.controller.describe_strategy(),
+            failover_strategy=self.controller.config.failover_strategy,
+            runs=[r.to_dict() for r in self.controller.records],
+            jobs=self.model.job_summaries(),
+            recovery_decisions=self.recovery_decisions.snapshot(),
+            consumer_restarts=self.consumer_guard.snapshot(),
+            retained=self.model.retained_bytes() if self.retained_ledger() is not None else None,
+        )
+
+    def begin_reuse_scope(self) -> None:
+        """From now until end_reuse_scope(), failed DataFrame queries leave their shuffles for reuse."""
+        self._bridge.beginReuseScope()
+
+    def end_reuse_scope(self) -> None:
+        try:
+            self._bridge.endReuseScope()
+        except Exception as e:  # the application may be gone; nothing is left to release then
+            log.debug("region-recovery: closing the reuse scope failed: %s", e)
+
+    def unregister_shuffle(self, shuffle_id: int, reason: str) -> bool:
+        """Makes Spark recompute a whole shuffle (full failover); the model marks its outputs lost."""
+        known = bool(self._bridge.unregisterShuffle(shuffle_id))
+        if known:
+            self.model.lose_shuffle(shuffle_id, reason)
+        return known
+
+    def retention(self) -> Optional[list]:
+        """Retained outputs: the executor losses the JVM handled (adopted, unregistered, timings); None when off."""
+        raw = self._bridge.retentionJson()
+        return None if raw is None else json.loads(raw)
+
+    def retained_ledger(self) -> Optional[dict]:
+        """The driver's account of retained bytes (per host, executor, shuffle), the cap, the release
+        policy, and what was released; None when retention is off."""
+        raw = self._bridge.retainedLedgerJson()
+        return None if raw is None else json.loads(raw)
+
+    def exchange_reuse(self) -> dict:
+        """DataFrame exchange-reuse counters and whether the SQL extension is installed."""
+        s = json.loads(self._bridge.reuseStatusJson())
+        s["installed"] = self._sql_extension_installed
+        return s
+
+    def subscribe(self, callback: Callable[[Batch], None]) -> None:
+        """Calls callback(batch) on the drain thread after each batch is applied to the model."""
+        self._drain.subscribe(callback)
+
+    # ---- queries -------------------------------------------------------------------------
+    def status(self) -> dict:
+        """What the JVM side reports: installer, queue, buffer counters, drops, shuffle IO."""
+        s = json.loads(self._state.statusJson())
+        s["python_events_applied"] = self.model.events_applied
+        s["drain_error"] = repr(self._drain.error) if self._drain.error else None
+        return s
+
+    def sync(self, timeout: float = 60.0) -> None:
+        """Returns once the model holds every event Spark posted before this call, and every subscriber
+        (recovery decisions, the changed-output guard) has processed them.
+
+        Events the JVM side offers later, e.g. from its retention thread, may still be in flight: wait
+        for those with `model.wait_for`. Must not be called from a subscriber (the drain thread).
+        """
+        deadline = time.monotonic() + timeout
+        self._bridge.waitForListeners(self._sc._jsc.sc(), int(timeout * 1000))
+        target = self._state.buffer().acceptedCount()
+        left = max(0.0, deadline - time.monotonic())
+        if not self._drain.wait_delivered(target, left):
+            error = self._drain.error
+            if error:
+                raise RuntimeError(f"region-recovery drain thread failed: {error!r}") from error
+            if self._drain.stopped:
+                raise RuntimeError(f"region-recovery is detached from {self.app_id} (or the application ended): "
+                                   f"the model stopped at {self.model.next_seq} of {target} events")
+            raise TimeoutError(f"the model did not catch up with {target} events within {timeout} s "
+                               f"(applied {self.model.next_seq})")
+
+    def executor_pids(self) -> Dict[str, int]:
+        """Live executors' OS process ids, as their plugins reported them."""
+        return self.model.read(lambda m: {e.executor_id: e.pid for e in m.executors.values()
+                                          if e.alive and e.pid is not None})

@@ -1,0 +1,135 @@
+"""Moving event batches from the plugin's buffer into the live model, on a thread of its own.
+
+Python is never called back by the JVM: a daemon thread polls the plugin's bounded buffer with a
+short blocking wait, decodes each compact batch, applies it to the model and hands it to the
+subscribers. The JVM side never waits for Python, so a slow or dead Python process cannot stall
+Spark's listener bus. Batches travel through a private memory-backed spool file (py4j moves byte
+arrays as base64 at about 15 MB/s), or over py4j where the JVM cannot share a file with Python.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from typing import Callable, List, Optional
+
+from ..model.live import LiveModel
+from .events import Batch, decode_batch
+
+log = logging.getLogger("region_recovery")
+
+
+class Drain:
+    """The drain thread of one application and the subscribers it feeds."""
+
+    def __init__(self, state, model: LiveModel, app_id: str, max_batch: int, wait_ms: int) -> None:
+        self._state = state
+        self._model = model
+        self._max_batch = max_batch
+        self._wait_ms = wait_ms
+        self._subscribers: List[Callable[[Batch], None]] = []
+        self._stop = threading.Event()
+        self.error: Optional[BaseException] = None
+        self._reported_drops = 0
+        self._spool_dir: Optional[str] = None
+        # events (applied or dropped) that every subscriber has also seen: what wait_delivered() waits for
+        self._delivered = 0
+        self._delivered_cond = threading.Condition()
+        self._thread = threading.Thread(target=self._loop, name=f"region-recovery-drain-{app_id}", daemon=True)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def subscribe(self, callback: Callable[[Batch], None]) -> None:
+        """Calls callback(batch) on the drain thread after each batch is applied to the model."""
+        self._subscribers.append(callback)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def wait_delivered(self, target: int, timeout: float) -> bool:
+        """Waits until every subscriber has seen the events before sequence number ``target``."""
+        with self._delivered_cond:
+            self._delivered_cond.wait_for(lambda: self._delivered >= target or self._stop.is_set(), timeout)
+            return self._delivered >= target
+
+    # ---- the thread ----------------------------------------------------------------------
+    def _open_spool(self) -> Optional[str]:
+        """A private file the JVM writes batches to, or None when it cannot share one with us."""
+        base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        try:
+            self._spool_dir = tempfile.mkdtemp(prefix="region-recovery-", dir=base)  # mode 0700
+            path = os.path.join(self._spool_dir, "batch")
+            self._state.drainToFile(path, 0, 0)  # probe: same host, writable by the JVM
+            with open(path, "rb") as f:
+                decode_batch(f.read())
+            return path
+        except Exception as e:  # e.g. a driver JVM on another host: fall back to py4j
+            log.info("region-recovery: batches travel over py4j (no shared spool file: %s)", e)
+            self._close_spool()
+            return None
+
+    def _close_spool(self) -> None:
+        if self._spool_dir:
+            shutil.rmtree(self._spool_dir, ignore_errors=True)
+            self._spool_dir = None
+
+    def _next_batch(self, spool: Optional[str]) -> Batch:
+        if spool is None:
+            return decode_batch(bytes(self._state.drain(self._max_batch, self._wait_ms)))
+        self._state.drainToFile(spool, self._max_batch, self._wait_ms)
+        with open(spool, "rb") as f:
+            return decode_batch(f.read())
+
+    def _loop(self) -> None:
+        spool = self._open_spool()
+        model = self._model
+        try:
+            while not self._stop.is_set():
+                batch = self._next_batch(spool)
+                if batch.first_seq != model.next_seq:
+                    log.error("region-recovery: event batch starts at %d, expected %d", batch.first_seq, model.next_seq)
+                model.apply_batch(batch)
+                if batch.dropped_total > self._reported_drops:
+                    log.error(
+                        "region-recovery: the JVM event buffer dropped %d events (capacity %s); the model "
+                        "is incomplete. Raise spark.regionRecovery.eventBuffer.capacity",
+                        batch.dropped_total - self._reported_drops,
+                        self._state.capacity(),
+                    )
+                    self._reported_drops = batch.dropped_total
+                for callback in list(self._subscribers):
+                    try:
+                        callback(batch)
+                    except Exception:  # a subscriber's bug must not stop the model from updating
+                        log.exception("region-recovery: subscriber %r failed on a batch", callback)
+                with self._delivered_cond:
+                    self._delivered = batch.first_seq + len(batch.events) + batch.dropped_total
+                    self._delivered_cond.notify_all()
+                if not batch.events and model.app_ended:
+                    break
+        except Exception as e:  # the gateway went away, or a bug: never kill the user's program
+            if not self._stop.is_set() and not _gateway_closed(e):
+                self.error = e
+                log.exception("region-recovery drain thread stopped")
+        finally:
+            self._stop.set()
+            with self._delivered_cond:
+                self._delivered_cond.notify_all()  # a waiting sync() fails at once instead of timing out
+            self._close_spool()
+
+
+def _gateway_closed(e: BaseException) -> bool:
+    """True when py4j lost its JVM (the application shut down), which ends draining normally."""
+    from py4j.protocol import Py4JNetworkError
+
+    return isinstance(e, (Py4JNetworkError, ConnectionError))

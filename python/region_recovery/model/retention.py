@@ -1,0 +1,125 @@
+"""The retained-output part of the live model: what is on disk beyond its executor, adoptions, releases.
+
+The JVM side decides (adopt, unregister, release, delete) and reports every decision as an event;
+these handlers keep the model's view of retained files and of each map output's location in step.
+They run under the model's lock, on the drain thread, like every other handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
+
+from ..jvm import events as ev
+
+if TYPE_CHECKING:
+    import threading
+
+    from .live import Shuffle
+
+
+@dataclass
+class Adoption:
+    """A lost executor's retained map output, taken over by a live executor instead of recomputed."""
+    shuffle_id: int
+    map_index: int
+    map_id: int
+    from_executor: Optional[str]
+    to_executor: Optional[str]
+    bytes: int
+    loss_time: int
+    time: int
+
+
+@dataclass
+class RetainedOutput:
+    """A map output whose files are in the retained directory now (they survive its executor)."""
+    shuffle_id: int
+    map_id: int
+    map_index: int
+    executor_id: Optional[str]  # whose retained directory holds it (the adopter after an adoption)
+    host: Optional[str]
+    bytes: int
+
+
+class RetentionTracking:
+    """Mixed into LiveModel: retained outputs on disk now, releases and deletions, adoptions."""
+
+    # provided by LiveModel
+    shuffles: Dict[int, "Shuffle"]
+    _outputs_by_executor: Dict[str, set]
+    _cond: "threading.Condition"
+    _shuffle: "Callable[[int], Shuffle]"
+
+    def _init_retention(self) -> None:
+        self.retained_deletions: List[ev.RetainedFilesDeleted] = []
+        self.retained: Dict[Tuple[int, int], RetainedOutput] = {}  # (shuffle id, map id) -> on disk now
+        self.releases: List[ev.MapOutputReleased] = []
+
+    def _retention_handlers(self) -> dict:
+        return {
+            ev.MapOutputRetained: self._map_output_retained,
+            ev.MapOutputAdopted: self._map_output_adopted,
+            ev.MapOutputUnregistered: self._map_output_unregistered,
+            ev.RetainedFilesDeleted: self._retained_files_deleted,
+            ev.MapOutputReleased: self._map_output_released,
+        }
+
+    def retained_bytes(self) -> dict:
+        """Retained bytes on disk now, per host, executor and shuffle, from the retention events."""
+        with self._cond:
+            out = {"total": 0, "outputs": len(self.retained), "hosts": {}, "executors": {}, "shuffles": {},
+                   "released": len(self.releases), "released_bytes": sum(r.bytes for r in self.releases)}
+            for r in self.retained.values():
+                out["total"] += r.bytes
+                for group, key in (("hosts", r.host), ("executors", r.executor_id), ("shuffles", r.shuffle_id)):
+                    out[group][key] = out[group].get(key, 0) + r.bytes
+            return out
+
+    # ---- handlers (under the model's lock, on the drain thread) -----------------------------
+    def _map_output_retained(self, e: ev.MapOutputRetained) -> None:
+        self.retained[(e.shuffle_id, e.map_id)] = RetainedOutput(e.shuffle_id, e.map_id, e.map_index, e.executor_id,
+                                                                 e.host, e.bytes)
+        sh = self._shuffle(e.shuffle_id)
+        out = sh.outputs.get(e.map_index)
+        if out is not None and out.map_id == e.map_id:
+            out.retained_bytes, out.retained_checksum = e.bytes, e.checksum
+        else:  # overtook the TaskEnd
+            sh.pending_retained[e.map_id] = (e.bytes, e.checksum)
+
+    def _map_output_adopted(self, e: ev.MapOutputAdopted) -> None:
+        kept = self.retained.get((e.shuffle_id, e.map_id))
+        if kept is not None:
+            kept.executor_id, kept.host = e.to_executor, e.host
+        sh = self._shuffle(e.shuffle_id)
+        out = sh.outputs.get(e.map_index)
+        sh.adoptions.append(Adoption(e.shuffle_id, e.map_index, e.map_id, e.from_executor, e.to_executor,
+                                     e.bytes, e.loss_time, e.time))
+        if out is None or out.map_id != e.map_id:
+            return  # the model never saw that output (attached late) or it was recomputed meanwhile
+        self._outputs_by_executor.get(out.executor_id, set()).discard((e.shuffle_id, e.map_index))
+        self._outputs_by_executor.setdefault(e.to_executor, set()).add((e.shuffle_id, e.map_index))
+        out.executor_id, out.host, out.adopted_from = e.to_executor, e.host, e.from_executor
+        out.available, out.lost_reason = True, None
+        if out.retained_bytes is None:
+            out.retained_bytes = e.bytes
+
+    def _retained_files_deleted(self, e: ev.RetainedFilesDeleted) -> None:
+        self.retained_deletions.append(e)
+        if e.executor_id is not None:  # that executor's directory is gone (what was adopted had moved)
+            for key in [k for k, r in self.retained.items() if r.executor_id == e.executor_id]:
+                del self.retained[key]
+
+    def _map_output_released(self, e: ev.MapOutputReleased) -> None:
+        self.releases.append(e)
+        self.retained.pop((e.shuffle_id, e.map_id), None)
+        sh = self.shuffles.get(e.shuffle_id)
+        out = sh.outputs.get(e.map_index) if sh else None
+        if out is not None and out.map_id == e.map_id and out.available:
+            out.available, out.lost_reason = False, f"released: {e.reason}"
+
+    def _map_output_unregistered(self, e: ev.MapOutputUnregistered) -> None:
+        sh = self.shuffles.get(e.shuffle_id)
+        out = sh.outputs.get(e.map_index) if sh else None
+        if out is not None and out.map_id == e.map_id:
+            out.available, out.lost_reason = False, f"retention: {e.reason}"

@@ -1,0 +1,45 @@
+"""The recovery report: one JSON document, versioned, documented field by field in docs/report.md.
+
+``rr.report()`` builds it, ``region-recovery report FILE`` renders a saved one, and the benchmarks
+keep it with their results. Bump ``SCHEMA_VERSION`` when a field is renamed, removed or changes
+meaning; adding a field does not need a bump. ``report.schema.json`` beside this file is the
+machine-checkable form of docs/report.md.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any, List, Optional
+
+SCHEMA_VERSION = 1
+
+
+def build_report(
+    *,
+    app_id: str,
+    restart_strategy: str,
+    failover_strategy: str,
+    runs: List[dict],
+    jobs: List[dict],
+    recovery_decisions: List[dict],
+    consumer_restarts: List[dict],
+    retained: Optional[dict],
+) -> dict:
+    """The report document; every argument is already JSON-serialisable."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "app_id": app_id,
+        "restart_strategy": restart_strategy,
+        "failover_strategy": failover_strategy,
+        "runs": runs,
+        "jobs": jobs,
+        "recovery_decisions": recovery_decisions,
+        "consumer_restarts": consumer_restarts,
+        "retained": retained,
+    }
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the report."""
+    return json.loads(resources.files(__package__).joinpath("report.schema.json").read_text())

@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterator, Optional, TypeVar
 
 from .control.consistency import ChangedOutputGuard
 from .control.recovery_decisions import DecisionRecorder
+from .control.retention_policy import RetentionPolicy
 from .control.job_restarts import Attempt, Controller
 from .errors import AlreadyAttachedError, NotEnabledError
 from .jvm import packaging
@@ -143,6 +144,11 @@ class RegionRecovery:
         """Retained outputs: the executor losses the JVM handled (adopted, unregistered, timings); None when off."""
         raw = self._bridge.retentionJson()
         return None if raw is None else json.loads(raw)
+
+    @property
+    def retention_policy(self) -> RetentionPolicy:
+        """The policy the driver JVM follows for retained outputs: read it, change it at runtime."""
+        return RetentionPolicy(self._bridge)
 
     def retained_ledger(self) -> Optional[dict]:
         """The driver's account of retained bytes (per host, executor, shuffle), the cap, the release

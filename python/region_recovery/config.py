@@ -143,6 +143,13 @@ def _choice(aliases: Mapping[str, str]) -> Callable[[str], str]:
     return parse_choice
 
 
+def _parse_path(text: str) -> str:
+    path = text.strip()
+    if not path.startswith("/"):
+        raise ValueError("not an absolute path")
+    return path
+
+
 def _parse_multiplier(text: str) -> float:
     value = _parse_float(text)
     if value <= 1:
@@ -165,10 +172,16 @@ def _parse_attempts_or_unlimited(text: str) -> int | None:
 
 # ---------------------------------------------------------------------- registry
 
+TYPES = ("boolean", "int", "duration", "bytes", "double", "choice", "int-or-unlimited", "path")
+
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """One configuration key: full name, parsed default, parser and documentation."""
+    """One configuration key, declared once: name, type, default, accepted values and documentation.
+
+    The plugin's Scala declarations (io.regionrecovery.spark.config) must agree with these; a test
+    runs the plugin's ConfigContract and compares them key by key, value by value.
+    """
 
     name: str
     default: Any
@@ -177,6 +190,11 @@ class ConfigKey:
     doc: str
     default_text: str
     deprecated_names: tuple[str, ...] = ()
+    type: str = "string"
+    minimum: float | None = None
+    choices: Mapping[str, str] | None = None
+    read_by: str = "python"  # "python" or "jvm": which side acts on it (both declare it)
+    section: str = ""
 
     def read(self, conf: Mapping[str, Any]) -> Any:
         """The parsed value (the current name wins over deprecated ones), or the default."""
@@ -192,6 +210,20 @@ class ConfigKey:
                         value=raw,
                     ) from None
         return self.default
+
+    def describe(self) -> dict[str, Any]:
+        """The declaration as the cross-language contract states it (snake_case, like every JSON here)."""
+        return {
+            "key": self.name,
+            "type": self.type,
+            "default": self.default_text,
+            "choices": dict(self.choices) if self.choices is not None else None,
+            "minimum": self.minimum,
+            "accepted": self.accepted,
+            "doc": self.doc,
+            "deprecated_names": list(self.deprecated_names),
+            "read_by": self.read_by,
+        }
 
 
 _REGISTRY: dict[str, ConfigKey] = {}
@@ -241,9 +273,56 @@ def validate(conf: Mapping[str, Any]) -> None:
         key.read(conf)
 
 
-# ---------------------------------------------------------------------- this module's keys
+def contract() -> list[dict[str, Any]]:
+    """Every declaration, sorted by key: what the plugin's ConfigContract prints for its side."""
+    return [k.describe() for k in sorted(_REGISTRY.values(), key=lambda k: k.name)]
+
+
+# ---------------------------------------------------------------------- typed declarations
+
+
+def _minimum_text(minimum: float | None, unit: str) -> str:
+    return "" if minimum is None or minimum <= 0 else f"; at least {minimum:g}{unit}"
+
+
+def boolean(name: str, default: bool, doc: str, *, read_by: str = "python", section: str = "") -> ConfigKey:
+    return register(ConfigKey(name, default, parse_bool, "true, false (any case)", doc, str(default).lower(),
+                              type="boolean", read_by=read_by, section=section))
+
+
+def integer(name: str, default: int, doc: str, *, minimum: int, read_by: str = "python",
+            section: str = "") -> ConfigKey:
+    return register(ConfigKey(name, default, _at_least(parse_int, minimum), f"an integer >= {minimum}", doc,
+                              str(default), type="int", minimum=minimum, read_by=read_by, section=section))
+
+
+def duration(name: str, default_text: str, doc: str, *, minimum_ms: int = 0, read_by: str = "python",
+             section: str = "") -> ConfigKey:
+    parse = _at_least(parse_duration_ms, minimum_ms) if minimum_ms else parse_duration_ms
+    return register(ConfigKey(name, parse_duration_ms(default_text), parse,
+                              DURATION_FORMS + _minimum_text(minimum_ms, " ms"), doc, default_text,
+                              type="duration", minimum=minimum_ms or None, read_by=read_by, section=section))
+
+
+def size(name: str, default_text: str, doc: str, *, read_by: str = "python", section: str = "") -> ConfigKey:
+    return register(ConfigKey(name, parse_bytes(default_text), parse_bytes, BYTES_FORMS, doc, default_text,
+                              type="bytes", read_by=read_by, section=section))
+
+
+def choice(name: str, default: str, aliases: Mapping[str, str], accepted: str, doc: str, *,
+           deprecated_names: tuple[str, ...] = (), read_by: str = "python", section: str = "") -> ConfigKey:
+    return register(ConfigKey(name, default, _choice(aliases), accepted, doc, default,
+                              deprecated_names=deprecated_names, type="choice", choices=dict(aliases),
+                              read_by=read_by, section=section))
+
+
+# ---------------------------------------------------------------------- the keys
 
 _RS = PREFIX + "restart-strategy."
+_RESTART = "Restart strategy"
+_FAILOVER = "Failover"
+_PLUGIN = "Plugin (JVM side)"
+_RETAINED = "Retained shuffle outputs"
 
 _RESTART_TYPES = {
     **dict.fromkeys(["none", "off", "disable"], "none"),
@@ -252,161 +331,205 @@ _RESTART_TYPES = {
     **dict.fromkeys(["exponential-delay", "exponentialdelay"], "exponential-delay"),
 }
 _FAILOVER_STRATEGIES = {"region": "region", "full": "full"}
+_RELEASE_POLICIES = {p: p for p in ("shuffle-cleanup", "job-end", "consumers-finished")}
 
-RESTART_STRATEGY_TYPE = register(ConfigKey(
-    _RS + "type", "none", _choice(_RESTART_TYPES),
-    "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; "
-    "exponential-delay, exponentialdelay (any case)",
-    "Restart strategy for failed jobs. Unset means none (Flink's default without checkpointing): "
-    "users opt in to restarts.",
-    "none",
-    deprecated_names=(PREFIX + "restart-strategy",),
-))
-FIXED_DELAY_ATTEMPTS = register(ConfigKey(
-    _RS + "fixed-delay.attempts", 1, _at_least(parse_int, 0), "an integer >= 0",
-    "Restarts allowed before the job is declared failed (fixed-delay).", "1",
-))
-FIXED_DELAY_DELAY = register(ConfigKey(
-    _RS + "fixed-delay.delay", 1_000, parse_duration_ms, DURATION_FORMS,
-    "Delay between two consecutive restart attempts (fixed-delay).", "1 s",
-))
-FAILURE_RATE_MAX_FAILURES = register(ConfigKey(
-    _RS + "failure-rate.max-failures-per-interval", 1, _at_least(parse_int, 1), "an integer >= 1",
-    "Restarts allowed within one failure-rate interval before the job is declared failed.", "1",
-))
-FAILURE_RATE_INTERVAL = register(ConfigKey(
-    _RS + "failure-rate.failure-rate-interval", 60_000, _at_least(parse_duration_ms, 1),
-    DURATION_FORMS + "; at least 1 ms",
-    "Sliding time window in which failures are counted (failure-rate).", "1 min",
-))
-FAILURE_RATE_DELAY = register(ConfigKey(
-    _RS + "failure-rate.delay", 1_000, parse_duration_ms, DURATION_FORMS,
-    "Delay between two consecutive restart attempts (failure-rate).", "1 s",
-))
-EXPONENTIAL_INITIAL_BACKOFF = register(ConfigKey(
-    _RS + "exponential-delay.initial-backoff", 1_000, _at_least(parse_duration_ms, 1),
-    DURATION_FORMS + "; at least 1 ms",
-    "Backoff before the first restart after a reset (exponential-delay).", "1 s",
-))
-EXPONENTIAL_MAX_BACKOFF = register(ConfigKey(
-    _RS + "exponential-delay.max-backoff", 60_000, _at_least(parse_duration_ms, 1),
-    DURATION_FORMS + "; at least 1 ms and not below initial-backoff",
-    "Highest backoff between restarts (exponential-delay).", "1 min",
-))
+RESTART_STRATEGY_TYPE = choice(
+    _RS + "type", "none", _RESTART_TYPES,
+    "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; exponential-delay, exponentialdelay (any case)",
+    (
+        "Which restart strategy to use. Unset means `none`, Flink's default without checkpointing: restarts "
+        'are opt-in. The deprecated Flink key `spark.regionRecovery.restart-strategy` is read too; `.type` '
+        'wins.'
+    ),
+    deprecated_names=(PREFIX + "restart-strategy",), section=_RESTART,
+)
+FIXED_DELAY_ATTEMPTS = integer(
+    _RS + "fixed-delay.attempts", 1,
+    (
+        'Restarts allowed before the job is declared failed; failure number attempts+1 is not restarted. '
+        'Every failure counts.'
+    ),
+    minimum=0, section=_RESTART,
+)
+FIXED_DELAY_DELAY = duration(
+    _RS + "fixed-delay.delay", "1 s",
+    (
+        'Delay between two consecutive restart attempts.'
+    ),
+    section=_RESTART,
+)
+FAILURE_RATE_MAX_FAILURES = integer(
+    _RS + "failure-rate.max-failures-per-interval", 1,
+    (
+        'Restarts allowed within one interval. The job fails when more than this many failures fall within '
+        'the interval (a failure exactly one interval after the oldest counted one still counts).'
+    ),
+    minimum=1, section=_RESTART,
+)
+FAILURE_RATE_INTERVAL = duration(
+    _RS + "failure-rate.failure-rate-interval", "1 min",
+    (
+        'Sliding window in which failures are counted.'
+    ),
+    minimum_ms=1, section=_RESTART,
+)
+FAILURE_RATE_DELAY = duration(
+    _RS + "failure-rate.delay", "1 s",
+    (
+        'Delay between two consecutive restart attempts.'
+    ),
+    section=_RESTART,
+)
+EXPONENTIAL_INITIAL_BACKOFF = duration(
+    _RS + "exponential-delay.initial-backoff", "1 s",
+    (
+        'Backoff of the first restart after a reset.'
+    ),
+    minimum_ms=1, section=_RESTART,
+)
+EXPONENTIAL_MAX_BACKOFF = duration(
+    _RS + "exponential-delay.max-backoff", "1 min",
+    (
+        'Highest backoff.'
+    ),
+    minimum_ms=1, section=_RESTART,
+)
 EXPONENTIAL_MULTIPLIER = register(ConfigKey(
     _RS + "exponential-delay.backoff-multiplier", 1.5, _parse_multiplier, "a number > 1",
-    "Factor applied to the backoff after every counted restart attempt (exponential-delay).", "1.5",
+    (
+        'The k-th restart attempt since a reset waits `initial-backoff × multiplier^k` (k = 0, 1, …), ± '
+        'jitter, clamped to [initial, max].'
+    ), "1.5", type="double", section=_RESTART,
 ))
-EXPONENTIAL_RESET_THRESHOLD = register(ConfigKey(
-    _RS + "exponential-delay.reset-backoff-threshold", 3_600_000, _at_least(parse_duration_ms, 1),
-    DURATION_FORMS + "; at least 1 ms",
-    "A failure this long after the previously scheduled restart resets the backoff and the "
-    "attempt count (exponential-delay).", "1 h",
-))
+EXPONENTIAL_RESET_THRESHOLD = duration(
+    _RS + "exponential-delay.reset-backoff-threshold", "1 h",
+    (
+        'A failure at least this long after the previously scheduled restart resets the backoff and the '
+        'attempt count.'
+    ),
+    minimum_ms=1, section=_RESTART,
+)
 EXPONENTIAL_JITTER = register(ConfigKey(
     _RS + "exponential-delay.jitter-factor", 0.1, _parse_jitter, "a number between 0 and 1",
-    "Random offset of up to this fraction of the backoff, added or subtracted (exponential-delay).",
-    "0.1",
+    (
+        'A random whole number of milliseconds of up to this fraction of the backoff is added or subtracted, '
+        'so that jobs failing together do not restart together.'
+    ), "0.1", type="double", section=_RESTART,
 ))
 EXPONENTIAL_ATTEMPTS = register(ConfigKey(
     _RS + "exponential-delay.attempts-before-reset-backoff", None, _parse_attempts_or_unlimited,
-    "an integer >= 1, or infinite / unlimited",
-    "Restart attempts allowed until the backoff is reset (exponential-delay).", "unlimited",
+    "an integer >= 1, or infinite / unlimited", (
+        'Restart attempts allowed until the backoff resets; the next one fails the job. Failures that arrive '
+        'before a scheduled restart merge into it and do not count.'
+    ), "unlimited", type="int-or-unlimited", minimum=1,
+    section=_RESTART,
 ))
-FAILOVER_STRATEGY = register(ConfigKey(
-    PREFIX + "failover-strategy", "region", _choice(_FAILOVER_STRATEGIES), "region, full (any case)",
-    "Which tasks a task failure restarts: its pipelined region and the regions Flink's rules pull "
-    "in (region), or every task of the job (full).", "region",
-))
-SKIP_DETERMINISTIC_CONSUMERS = register(ConfigKey(
-    PREFIX + "failover.skip-deterministic-consumers", False, parse_bool, "true, false",
-    "Beyond Flink: do not restart consumers of a restarted deterministic producer's re-readable "
-    "output, because the rerun writes identical data. false keeps Flink's behaviour.", "false",
-))
-RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = register(ConfigKey(
-    PREFIX + "failover.restart-consumers-of-changed-outputs", True, parse_bool, "true, false",
-    "Flink's rule 3 where Spark does not apply it: when a recomputed map output differs from the "
-    "one it replaces although Spark labels its stage deterministic, every consumer shuffle that "
-    "read the old output is unregistered so that Spark recomputes it.", "true",
-))
-
-_SPARK_SIZE = re.compile(r"(\d+)(b|k|kb|m|mb|g|gb|t|tb|p|pb)?")
-_SPARK_TIME_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-_SPARK_TIME = re.compile(r"(\d+)(ms|s|m|min|h|d)?")
-SPARK_SIZE_FORMS = "a whole number with a Spark unit b, k, m, g, t or p (e.g. '64m', '2g'); a bare number means bytes"
-SPARK_TIME_FORMS = "a whole number with a Spark unit ms, s, m / min, h or d (e.g. '30s', '2min'); a bare number means ms"
-
-
-def _parse_spark_size(text: str) -> int:
-    """A size as the plugin's JVM side reads it (SparkConf.getSizeAsBytes): no spaces, Spark's units."""
-    match = _SPARK_SIZE.fullmatch(text.strip().lower())
-    if match is None:
-        raise ValueError("not a Spark size")
-    number, unit = match.groups()
-    return int(number) * _BYTES_PER_UNIT[unit or ""]
-
-
-def _parse_spark_time_ms(text: str) -> int:
-    """A duration as the plugin's JVM side reads it (SparkConf.getTimeAsMs): no spaces, Spark's units."""
-    match = _SPARK_TIME.fullmatch(text.strip().lower())
-    if match is None:
-        raise ValueError("not a Spark duration")
-    number, unit = match.groups()
-    return int(number) * _SPARK_TIME_MS[unit or "ms"]
-
-
-def _parse_path(text: str) -> str:
-    path = text.strip()
-    if not path.startswith("/"):
-        raise ValueError("not an absolute path")
-    return path
-
-
-RETAINED_ENABLED = register(ConfigKey(
-    PREFIX + "retained.enabled", False, parse_bool, "true, false",
-    "Keep every committed map output in a retained directory that survives the executor process, "
-    "and let a live executor on the same host adopt a lost executor's outputs instead of Spark "
-    "recomputing them. Read by the plugin (JVM) on the driver and the executors.", "false",
-))
+FAILOVER_STRATEGY = choice(
+    PREFIX + "failover-strategy", "region", _FAILOVER_STRATEGIES, "region, full (any case)",
+    (
+        "`region`: restart the failed task's pipelined region, the producer regions of inputs that are no "
+        "longer available, and every consumer region of a restarted region, transitively (Flink's "
+        '`RestartPipelinedRegionFailoverStrategy`). `full`: restart every task of the job. The planner uses '
+        'it for every recovery decision; for a job-level restart (`rr.run`), `region` reuses every shuffle '
+        'the failed attempt completed and `full` unregisters them so that the next attempt recomputes '
+        'everything.'
+    ),
+    section=_FAILOVER,
+)
+SKIP_DETERMINISTIC_CONSUMERS = boolean(
+    PREFIX + "failover.skip-deterministic-consumers", False,
+    (
+        'Beyond Flink. When `true`, a restarted producer whose output is deterministic (Spark knows each '
+        "RDD's determinism) and re-readable does not drag in the consumers that already read that output: the "
+        'rerun writes identical data, so their results stay correct. Indeterminate producers (for example a '
+        "round-robin `repartition`) keep Flink's behaviour. `false` is Flink-exact."
+    ),
+    section=_FAILOVER,
+)
+RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = boolean(
+    PREFIX + "failover.restart-consumers-of-changed-outputs", True,
+    (
+        "Flink's rule 3 where Spark does not apply it. Spark rolls back the consumers of a recomputed map "
+        'stage only when it knows the stage is indeterminate. When a recomputed map output differs in size '
+        'from the output it replaced although Spark labels the stage deterministic (random keys, a '
+        'time-dependent function), every shuffle written by a consumer stage is unregistered so Spark '
+        'recomputes it from the new data; a result stage that already read the old output cannot be rolled '
+        "back and is reported. Only the size is compared today, so a change that keeps every output's size is "
+        'not detected.'
+    ),
+    section=_FAILOVER,
+)
+EVENT_BUFFER_CAPACITY = integer(
+    PREFIX + "eventBuffer.capacity", 100_000,
+    (
+        'Events the driver keeps for the Python controller between two drains (about 100 bytes each). When it '
+        'is full, new events are dropped and counted; the count reaches Python with every batch and is logged '
+        'as an error, never silently.'
+    ),
+    minimum=1, read_by="jvm", section=_PLUGIN,
+)
+RETAINED_ENABLED = boolean(
+    PREFIX + "retained.enabled", False,
+    (
+        'When `true`, the shuffle IO hook hard-links every committed map output (data, index, checksum) into '
+        "the retained directory of its executor, and the driver's shuffle component reports reliable storage, "
+        "so Spark no longer unregisters a lost executor's outputs itself. When an executor is lost, a live "
+        "executor on the same host verifies the checksums and adopts its outputs, and Spark's map output "
+        'tracker is pointed at it: those map tasks are not re-run. Outputs that cannot be adopted (no live '
+        'executor on the host, missing or corrupt files) are unregistered at once, so Spark recomputes '
+        "exactly those. A heartbeat timeout is not trusted: that executor's outputs are unregistered and its "
+        'retained files deleted. Off by default: it changes how Spark handles executor loss, and retained '
+        'bytes stay on disk until released (see the next keys).'
+    ),
+    read_by="jvm", section=_RETAINED,
+)
 RETAINED_DIR = register(ConfigKey(
-    PREFIX + "retained.dir", "", _parse_path, "an absolute path",
-    "Root of the retained directories on every host: <dir>/<appId>/<executorId>/, owner-only. "
-    "Should be on the filesystem of spark.local.dir, so retaining is a hard link, not a copy.",
-    "<java.io.tmpdir>/spark-region-recovery-retained-<user>",
+    PREFIX + "retained.dir", "", _parse_path, "an absolute path", (
+        'Root of the retained directories on every host, `<dir>/<appId>/<executorId>/`, created owner-only '
+        '(0700). Put it on the filesystem of `spark.local.dir`: retaining is then a hard link (no extra '
+        'bytes, no copy); elsewhere each output is copied (0600). The plugin deletes only below this root.'
+    ),
+    "<java.io.tmpdir>/spark-region-recovery-retained-<user>", type="path", read_by="jvm", section=_RETAINED,
 ))
-
-RETAINED_MAX_BYTES = register(ConfigKey(
-    PREFIX + "retained.maxBytes", 0, _parse_spark_size, SPARK_SIZE_FORMS + "; 0 = no cap",
-    "Cap on retained bytes per host. Past it, the driver releases the least recently used outputs "
-    "of shuffles no running job or SQL execution uses: unregistered (Spark recomputes them if they "
-    "are needed again: correct, only slower), their retained and served files deleted. Outputs of "
-    "shuffles in use are never released, so a single running shuffle larger than the cap exceeds it "
-    "(counted as overCap in rr.retained_ledger()).", "0",
-))
-RETAINED_RELEASE = register(ConfigKey(
-    PREFIX + "retained.release", "shuffle-cleanup",
-    _choice({"shuffle-cleanup": "shuffle-cleanup", "job-end": "job-end", "consumers-finished": "consumers-finished"}),
-    "shuffle-cleanup, job-end, consumers-finished",
-    "When retained outputs are released before the application ends: when Spark's ContextCleaner "
-    "removes the shuffle (shuffle-cleanup, Spark's own lifetime); when the action that used it "
-    "succeeds, i.e. its SQL execution or, for RDD actions, its job ends (job-end; a failed action "
-    "keeps its outputs for the restart); or as in Flink, once every stage that reads the shuffle "
-    "has finished (consumers-finished). Released outputs are unregistered and their files deleted; "
-    "a later action that needs them recomputes them.", "shuffle-cleanup",
-))
-RETAINED_LEASE_TIMEOUT = register(ConfigKey(
-    PREFIX + "retained.leaseTimeout", 120_000, _at_least(_parse_spark_time_ms, 1000), SPARK_TIME_FORMS + "; at least 1s",
-    "Executors renew their application's lease on its retained directory while the driver answers. "
-    "An executor whose driver has not answered for this long deletes the application's retained "
-    "files on its host, and any executor removes the directories of other applications whose lease "
-    "expired (a driver that crashed). An executor that stops while its driver does not answer "
-    "deletes them at once.", "120s",
-))
+RETAINED_MAX_BYTES = size(
+    PREFIX + "retained.maxBytes", "0",
+    (
+        'Cap on retained bytes per host. Past it, the driver releases the least recently used outputs of '
+        'shuffles that no running job or SQL execution uses: they are unregistered (Spark recomputes them if '
+        'a later action needs them: correct, only slower) and the owning executor deletes their retained and '
+        'served files. Outputs of shuffles in use are never released, so one running shuffle larger than the '
+        'cap exceeds it; `rr.retained_ledger()["overCap"]` counts those moments.'
+    ),
+    read_by="jvm", section=_RETAINED,
+)
+RETAINED_RELEASE = choice(
+    PREFIX + "retained.release", "shuffle-cleanup", _RELEASE_POLICIES, "shuffle-cleanup, job-end, consumers-finished",
+    (
+        "When outputs are released before the application ends. `shuffle-cleanup`: when Spark's "
+        "ContextCleaner removes the shuffle (Spark's own lifetime). `job-end`: when the action that used the "
+        'shuffle succeeds, that is when its SQL execution ends (a DataFrame action, all its adaptive jobs) '
+        'or, for RDD actions, its job; a failed action keeps its outputs, which a region restart reuses. '
+        '`consumers-finished`: as in Flink, once every stage that reads the shuffle has finished (a later '
+        'action that reads it again recomputes it).'
+    ), read_by="jvm", section=_RETAINED,
+)
+RETAINED_LEASE_TIMEOUT = duration(
+    PREFIX + "retained.leaseTimeout", "120s",
+    (
+        "The safety nets that do not depend on Python. Each executor renews its application's lease "
+        '(`<dir>/<appId>.lease`) every quarter of this while the driver answers. An executor whose driver has '
+        "not answered for this long deletes the application's retained files on its host; an executor that "
+        'stops while its driver does not answer (driver exit, lost connection) deletes them at once; and '
+        'every executor removes the directories of other applications whose lease expired (a crashed driver), '
+        'when it starts and on every renewal.'
+    ),
+    minimum_ms=1000, read_by="jvm", section=_RETAINED,
+)
 
 register_namespace(PREFIX + "retained")
 register_namespace(PREFIX + "restart-strategy")
 register_namespace(PREFIX + "failover")
-
+register_namespace(PREFIX + "eventBuffer")
 
 @dataclass(frozen=True)
 class RecoveryConfig:
@@ -462,3 +585,33 @@ class RecoveryConfig:
         return config
 
     from_conf = parse  # the name before 0.2
+
+
+# ---------------------------------------------------------------------- docs/configuration.md
+
+_BEGIN = "<!-- generated from region_recovery.config: {section} -->"
+_END = "<!-- end of generated table -->"
+
+
+def markdown_table(section: str) -> str:
+    """The table of one section of docs/configuration.md, from the declarations."""
+    rows = ["| Key | Default | Accepted values | Meaning |", "|---|---|---|---|"]
+    for k in _REGISTRY.values():
+        if k.section == section:
+            rows.append(f"| `{k.name}` | `{k.default_text}` | {k.accepted} | {k.doc} |")
+    return "\n".join(rows)
+
+
+def render_docs(text: str) -> str:
+    """``text`` (docs/configuration.md) with every generated table replaced by the current one."""
+    out, i = [], 0
+    while True:
+        start = text.find("<!-- generated from region_recovery.config: ", i)
+        if start < 0:
+            return "".join(out) + text[i:]
+        header_end = text.index("-->", start) + 3
+        section = text[start:header_end].split(": ", 1)[1].removesuffix(" -->")
+        end = text.index(_END, header_end)
+        out.append(text[i:header_end] + "\n" + markdown_table(section) + "\n")
+        i = end
+

@@ -27,3 +27,7 @@ class SparkNotStartedError(RegionRecoveryError):
 
 class AlreadyAttachedError(RegionRecoveryError):
     """RegionRecovery.attach was called twice for the same application."""
+
+
+class RetentionNotEnabledError(RegionRecoveryError):
+    """A retention policy was set while retained outputs are off in this application."""

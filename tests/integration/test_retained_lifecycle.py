@@ -1,4 +1,4 @@
-"""Retained outputs' lifecycle (issue 5, items 3 and 5) on a real local-cluster with the real jar.
+"""Retained outputs' lifecycle (release policies, size cap, safety nets) on a real local-cluster with the real jar.
 
 - the per-host cap: a long session of 50 jobs stays under spark.regionRecovery.retained.maxBytes,
   and a released shuffle is recomputed correctly when an old RDD is used again;

@@ -1,4 +1,4 @@
-"""Retained shuffle outputs (issue 5) on a real local-cluster, with real faults.
+"""Retained shuffle outputs on a real local-cluster, with real faults.
 
 Each scenario runs twice, side by side: with spark.regionRecovery.retained.enabled=true (a live
 executor on the same host adopts the lost executor's retained outputs) and with retention off, which

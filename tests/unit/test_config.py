@@ -163,7 +163,7 @@ def test_unlimited_attempts_before_reset(value):
 
 
 def test_keys_outside_the_owned_namespaces_are_ignored():
-    conf = {PREFIX + "eventBuffer.capacity": "not-validated-here", PREFIX + "retained.dir": "/tmp/x",
+    conf = {PREFIX + "ui.colour": "not-validated-here", PREFIX + "retained.dir": "/tmp/x",
             "spark.executor.memory": "4g"}
     assert RecoveryConfig.parse(conf) == RecoveryConfig()
 
@@ -249,15 +249,15 @@ def test_initial_backoff_above_max_backoff_names_both_keys():
 def test_registry_can_be_extended_by_other_modules(monkeypatch):
     monkeypatch.setattr(config, "_REGISTRY", dict(config._REGISTRY))
     monkeypatch.setattr(config, "_NAMESPACES", list(config._NAMESPACES))
-    key = config.register(ConfigKey(PREFIX + "eventBuffer.capacity", 10_000, config.parse_int, "an integer",
-                                    "Events buffered on the driver.", "10000"))
+    key = config.register(ConfigKey(PREFIX + "example.capacity", 10_000, config.parse_int, "an integer",
+                                    "Events buffered somewhere.", "10000"))
     assert config.read({}, key.name) == 10_000
     assert config.read({key.name: "5"}, key.name) == 5
-    config.validate({key.name: "5", PREFIX + "eventBuffer.other": "x"})  # namespace not registered: ignored
-    config.register_namespace(PREFIX + "eventBuffer.")
+    config.validate({key.name: "5", PREFIX + "example.other": "x"})  # namespace not registered: ignored
+    config.register_namespace(PREFIX + "example.")
     with pytest.raises(ConfigError, match="Unknown configuration key"):
-        config.validate({PREFIX + "eventBuffer.other": "x"})
-    with pytest.raises(ConfigError, match="eventBuffer.capacity"):
+        config.validate({PREFIX + "example.other": "x"})
+    with pytest.raises(ConfigError, match="example.capacity"):
         config.validate({key.name: "lots"})
     with pytest.raises(ValueError, match="already registered"):
         config.register(key)
@@ -268,3 +268,29 @@ def test_every_registered_key_is_documented():
     for key in config.registered_keys():
         assert f"`{key.name}`" in doc, key.name
         assert key.default_text in doc
+
+
+def test_docs_tables_are_generated_from_the_declarations():
+    path = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    text = path.read_text()
+    assert config.render_docs(text) == text, (
+        "docs/configuration.md is out of date: run `.venv/bin/region-recovery config --update-docs docs/configuration.md`")
+
+
+@pytest.mark.parametrize("key", [k.name for k in config.registered_keys()])
+def test_every_key_default_parses_to_its_default(key):
+    declared = next(k for k in config.registered_keys() if k.name == key)
+    if declared.type != "path":  # the path default is a description of where it goes
+        assert declared.parse(declared.default_text) == declared.default
+
+
+def test_relative_retained_dir_is_rejected():
+    with pytest.raises(ConfigError, match="retained.dir.*absolute path"):
+        config.validate({PREFIX + "retained.dir": "spark-retained"})
+
+
+def test_sizes_and_durations_share_one_syntax_across_keys():
+    assert config.read({PREFIX + "retained.maxBytes": "512 MiB"}, PREFIX + "retained.maxBytes") == 512 << 20
+    assert config.read({PREFIX + "retained.leaseTimeout": "2 min"}, PREFIX + "retained.leaseTimeout") == 120_000
+    with pytest.raises(ConfigError, match="at least 1000 ms"):
+        config.read({PREFIX + "retained.leaseTimeout": "999ms"}, PREFIX + "retained.leaseTimeout")

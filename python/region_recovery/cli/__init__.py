@@ -1,4 +1,4 @@
-"""The `region-recovery` command: the demo, and how to enable the plugin on a cluster."""
+"""The `region-recovery` command: the demo, saved reports, the configuration keys, and how to enable the plugin."""
 from __future__ import annotations
 
 import argparse
@@ -43,6 +43,21 @@ def _cmd_submit_args(args) -> int:
     return 0
 
 
+def _cmd_config(args) -> int:
+    """Lists every key with its default and accepted values, or regenerates the docs' tables."""
+    from .. import config
+
+    if args.update_docs:
+        with open(args.update_docs) as f:
+            current = f.read()
+        with open(args.update_docs, "w") as f:
+            f.write(config.render_docs(current))
+        return 0
+    for key in sorted(config.registered_keys(), key=lambda k: k.name):
+        print(f"{key.name} = {key.default_text}  [{key.type}, read by {key.read_by}]\n    accepted: {key.accepted}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="region-recovery", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -66,6 +81,10 @@ def main(argv=None) -> int:
     sa = sub.add_parser("submit-args", help="print spark-submit flags that enable the plugin")
     sa.add_argument("--packages", action="store_true", help=f"use --packages {packaging.MAVEN_COORDINATE}")
     sa.set_defaults(func=_cmd_submit_args)
+
+    cfg = sub.add_parser("config", help="list every spark.regionRecovery.* key with its default and accepted values")
+    cfg.add_argument("--update-docs", metavar="FILE", help="regenerate the key tables of docs/configuration.md")
+    cfg.set_defaults(func=_cmd_config)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

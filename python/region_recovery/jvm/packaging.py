@@ -39,7 +39,7 @@ def jar_path() -> str:
         if not os.path.isfile(override):
             raise JarNotFoundError(f"{JAR_ENV}={override} does not name a file")
         return os.path.abspath(override)
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package root: jars/ ships there
     found = sorted(glob.glob(os.path.join(here, "jars", f"{ARTIFACT}-{__version__}.jar")))
     if not found:
         raise JarNotFoundError(

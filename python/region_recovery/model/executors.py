@@ -1,6 +1,6 @@
 """Why an executor was lost, read from the reason Spark posts with SparkListenerExecutorRemoved.
 
-The strings are Spark 4.3's (shared/notes/spark-internals.md §1.6): HeartbeatReceiver, the
+The strings are Spark 4.3's, checked against its source: HeartbeatReceiver, the
 standalone ExecutorRunner, Kubernetes' pod lifecycle manager, decommissioning, driver kills.
 """
 from __future__ import annotations

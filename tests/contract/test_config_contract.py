@@ -1,0 +1,119 @@
+"""Python and Scala declare every spark.regionRecovery.* key once each; this proves they agree.
+
+Runs the plugin's ``io.regionrecovery.spark.config.ConfigContract`` main from the real jar (a JVM
+with only Scala's library on the class path, about a second) and compares, key by key: type,
+default, accepted values, choices, minimum, deprecated names and which side reads it; then feeds
+both parsers the same raw values (valid and invalid forms of every type) and compares the results.
+A change to one side alone fails here.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from region_recovery import config, jar_path
+
+MAIN = "io.regionrecovery.spark.config.ConfigContract"
+
+# raw values tried on every key of a type; each side must accept or reject each one alike
+PROBES = {
+    "boolean": ["true", "false", "TRUE", " False ", "yes", "1", "", "truee"],
+    "int": ["0", "1", "-1", "+7", "100000", " 42 ", "1.5", "ten", "", "2147483647"],
+    "duration": ["0", "1", "500", "500ms", "10 s", "10s", "1 min", "1min", "2m", "1 h", "1d", "3 days",
+                 "120s", "999 ms", "1000", "-5 s", "1.5s", "10 parsecs", "", "s", "10 S", "7 Milliseconds"],
+    "bytes": ["0", "1024", "64m", "64 MiB", "1g", "2GB", "1 t", "1p", "512 kib", "-1", "1.5g", "10 x", "", "b"],
+    "double": ["1.5", "2", "1", "0", "0.5", "1e3", "1E-2", ".5", "5.", "-0.1", "1.01", "nan", "inf", "x", ""],
+    "choice": [],  # filled per key from its aliases, plus the probes below
+    "int-or-unlimited": ["1", "4", "0", "-3", "infinite", "unlimited", "Infinite", "UNLIMITED", "many", ""],
+    "path": ["/tmp/x", " /data/spark ", "relative/dir", "./x", "", "/"],
+}
+CHOICE_EXTRA = ["", "nonsense", "REGION", "Fixed-Delay", "JOB-END"]
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not candidate:
+        pytest.fail("no java on PATH: the contract test runs the plugin's ConfigContract")
+    return candidate
+
+
+def _classpath() -> str:
+    import pyspark
+
+    scala = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "scala-library-*.jar"))
+    assert scala, "pyspark's jars/ has no scala-library jar"
+    return os.pathsep.join([jar_path(), *scala])
+
+
+def _run(mode: str, stdin: str = "") -> str:
+    proc = subprocess.run([_java(), "-cp", _classpath(), MAIN, mode], input=stdin, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, f"ConfigContract {mode} failed:\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def scala_declarations() -> dict:
+    return {d["key"]: d for d in json.loads(_run("declarations"))}
+
+
+def test_both_sides_declare_the_same_keys(scala_declarations):
+    python_keys = {k.name for k in config.registered_keys()}
+    assert sorted(python_keys - set(scala_declarations)) == [], "declared in Python only"
+    assert sorted(set(scala_declarations) - python_keys) == [], "declared in Scala only"
+
+
+@pytest.mark.parametrize("key", sorted(k.name for k in config.registered_keys()))
+def test_declarations_agree(scala_declarations, key):
+    python = next(k for k in config.registered_keys() if k.name == key).describe()
+    scala = scala_declarations.get(key)
+    assert scala is not None, f"{key} is not declared in Scala"
+    for field in ("type", "default", "choices", "minimum", "accepted", "deprecated_names", "read_by"):
+        assert scala[field] == python[field], f"{key}: {field} differs (Scala {scala[field]!r}, Python {python[field]!r})"
+    assert scala["doc"].strip(), f"{key} has no documentation in Scala"
+
+
+def _python_parse(key: config.ConfigKey, raw: str) -> dict:
+    try:
+        return {"value": key.read({key.name: raw})}
+    except config.ConfigError as e:
+        return {"error": str(e)}
+
+
+def _probes(key: config.ConfigKey) -> list[str]:
+    if key.type == "choice":
+        return sorted(key.choices) + [c.upper() for c in key.choices] + CHOICE_EXTRA
+    return PROBES[key.type]
+
+
+def test_both_parsers_accept_and_reject_the_same_values_alike():
+    keys = sorted(config.registered_keys(), key=lambda k: k.name)
+    cases = [(k, raw) for k in keys for raw in _probes(k)]
+    lines = "".join(f"{k.name}\t{raw}\n" for k, raw in cases)
+    answers = [json.loads(line) for line in _run("parse", lines).splitlines() if line.strip()]
+    assert len(answers) == len(cases)
+    mismatches = []
+    for (key, raw), scala in zip(cases, answers):
+        assert (scala["key"], scala["raw"]) == (key.name, raw)
+        python = _python_parse(key, raw)
+        if ("error" in python) != ("error" in scala):
+            mismatches.append(f"{key.name}={raw!r}: Python {python}, Scala {scala}")
+        elif "value" in python and not _same(python["value"], scala["value"]):
+            mismatches.append(f"{key.name}={raw!r}: Python {python['value']!r}, Scala {scala['value']!r}")
+        elif "error" in scala:
+            assert key.name in scala["error"] and raw in scala["error"], f"Scala's error must name key and value: {scala}"
+    assert mismatches == []
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(float(a), float(b))
+    return a == b

@@ -1,4 +1,5 @@
 """python -m bench run SCENARIO|all [--scale small|medium] [--out FILE] [--master URL]; python -m bench plot|table"""
+
 from __future__ import annotations
 
 import argparse
@@ -21,10 +22,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "table":
         from . import table
+
         print(table.markdown())
         return 0
     if args.cmd == "plot":
         from . import plot
+
         for path in plot.plot_all():
             print(path)
         return 0

@@ -12,6 +12,7 @@ per second Python drains and decodes.
    transfer + decode + apply.
 Writes bench/results/event_throughput.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,15 +20,15 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
 from region_recovery import configure  # noqa: E402
-from region_recovery.jvm.gateway import jvm_bridge  # noqa: E402
 from region_recovery.jvm.events import decode_batch  # noqa: E402
+from region_recovery.jvm.gateway import jvm_bridge  # noqa: E402
 from region_recovery.model import LiveModel  # noqa: E402
 
 
@@ -39,10 +40,16 @@ def main() -> None:
     args = p.parse_args()
 
     from pyspark.sql import SparkSession
-    builder = (SparkSession.Builder().master(args.master).appName("event-throughput")
-               .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.regionRecovery.eventBuffer.capacity", str(4 * args.tasks + 10_000)))
+
+    builder = (
+        SparkSession.Builder()
+        .master(args.master)
+        .appName("event-throughput")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.regionRecovery.eventBuffer.capacity", str(4 * args.tasks + 10_000))
+    )
     spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     sc = spark.sparkContext
@@ -90,7 +97,10 @@ def main() -> None:
 
     bytes_total = sum(len(d) for d in raw)
     result = {
-        "tasks": args.tasks, "master": args.master, "events": n, "job_wall_s": round(job_s, 2),
+        "tasks": args.tasks,
+        "master": args.master,
+        "events": n,
+        "job_wall_s": round(job_s, 2),
         "listener_thread": {
             "source": "Spark LiveListenerBusMetrics timer of RegionRecoveryListener (dispatch + handler)",
             "events_timed": timing["count"] if timing else None,
@@ -99,16 +109,19 @@ def main() -> None:
             "p99_us": round(timing["p99_nanos"] / 1000, 3) if timing else None,
         },
         "python": {
-            "batch_bytes": bytes_total, "bytes_per_event": round(bytes_total / max(n, 1), 1),
+            "batch_bytes": bytes_total,
+            "bytes_per_event": round(bytes_total / max(n, 1), 1),
             "transfer_spool_file_events_per_s": round(n_file / file_s),
             "transfer_py4j_bytes_events_per_s": round(n_py4j / py4j_s),
             "decode_events_per_s": round(n / decode_s),
             "model_apply_events_per_s": round(n / apply_s),
             "end_to_end_events_per_s": round(n_file / (file_s + (decode_s + apply_s) * n_file / n)),
         },
-        "dropped": status["dropped"], "spark_queue_dropped": status["spark_queue_dropped"],
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                 cwd=os.path.dirname(__file__)).stdout.strip(),
+        "dropped": status["dropped"],
+        "spark_queue_dropped": status["spark_queue_dropped"],
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=os.path.dirname(__file__)
+        ).stdout.strip(),
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

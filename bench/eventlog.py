@@ -18,29 +18,31 @@ the first time a task attempt for it succeeds.
 - map_tasks_reexecuted: the same for shuffle map tasks.
 - stages_skipped: stages a job listed that never ran in that application (their outputs reused).
 """
+
 from __future__ import annotations
 
 import glob
 import json
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Set, Tuple
 
-Unit = Tuple[str, str, int, int, int]  # job group, stage name, tasks, RDD id, partition
+Unit = tuple[str, str, int, int, int]  # job group, stage name, tasks, RDD id, partition
 
 
 @dataclass
 class AppCounts:
     """What one application's event log says."""
+
     tasks_launched: int = 0
     map_tasks_launched: int = 0
-    units: Set[Unit] = field(default_factory=set)
-    map_units: Set[Unit] = field(default_factory=set)
-    stages_listed: Set[int] = field(default_factory=set)
-    stages_run: Set[int] = field(default_factory=set)
+    units: set[Unit] = field(default_factory=set)
+    map_units: set[Unit] = field(default_factory=set)
+    stages_listed: set[int] = field(default_factory=set)
+    stages_run: set[int] = field(default_factory=set)
     failed_jobs: int = 0
-    executors_removed: List[str] = field(default_factory=list)  # Spark's reasons, e.g. heartbeat timed out
+    executors_removed: list[str] = field(default_factory=list)  # Spark's reasons, e.g. heartbeat timed out
 
     @property
     def stages_skipped(self) -> int:
@@ -49,9 +51,9 @@ class AppCounts:
 
 def read_app(lines: Iterable[str]) -> AppCounts:
     c = AppCounts()
-    group_of_rdd: Dict[int, str] = {}  # RDD id -> job group of the first job that listed a stage of it
-    group_of: Dict[int, str] = {}  # stage id -> that group for the stage's RDD
-    stage_key: Dict[int, Tuple[str, int, int]] = {}  # stage id -> (name, tasks, RDD id)
+    group_of_rdd: dict[int, str] = {}  # RDD id -> job group of the first job that listed a stage of it
+    group_of: dict[int, str] = {}  # stage id -> that group for the stage's RDD
+    stage_key: dict[int, tuple[str, int, int]] = {}  # stage id -> (name, tasks, RDD id)
     for line in lines:
         if not line.strip():
             continue
@@ -86,7 +88,7 @@ def read_app(lines: Iterable[str]) -> AppCounts:
     return c
 
 
-def read_dir(event_dir: str) -> List[AppCounts]:
+def read_dir(event_dir: str) -> list[AppCounts]:
     """Every application log in a directory, oldest first.
 
     Spark 4 writes rolling logs by default: a directory eventlog_v2_<app> of events_<n>_<app>
@@ -95,12 +97,14 @@ def read_dir(event_dir: str) -> List[AppCounts]:
     apps = []
     for p in sorted(glob.glob(os.path.join(event_dir, "*")), key=os.path.getmtime):
         if p.endswith(".inprogress"):
-            print(f"[bench] warning: {p} is still in progress (the application did not stop cleanly); "
-                  "its tasks are not counted", file=sys.stderr)
+            print(
+                f"[bench] warning: {p} is still in progress (the application did not stop cleanly); "
+                "its tasks are not counted",
+                file=sys.stderr,
+            )
             continue
         if os.path.isdir(p):
-            parts = sorted(glob.glob(os.path.join(p, "events_*")),
-                           key=lambda f: int(os.path.basename(f).split("_")[1]))
+            parts = sorted(glob.glob(os.path.join(p, "events_*")), key=lambda f: int(os.path.basename(f).split("_")[1]))
         else:
             parts = [p]
         lines = []
@@ -111,13 +115,15 @@ def read_dir(event_dir: str) -> List[AppCounts]:
     return apps
 
 
-def counts(apps: List[AppCounts]) -> Dict[str, int]:
+def counts(apps: list[AppCounts]) -> dict[str, int]:
     """The run's counts over all its applications."""
     units = set().union(*(a.units for a in apps)) if apps else set()
     map_units = set().union(*(a.map_units for a in apps)) if apps else set()
     launched = sum(a.tasks_launched for a in apps)
-    return {"tasks_launched": launched,
-            "tasks_reexecuted": launched - len(units),
-            "map_tasks_reexecuted": sum(a.map_tasks_launched for a in apps) - len(map_units),
-            "stages_skipped": sum(a.stages_skipped for a in apps),
-            "applications": len(apps)}
+    return {
+        "tasks_launched": launched,
+        "tasks_reexecuted": launched - len(units),
+        "map_tasks_reexecuted": sum(a.map_tasks_launched for a in apps) - len(map_units),
+        "stages_skipped": sum(a.stages_skipped for a in apps),
+        "applications": len(apps),
+    }

@@ -4,6 +4,7 @@ Each mode runs in its own fresh interpreter (bench.worker); task counts come fro
 logs (bench.eventlog), the same way for both modes. Results must agree: if both modes succeed
 with different result checksums the run fails loudly.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
 
 from . import eventlog, scenarios
 from .worker import RESULT_PREFIX
@@ -35,33 +35,42 @@ def progress(msg: str) -> None:
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
 def _worker(spec: dict, log_path: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "python"),
-                                                        os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")])
+    )
     with open(log_path, "a") as log:
-        done = subprocess.run([sys.executable, "-m", "bench.worker", json.dumps(spec)], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=log, text=True, timeout=1800)
-    lines = [l for l in done.stdout.splitlines() if l.startswith(RESULT_PREFIX)]
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.worker", json.dumps(spec)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            timeout=1800,
+        )
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"benchmark worker failed (exit {done.returncode}); see {log_path}:\n"
-                           + open(log_path).read()[-3000:])
-    return json.loads(lines[-1][len(RESULT_PREFIX):])
+        raise RuntimeError(
+            f"benchmark worker failed (exit {done.returncode}); see {log_path}:\n" + open(log_path).read()[-3000:]
+        )
+    return json.loads(lines[-1][len(RESULT_PREFIX) :])
 
 
-def run_mode(scenario: str, mode: str, scale: str, master: str, keep: Optional[str]) -> dict:
+def run_mode(scenario: str, mode: str, scale: str, master: str, keep: str | None) -> dict:
     """One measured run of a mode: one application, or two for vanilla transient-failure (the rerun)."""
     work = tempfile.mkdtemp(prefix=f"bench-{scenario}-{mode}-")
     state = os.path.join(work, "state")
     os.makedirs(state)
     log = os.path.join(work, "worker.log")
-    spec = {"scenario": scenario, "mode": mode, "scale": scale, "master": master, "workdir": work,
-            "state_dir": state}
+    spec = {"scenario": scenario, "mode": mode, "scale": scale, "master": master, "workdir": work, "state_dir": state}
     try:
         progress(f"{scenario} [{scale}] {mode}: running")
         r = _worker(spec, log)
@@ -75,16 +84,25 @@ def run_mode(scenario: str, mode: str, scale: str, master: str, keep: Optional[s
         apps = eventlog.read_dir(os.path.join(work, "events"))
         counts = eventlog.counts(apps)
         counts["executors_removed"] = [reason for a in apps for reason in a.executors_removed]
-        row = {"mode": mode, "wall_s": round(wall, 3), "succeeded": r["succeeded"],
-               "result_checksum": r.get("result_checksum"), "retained_bytes_end": r["retained_bytes_end"],
-               "shuffle_bytes_left": r["shuffle_bytes_left"],
-               **counts, "error": r.get("error"), "extra": r.get("extra", {})}
+        row = {
+            "mode": mode,
+            "wall_s": round(wall, 3),
+            "succeeded": r["succeeded"],
+            "result_checksum": r.get("result_checksum"),
+            "retained_bytes_end": r["retained_bytes_end"],
+            "shuffle_bytes_left": r["shuffle_bytes_left"],
+            **counts,
+            "error": r.get("error"),
+            "extra": r.get("extra", {}),
+        }
         if "first_run_error" in r:
             row["first_run_error"] = r["first_run_error"]
         if r.get("report"):
             row["recovery_report"] = {k: r["report"].get(k) for k in ("runs", "jobs", "consumer_restarts")}
-        progress(f"{scenario} [{scale}] {mode}: {'ok' if row['succeeded'] else 'FAILED'} in {row['wall_s']} s, "
-                 f"{row['tasks_launched']} tasks, {row['map_tasks_reexecuted']} map tasks re-executed")
+        progress(
+            f"{scenario} [{scale}] {mode}: {'ok' if row['succeeded'] else 'FAILED'} in {row['wall_s']} s, "
+            f"{row['tasks_launched']} tasks, {row['map_tasks_reexecuted']} map tasks re-executed"
+        )
         return row
     finally:
         if keep:
@@ -92,47 +110,62 @@ def run_mode(scenario: str, mode: str, scale: str, master: str, keep: Optional[s
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _targets(scenario: str, scale: str, runs: Dict[str, dict], ratio: Optional[float]) -> List[dict]:
+def _targets(scenario: str, scale: str, runs: dict[str, dict], ratio: float | None) -> list[dict]:
     rec = runs["recovery"]
 
     def t(name, value, met):
         return {"target": name, "value": value, "met": bool(met)}
+
     if scenario == "overhead":
         return [t("wall ratio <= 1.03 (medium scale)", ratio, ratio is not None and ratio <= 1.03)]
     if scenario == "executor-crash":
-        return [t("map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
-                t("wall ratio <= 0.8", ratio, ratio is not None and ratio <= 0.8)]
+        return [
+            t("map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
+            t("wall ratio <= 0.8", ratio, ratio is not None and ratio <= 0.8),
+        ]
     if scenario == "transient-failure":
-        return [t("action succeeds", rec["succeeded"], rec["succeeded"]),
-                t("upstream map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
-                t("wall ratio vs vanilla + rerun <= 0.6", ratio, ratio is not None and ratio <= 0.6)]
+        return [
+            t("action succeeds", rec["succeeded"], rec["succeeded"]),
+            t("upstream map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
+            t("wall ratio vs vanilla + rerun <= 0.6", ratio, ratio is not None and ratio <= 0.6),
+        ]
     if scenario == "heartbeat-timeout":
         same = rec["result_checksum"] == runs["vanilla"]["result_checksum"]
-        return [t("identical results", same, same),
-                t("retained bytes at the end == 0", rec["retained_bytes_end"], rec["retained_bytes_end"] == 0)]
+        return [
+            t("identical results", same, same),
+            t("retained bytes at the end == 0", rec["retained_bytes_end"], rec["retained_bytes_end"] == 0),
+        ]
     if scenario == "long-session":
         peak = rec["extra"].get("retained_bytes_max")
         cap = scenarios.RETAINED_MAX_BYTES
         capped = rec["extra"].get("max_bytes_configured", False)
-        return [t("retained bytes at the end == 0", rec["retained_bytes_end"], rec["retained_bytes_end"] == 0),
-                t(f"retained bytes never above retained.maxBytes ({cap})" +
-                  ("" if capped else ": retained.maxBytes is not in this build, not measurable"),
-                  peak, capped and peak is not None and peak <= cap)]
+        return [
+            t("retained bytes at the end == 0", rec["retained_bytes_end"], rec["retained_bytes_end"] == 0),
+            t(
+                f"retained bytes never above retained.maxBytes ({cap})"
+                + ("" if capped else ": retained.maxBytes is not in this build, not measurable"),
+                peak,
+                capped and peak is not None and peak <= cap,
+            ),
+        ]
     return []
 
 
-def ratio_interval(vanilla: List[float], recovery: List[float], rounds: int = 2000) -> List[float]:
+def ratio_interval(vanilla: list[float], recovery: list[float], rounds: int = 2000) -> list[float]:
     """A 95% bootstrap interval of median(recovery) / median(vanilla), resampling each mode's runs.
 
     On a noisy machine the interval, not the point ratio, says whether an overhead was measured.
     """
     rng = random.Random(0)
-    ratios = sorted(statistics.median(rng.choices(recovery, k=len(recovery))) /
-                    statistics.median(rng.choices(vanilla, k=len(vanilla))) for _ in range(rounds))
+    ratios = sorted(
+        statistics.median(rng.choices(recovery, k=len(recovery)))
+        / statistics.median(rng.choices(vanilla, k=len(vanilla)))
+        for _ in range(rounds)
+    )
     return [round(ratios[int(0.025 * rounds)], 3), round(ratios[int(0.975 * rounds) - 1], 3)]
 
 
-def _combine(rows: List[dict]) -> dict:
+def _combine(rows: list[dict]) -> dict:
     """One mode's row from its applications: wall_s is the median over every measured pass.
 
     A scenario that times passes itself (overhead) reports them in extra.pass_s; otherwise each
@@ -149,17 +182,18 @@ def _combine(rows: List[dict]) -> dict:
     return row
 
 
-def run_scenario(scenario: str, scale: str = "small", master: str = "local-cluster[2,1,1024]",
-                 out: Optional[str] = None) -> dict:
+def run_scenario(
+    scenario: str, scale: str = "small", master: str = "local-cluster[2,1,1024]", out: str | None = None
+) -> dict:
     if scenario not in scenarios.SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(scenarios.SCENARIOS)} or all")
     os.makedirs(RESULTS, exist_ok=True)
     keep = os.path.join(RESULTS, "logs")
     os.makedirs(keep, exist_ok=True)
     reps = scenarios.SCALES[scale]["reps"] if scenario == "overhead" else 1
-    measured: Dict[str, List[dict]] = {m: [] for m in MODES}
+    measured: dict[str, list[dict]] = {m: [] for m in MODES}
     for rep in range(reps):  # alternate the order so that drift on the machine hits both modes
-        for mode in (MODES if rep % 2 == 0 else MODES[::-1]):
+        for mode in MODES if rep % 2 == 0 else MODES[::-1]:
             measured[mode].append(run_mode(scenario, mode, scale, master, keep))
     runs = {mode: _combine(rows) for mode, rows in measured.items()}
     v, r = runs["vanilla"], runs["recovery"]
@@ -171,17 +205,28 @@ def run_scenario(scenario: str, scale: str = "small", master: str = "local-clust
         cold_v, cold_r = statistics.median(v["cold_pass_s_runs"]), statistics.median(r["cold_pass_s_runs"])
         ratios["cold_first_pass_recovery_over_vanilla"] = round(cold_r / cold_v, 3) if cold_v else None
     import pyspark
-    result = {"scenario": scenario, "scale": scale, "master": master, "spark_version": pyspark.__version__,
-              "commit": _commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "runs": [v, r], "ratios": ratios,
-              "checksums_agree": v["result_checksum"] == r["result_checksum"] if v["succeeded"] and r["succeeded"] else None}
+
+    result = {
+        "scenario": scenario,
+        "scale": scale,
+        "master": master,
+        "spark_version": pyspark.__version__,
+        "commit": _commit(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": [v, r],
+        "ratios": ratios,
+        "checksums_agree": v["result_checksum"] == r["result_checksum"] if v["succeeded"] and r["succeeded"] else None,
+    }
     result["targets"] = _targets(scenario, scale, runs, ratio)
     path = out or os.path.join(RESULTS, f"{scenario}.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
-    progress(f"{scenario} [{scale}]: wall vanilla {v['wall_s']} s, recovery {r['wall_s']} s (ratio {ratio}); "
-             f"map tasks re-executed {v['map_tasks_reexecuted']} vs {r['map_tasks_reexecuted']}; written to {path}")
+    progress(
+        f"{scenario} [{scale}]: wall vanilla {v['wall_s']} s, recovery {r['wall_s']} s (ratio {ratio}); "
+        f"map tasks re-executed {v['map_tasks_reexecuted']} vs {r['map_tasks_reexecuted']}; written to {path}"
+    )
     if result["checksums_agree"] is False:
-        raise ChecksumMismatch(f"{scenario}: results differ between modes ({v['result_checksum']} vs "
-                               f"{r['result_checksum']}); see {path}")
+        raise ChecksumMismatch(
+            f"{scenario}: results differ between modes ({v['result_checksum']} vs {r['result_checksum']}); see {path}"
+        )
     return result

@@ -48,8 +48,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     stages, tasks, runs = args.stages, args.tasks, args.runs
-    print(f"topology: {stages} stages x {tasks} tasks = {stages * tasks} vertices, "
-          f"all-to-all blocking shuffles; median of {runs} runs")
+    print(
+        f"topology: {stages} stages x {tasks} tasks = {stages * tasks} vertices, "
+        f"all-to-all blocking shuffles; median of {runs} runs"
+    )
 
     ms, topo = timed_ms(lambda: build(stages, tasks), runs)
     print(f"  build topology                          {ms:9.1f} ms")

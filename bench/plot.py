@@ -1,15 +1,15 @@
 """Charts of the latest results: wall time and re-executed tasks, vanilla vs recovery, per scenario."""
+
 from __future__ import annotations
 
 import glob
 import json
 import os
-from typing import List
 
 from .harness import RESULTS
 
 
-def _load() -> List[dict]:
+def _load() -> list[dict]:
     out = []
     for p in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
         with open(p) as f:
@@ -19,18 +19,22 @@ def _load() -> List[dict]:
     return out
 
 
-def plot_all() -> List[str]:
+def plot_all() -> list[str]:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     results = _load()
     if not results:
         raise SystemExit(f"no results in {RESULTS}: run `python -m bench run all` first")
     names = [f"{r['scenario']}\n({r['scale']})" for r in results]
     paths = []
-    for metric, title, fname in (("wall_s", "Wall time (s), workload only", "wall_time.png"),
-                                 ("tasks_reexecuted", "Task attempts re-executed", "tasks_reexecuted.png"),
-                                 ("map_tasks_reexecuted", "Map tasks re-executed", "map_tasks_reexecuted.png")):
+    for metric, title, fname in (
+        ("wall_s", "Wall time (s), workload only", "wall_time.png"),
+        ("tasks_reexecuted", "Task attempts re-executed", "tasks_reexecuted.png"),
+        ("map_tasks_reexecuted", "Map tasks re-executed", "map_tasks_reexecuted.png"),
+    ):
         fig, ax = plt.subplots(figsize=(9, 4))
         x = range(len(results))
         for i, mode in enumerate(("vanilla", "recovery")):

@@ -3,16 +3,16 @@
 local-cluster executors are JVMs launched by the driver JVM's in-process workers, so they are
 descendants of this Python process. Only those are ever signalled.
 """
+
 from __future__ import annotations
 
 import os
 import signal
-from typing import Dict
 
 from region_recovery.testing.faults import is_descendant
 
 
-def executor_pids() -> Dict[str, int]:
+def executor_pids() -> dict[str, int]:
     """executor id -> pid of this application's live executor JVMs."""
     found = {}
     for entry in os.listdir("/proc"):

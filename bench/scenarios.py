@@ -3,23 +3,40 @@
 A scenario function gets a Context and returns the rows whose sorted hash is the result checksum.
 Timings cover the workload only (the session and its executors are up before the clock starts).
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import add
-from typing import Callable, Dict, List, Optional
 
 from . import procs
 
 SCALES = {
-    "small": {"rows": 100_000, "keys": 2_000, "maps": 8, "reps": 1, "warmup": 0, "passes": 1,
-              "session_jobs": 50, "session_rows": 20_000},
+    "small": {
+        "rows": 100_000,
+        "keys": 2_000,
+        "maps": 8,
+        "reps": 1,
+        "warmup": 0,
+        "passes": 1,
+        "session_jobs": 50,
+        "session_rows": 20_000,
+    },
     # overhead: 4 applications per mode (order ABBA...), each 3 unmeasured warm-up passes (the JIT is
     # still compiling through the second and third: passes fell from 4.5 to 2.9 s) + 5 measured
-    "medium": {"rows": 3_000_000, "keys": 20_000, "maps": 8, "reps": 4, "warmup": 3, "passes": 5,
-               "session_jobs": 50, "session_rows": 200_000},
+    "medium": {
+        "rows": 3_000_000,
+        "keys": 20_000,
+        "maps": 8,
+        "reps": 4,
+        "warmup": 3,
+        "passes": 5,
+        "session_jobs": 50,
+        "session_rows": 200_000,
+    },
 }
 
 
@@ -27,13 +44,13 @@ SCALES = {
 class Context:
     spark: object
     mode: str  # vanilla | recovery
-    scale: Dict[str, int]
-    rr: Optional[object]  # RegionRecovery in recovery mode
+    scale: dict[str, int]
+    rr: object | None  # RegionRecovery in recovery mode
     state_dir: str  # survives between the applications of one run (transient fault markers)
     disk_bytes: Callable[[], int]  # shuffle + retained bytes on disk now
     retained_bytes: Callable[[], int]  # retained bytes on disk now
     rerun: bool = False  # vanilla transient-failure: the user's rerun from scratch
-    extra: Dict[str, object] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def sc(self):
@@ -65,18 +82,19 @@ def _wait_executors(ctx: Context, n: int, timeout: float = 120) -> None:
         time.sleep(0.2)
 
 
-def _overhead_pass(ctx: Context) -> List:
+def _overhead_pass(ctx: Context) -> list:
     from pyspark.sql import functions as F
+
     s, rows, keys = ctx.spark, ctx.scale["rows"], ctx.scale["keys"]
     facts = s.range(0, rows, numPartitions=ctx.scale["maps"]).select(
-        (F.col("id") % keys).alias("k"), (F.col("id") * 7 % 1000).alias("v"))
+        (F.col("id") % keys).alias("k"), (F.col("id") * 7 % 1000).alias("v")
+    )
     dims = s.range(0, keys, numPartitions=4).select(F.col("id").alias("k"), (F.col("id") % 50).alias("g"))
-    out = (facts.join(dims, "k").groupBy("g").agg(F.sum("v").alias("s"), F.count("*").alias("n"))
-           .orderBy(F.desc("s")))
+    out = facts.join(dims, "k").groupBy("g").agg(F.sum("v").alias("s"), F.count("*").alias("n")).orderBy(F.desc("s"))
     return [tuple(r) for r in out.collect()]
 
 
-def overhead(ctx: Context) -> List:
+def overhead(ctx: Context) -> list:
     """Join, aggregation and sort over generated data: three shuffles, no fault.
 
     The query is built and run `warmup + passes` times in one application; each pass plans new
@@ -101,11 +119,14 @@ def overhead(ctx: Context) -> List:
 
 def _pairs(ctx: Context):
     rows, keys = ctx.scale["rows"], ctx.scale["keys"]
-    return ctx.sc.parallelize(range(rows), ctx.scale["maps"]).map(lambda x: (x % keys, _burn(x) % 1000)) \
+    return (
+        ctx.sc.parallelize(range(rows), ctx.scale["maps"])
+        .map(lambda x: (x % keys, _burn(x) % 1000))
         .reduceByKey(add, 8)
+    )
 
 
-def executor_crash(ctx: Context) -> List:
+def executor_crash(ctx: Context) -> list:
     """SIGKILL an executor after the first map stage completed, before its consumers run."""
     _wait_executors(ctx, 2)
     pairs = _pairs(ctx)
@@ -121,7 +142,7 @@ def executor_crash(ctx: Context) -> List:
     return sorted(pairs.map(lambda kv: (kv[0] % 100, kv[1])).reduceByKey(add, 4).collect())
 
 
-def heartbeat_timeout(ctx: Context) -> List:
+def heartbeat_timeout(ctx: Context) -> list:
     """SIGSTOP an executor while the consumer stage runs, until the driver times it out."""
     _wait_executors(ctx, 2)
     pairs = _pairs(ctx)
@@ -146,6 +167,7 @@ def heartbeat_timeout(ctx: Context) -> List:
                     frozen[victim_id] = pid
                     return
             time.sleep(0.05)
+
     watcher = threading.Thread(target=freeze_when_consumers_run, daemon=True)
     watcher.start()
     ctx.group("job")
@@ -159,17 +181,22 @@ def heartbeat_timeout(ctx: Context) -> List:
     return out
 
 
-def transient_failure(ctx: Context) -> List:
+def transient_failure(ctx: Context) -> list:
     """A last-stage task fails more often than spark.task.maxFailures (2), then would pass."""
     from region_recovery.testing.faults import transient_failure as fault
+
     rows, keys = ctx.scale["rows"], ctx.scale["keys"]
 
     def build():
-        a = ctx.sc.parallelize(range(rows), ctx.scale["maps"]).map(lambda x: (x % keys, _burn(x) % 1000)) \
+        a = (
+            ctx.sc.parallelize(range(rows), ctx.scale["maps"])
+            .map(lambda x: (x % keys, _burn(x) % 1000))
             .reduceByKey(add, 8)
+        )
         b = a.map(lambda kv: (kv[0] % 500, kv[1])).reduceByKey(add, 8)
         c = b.map(lambda kv: (kv[0] % 50, kv[1])).reduceByKey(add, 4)
         return c.mapPartitionsWithIndex(fault(ctx.state_dir, [0], 3))
+
     ctx.group("action")
     if ctx.rr is not None:
         final = build()
@@ -177,7 +204,7 @@ def transient_failure(ctx: Context) -> List:
     return sorted(build().collect())  # vanilla: raises; the harness reruns the script from scratch
 
 
-def long_session(ctx: Context) -> List:
+def long_session(ctx: Context) -> list:
     """50 jobs with a shuffle each in one session; bytes on disk sampled after each job."""
     n, jobs = ctx.scale["session_rows"], ctx.scale["session_jobs"]
     samples, retained, out = [], [], []
@@ -204,18 +231,30 @@ def _wait_for_cap(rr, timeout: float) -> None:
     while time.monotonic() < end:
         rr.sync()
         led = rr.retained_ledger()
-        if led is None or not led["max_bytes_per_host"] or all(b <= led["max_bytes_per_host"] for b in led["hosts"].values()):
+        if (
+            led is None
+            or not led["max_bytes_per_host"]
+            or all(b <= led["max_bytes_per_host"] for b in led["hosts"].values())
+        ):
             return
         time.sleep(0.1)
 
 
-SCENARIOS = {"overhead": overhead, "executor-crash": executor_crash, "heartbeat-timeout": heartbeat_timeout,
-             "transient-failure": transient_failure, "long-session": long_session}
+SCENARIOS = {
+    "overhead": overhead,
+    "executor-crash": executor_crash,
+    "heartbeat-timeout": heartbeat_timeout,
+    "transient-failure": transient_failure,
+    "long-session": long_session,
+}
 
 # Spark settings per scenario, identical in both modes.
 CONF = {
-    "heartbeat-timeout": {"spark.network.timeout": "8s", "spark.executor.heartbeatInterval": "1s",
-                          "spark.network.timeoutInterval": "1s"},
+    "heartbeat-timeout": {
+        "spark.network.timeout": "8s",
+        "spark.executor.heartbeatInterval": "1s",
+        "spark.network.timeoutInterval": "1s",
+    },
     "transient-failure": {"spark.task.maxFailures": "2"},
     "overhead": {"spark.sql.autoBroadcastJoinThreshold": "-1"},
 }
@@ -225,7 +264,9 @@ RETAINED_MAX_BYTES = 16 * 1024  # long-session: below what 50 jobs retain uncapp
 # Controller settings in recovery mode; keys this build does not know yet are left out.
 RECOVERY_CONF = {
     "long-session": {"spark.regionRecovery.retained.maxBytes": str(RETAINED_MAX_BYTES)},
-    "transient-failure": {"spark.regionRecovery.restart-strategy.type": "fixed-delay",
-                          "spark.regionRecovery.restart-strategy.fixed-delay.attempts": "3",
-                          "spark.regionRecovery.restart-strategy.fixed-delay.delay": "1 s"},
+    "transient-failure": {
+        "spark.regionRecovery.restart-strategy.type": "fixed-delay",
+        "spark.regionRecovery.restart-strategy.fixed-delay.attempts": "3",
+        "spark.regionRecovery.restart-strategy.fixed-delay.delay": "1 s",
+    },
 }

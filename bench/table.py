@@ -1,16 +1,16 @@
 """The results as a Markdown table (for the README): `python -m bench table`."""
-from __future__ import annotations
 
-from typing import List
+from __future__ import annotations
 
 from .plot import _load
 
 
 def markdown() -> str:
-    rows: List[str] = [
+    rows: list[str] = [
         "| Scenario (scale) | Wall s, vanilla / recovery | Ratio | Tasks re-executed (map), vanilla / recovery "
         "| Same result | Targets |",
-        "|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|",
+    ]
     for r in _load():
         v, c = r["runs"]
         targets = "; ".join(f"{t['target']}: {t['value']} {'met' if t['met'] else 'MISSED'}" for t in r["targets"])
@@ -19,8 +19,10 @@ def markdown() -> str:
         if r["ratios"].get("wall_ratio_95ci"):
             low, high = r["ratios"]["wall_ratio_95ci"]
             ratio += f" (95%: {low}-{high})"
-        rows.append(f"| {r['scenario']} ({r['scale']}) | {v['wall_s']:.1f} / {c['wall_s']:.1f} "
-                    f"| {ratio} "
-                    f"| {v['tasks_reexecuted']} ({v['map_tasks_reexecuted']}) / "
-                    f"{c['tasks_reexecuted']} ({c['map_tasks_reexecuted']}) | {same} | {targets} |")
+        rows.append(
+            f"| {r['scenario']} ({r['scale']}) | {v['wall_s']:.1f} / {c['wall_s']:.1f} "
+            f"| {ratio} "
+            f"| {v['tasks_reexecuted']} ({v['map_tasks_reexecuted']}) / "
+            f"{c['tasks_reexecuted']} ({c['map_tasks_reexecuted']}) | {same} | {targets} |"
+        )
     return "\n".join(rows)

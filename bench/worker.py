@@ -7,6 +7,7 @@ settings into later ones, so vanilla and recovery never share a process.
 
 Prints one line `BENCH_RESULT {json}` at the end.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,6 +46,7 @@ def checksum(rows) -> str:
 
 def known_key(name: str) -> bool:
     from region_recovery import config
+
     return any(k.name == name for k in config.registered_keys())
 
 
@@ -54,27 +56,40 @@ def retention_available() -> bool:
 
 def build_session(spec: dict):
     from pyspark.sql import SparkSession
+
     work = spec["workdir"]
-    b = (SparkSession.Builder().master(spec["master"]).appName(f"bench-{spec['scenario']}-{spec['mode']}")
-         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.pyspark.python", sys.executable)
-         .config("spark.local.dir", os.path.join(work, "local"))
-         .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", os.path.join(work, "events"))
-         .config("spark.eventLog.compress", "false")
-         .config("spark.sql.shuffle.partitions", "8"))
+    b = (
+        SparkSession.Builder()
+        .master(spec["master"])
+        .appName(f"bench-{spec['scenario']}-{spec['mode']}")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.local.dir", os.path.join(work, "local"))
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", os.path.join(work, "events"))
+        .config("spark.eventLog.compress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+    )
     conf = dict(scenarios.CONF.get(spec["scenario"], {}))
     if spec["mode"] == "recovery":
         conf.update(scenarios.RECOVERY_CONF.get(spec["scenario"], {}))
         if retention_available() and spec.get("retention", True):
-            conf.update({"spark.regionRecovery.retained.enabled": "true",
-                         "spark.regionRecovery.retained.dir": os.path.join(work, "retained")})
+            conf.update(
+                {
+                    "spark.regionRecovery.retained.enabled": "true",
+                    "spark.regionRecovery.retained.dir": os.path.join(work, "retained"),
+                }
+            )
     for k, v in conf.items():
         if k.startswith("spark.regionRecovery.") and not known_key(k):
             continue  # a capability this build does not have yet (the result records what ran)
         b = b.config(k, v)
     if spec["mode"] == "recovery":
         import region_recovery
+
         b = region_recovery.configure(b)
     return b.getOrCreate()
 
@@ -90,10 +105,18 @@ def run(spec: dict) -> dict:
     rr = None
     if spec["mode"] == "recovery" and spec.get("attach", True):
         import region_recovery
+
         rr = region_recovery.RegionRecovery.attach(spark)
-    ctx = scenarios.Context(spark, spec["mode"], scenarios.SCALES[spec["scale"]], rr, spec["state_dir"],
-                            lambda: shuffle_bytes_on_disk(*roots), lambda: shuffle_bytes_on_disk(roots[1]),
-                            rerun=spec.get("rerun", False))
+    ctx = scenarios.Context(
+        spark,
+        spec["mode"],
+        scenarios.SCALES[spec["scale"]],
+        rr,
+        spec["state_dir"],
+        lambda: shuffle_bytes_on_disk(*roots),
+        lambda: shuffle_bytes_on_disk(roots[1]),
+        rerun=spec.get("rerun", False),
+    )
     scenarios._wait_executors(ctx, 2)
     out = {"succeeded": False, "error": None}
     t0 = time.monotonic()
@@ -102,7 +125,7 @@ def run(spec: dict) -> dict:
         rows = scenarios.SCENARIOS[spec["scenario"]](ctx)
         out.update(succeeded=True, result_checksum=checksum(rows), result_rows=len(rows))
     except Exception as e:  # a failed action is a measured outcome, not a harness error
-        lines = [l for l in str(e).splitlines() if l.strip() and not l.startswith((" ", "\t"))]
+        lines = [line for line in str(e).splitlines() if line.strip() and not line.startswith((" ", "\t"))]
         out["error"] = f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
     out["wall_s"] = round(time.monotonic() - t0, 3)
     if rr is not None:

@@ -4,6 +4,7 @@
 # jar (built, bundled into the package, and published to ~/.m2 for --packages).
 #   scripts/setup.sh              set up
 #   scripts/setup.sh --jvm-tests  set up and run the JVM unit tests while building the jar
+#   scripts/setup.sh --python-only  only the .venv (no jar): enough for ruff and the unit tests
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
@@ -17,4 +18,5 @@ step "installing pyspark 4.3.0 and the package (editable) into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,bench]'
 
+if [ "${1:-}" = "--python-only" ]; then exit 0; fi
 if [ "${1:-}" = "--jvm-tests" ]; then scripts/build-jar.sh --test; else scripts/build-jar.sh; fi

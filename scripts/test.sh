@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs every test: JVM unit tests (sbt), Python unit tests, and the
-# integration tests on real multi-process Spark (local-cluster) with the real plugin jar.
+# Sets everything up, then runs every test: lint and format checks (ruff), JVM unit tests (sbt),
+# Python unit tests, the Python/Scala configuration contract, and the integration tests on real
+# multi-process Spark (local-cluster) with the real plugin jar.
 # Extra arguments go to pytest (e.g. -k sigkill, or tests/unit for the fast layer only).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
+[ -x .venv/bin/ruff ] || scripts/setup.sh --python-only
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 scripts/setup.sh --jvm-tests
 # the fast pure-Python layer first, so a broken unit fails in seconds
-[ $# -gt 0 ] || set -- tests/unit tests/integration tests/bench tests/containers
+[ $# -gt 0 ] || set -- tests/unit tests/contract tests/integration tests/bench tests/containers
 printf '\n==> pytest %s\n' "$*"
 export PYTHONUNBUFFERED=1
 exec .venv/bin/python -m pytest -p no:cacheprovider --timeout=600 "$@"

@@ -1,4 +1,5 @@
 """Shared test setup: `python/` importable even without an install, integration tests marked."""
+
 import sys
 from pathlib import Path
 

@@ -1,23 +1,41 @@
 """spark-region-recovery: fine-grained failure recovery for Apache Spark, driven from PySpark.
 
-    from pyspark.sql import SparkSession
-    import region_recovery
-    spark = region_recovery.configure(SparkSession.builder.master("local-cluster[2,1,1024]")).getOrCreate()
-    rr = region_recovery.RegionRecovery.attach(spark)
-    ...
-    rr.model.shuffles   # live map outputs, their locations and availability
+from pyspark.sql import SparkSession
+import region_recovery
+spark = region_recovery.configure(SparkSession.builder.master("local-cluster[2,1,1024]")).getOrCreate()
+rr = region_recovery.RegionRecovery.attach(spark)
+...
+rr.model.shuffles   # live map outputs, their locations and availability
 """
+
 from . import _aliases
 from ._version import __version__
 from .application import RegionRecovery
-from .errors import (AlreadyAttachedError, JarNotFoundError, NotEnabledError, NotOnClasspathError,
-                     RegionRecoveryError, SparkConnectNotSupportedError, SparkNotStartedError)
+from .errors import (
+    AlreadyAttachedError,
+    JarNotFoundError,
+    NotEnabledError,
+    NotOnClasspathError,
+    RegionRecoveryError,
+    SparkConnectNotSupportedError,
+    SparkNotStartedError,
+)
 from .jvm.packaging import MAVEN_COORDINATE, PLUGIN_CLASS, configure, jar_path
 
 __all__ = [
-    "__version__", "RegionRecovery", "configure", "jar_path", "MAVEN_COORDINATE", "PLUGIN_CLASS",
-    "RegionRecoveryError", "AlreadyAttachedError", "JarNotFoundError", "NotEnabledError",
-    "NotOnClasspathError", "SparkConnectNotSupportedError", "SparkNotStartedError",
+    "__version__",
+    "RegionRecovery",
+    "configure",
+    "jar_path",
+    "MAVEN_COORDINATE",
+    "PLUGIN_CLASS",
+    "RegionRecoveryError",
+    "AlreadyAttachedError",
+    "JarNotFoundError",
+    "NotEnabledError",
+    "NotOnClasspathError",
+    "SparkConnectNotSupportedError",
+    "SparkNotStartedError",
 ]
 
 _aliases.install()

@@ -11,12 +11,13 @@ import json
 import logging
 import threading
 import time
-from typing import Callable, Dict, Iterator, Optional, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from .control.consistency import ChangedOutputGuard
+from .control.job_restarts import Attempt, Controller
 from .control.recovery_decisions import DecisionRecorder
 from .control.retention_policy import RetentionPolicy
-from .control.job_restarts import Attempt, Controller
 from .errors import AlreadyAttachedError, NotEnabledError
 from .jvm import packaging
 from .jvm.drain import Drain
@@ -32,7 +33,7 @@ T = TypeVar("T")
 class RegionRecovery:
     """The Python side of one application: its live model, fed by a background drain thread."""
 
-    _attached: Dict[str, "RegionRecovery"] = {}
+    _attached: dict[str, RegionRecovery] = {}
     _attached_lock = threading.Lock()
 
     def __init__(self, sc, bridge, state, max_batch: int, wait_ms: int) -> None:
@@ -43,9 +44,9 @@ class RegionRecovery:
         self.model = LiveModel()
         self._drain = Drain(state, self.model, self.app_id, max_batch, wait_ms)
         conf = dict(sc.getConf().getAll())
-        self._sql_extension_installed = (
-            packaging.SQL_EXTENSION_CLASS in conf.get("spark.sql.extensions", "")
-            and packaging.QUERY_LISTENER_CLASS in conf.get("spark.sql.queryExecutionListeners", ""))
+        self._sql_extension_installed = packaging.SQL_EXTENSION_CLASS in conf.get(
+            "spark.sql.extensions", ""
+        ) and packaging.QUERY_LISTENER_CLASS in conf.get("spark.sql.queryExecutionListeners", "")
         # Built here so that bad spark.regionRecovery.* settings fail attach(), not a later restart.
         self.controller = Controller(self, conf)
         self.recovery_decisions = DecisionRecorder(self.model, self.controller.config)
@@ -56,7 +57,7 @@ class RegionRecovery:
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
-    def attach(cls, spark, *, max_batch: int = 50_000, wait_ms: int = 100) -> "RegionRecovery":
+    def attach(cls, spark, *, max_batch: int = 50_000, wait_ms: int = 100) -> RegionRecovery:
         """Connects to the plugin of `spark`'s application and starts draining its events."""
         sc = spark_context(spark)
         bridge = jvm_bridge(sc)
@@ -65,29 +66,39 @@ class RegionRecovery:
             if existing is not None and not existing._drain.stopped:
                 raise AlreadyAttachedError(
                     f"region-recovery is already attached to application {sc.applicationId}: use "
-                    "RegionRecovery.get(spark) for the existing instance, or detach() it first")
+                    "RegionRecovery.get(spark) for the existing instance, or detach() it first"
+                )
             state = bridge.attach(sc._jsc.sc())
             if state is None or state.stopped():  # stopped: left by an earlier application in this JVM
                 raise NotEnabledError(
                     "the plugin jar is on the classpath but region-recovery is not enabled in this application: "
                     f"set spark.plugins={packaging.PLUGIN_CLASS} (region_recovery.configure(builder) does this), "
-                    f"or spark.extraListeners={packaging.LISTENER_CLASS} for events without the shuffle hook")
+                    f"or spark.extraListeners={packaging.LISTENER_CLASS} for events without the shuffle hook"
+                )
             rr = cls(sc, bridge, state, max_batch, wait_ms)
             cls._attached[sc.applicationId] = rr
         rr._drain.start()
         if not rr._sql_extension_installed:
-            log.warning("region-recovery: restarted DataFrame actions will recompute their shuffles: set "
-                        "spark.sql.extensions=%s and spark.sql.queryExecutionListeners=%s "
-                        "(region_recovery.configure(builder) does this)", packaging.SQL_EXTENSION_CLASS,
-                        packaging.QUERY_LISTENER_CLASS)
+            log.warning(
+                "region-recovery: restarted DataFrame actions will recompute their shuffles: set "
+                "spark.sql.extensions=%s and spark.sql.queryExecutionListeners=%s "
+                "(region_recovery.configure(builder) does this)",
+                packaging.SQL_EXTENSION_CLASS,
+                packaging.QUERY_LISTENER_CLASS,
+            )
         status = rr.status()
-        log.info("region-recovery %s attached to %s (installed by %s, queue %s, shuffle IO %s)",
-                 status.get("version"), rr.app_id, status.get("installed_by"), status.get("queue"),
-                 "on" if status.get("shuffle_io") else "off")
+        log.info(
+            "region-recovery %s attached to %s (installed by %s, queue %s, shuffle IO %s)",
+            status.get("version"),
+            rr.app_id,
+            status.get("installed_by"),
+            status.get("queue"),
+            "on" if status.get("shuffle_io") else "off",
+        )
         return rr
 
     @classmethod
-    def get(cls, spark) -> Optional["RegionRecovery"]:
+    def get(cls, spark) -> RegionRecovery | None:
         sc = spark_context(spark)
         rr = cls._attached.get(sc.applicationId)
         return rr if rr is not None and not rr._drain.stopped else None
@@ -100,7 +111,7 @@ class RegionRecovery:
                 del self._attached[self.app_id]
 
     # ---- job-level restarts ---------------------------------------------------------------
-    def run(self, action: Callable[[], "T"], name: str = "action") -> "T":
+    def run(self, action: Callable[[], T], name: str = "action") -> T:
         """Runs a PySpark action under the configured restart strategy (see control.job_restarts.Controller.run)."""
         return self.controller.run(action, name)
 
@@ -140,7 +151,7 @@ class RegionRecovery:
             self.model.lose_shuffle(shuffle_id, reason)
         return known
 
-    def retention(self) -> Optional[list]:
+    def retention(self) -> list | None:
         """Retained outputs: the executor losses the JVM handled (adopted, unregistered, timings); None when off."""
         raw = self._bridge.retentionJson()
         return None if raw is None else json.loads(raw)
@@ -150,7 +161,7 @@ class RegionRecovery:
         """The policy the driver JVM follows for retained outputs: read it, change it at runtime."""
         return RetentionPolicy(self._bridge)
 
-    def retained_ledger(self) -> Optional[dict]:
+    def retained_ledger(self) -> dict | None:
         """The driver's account of retained bytes (per host, executor, shuffle), the cap, the release
         policy, and what was released; None when retention is off."""
         raw = self._bridge.retainedLedgerJson()
@@ -190,12 +201,16 @@ class RegionRecovery:
             if error:
                 raise RuntimeError(f"region-recovery drain thread failed: {error!r}") from error
             if self._drain.stopped:
-                raise RuntimeError(f"region-recovery is detached from {self.app_id} (or the application ended): "
-                                   f"the model stopped at {self.model.next_seq} of {target} events")
-            raise TimeoutError(f"the model did not catch up with {target} events within {timeout} s "
-                               f"(applied {self.model.next_seq})")
+                raise RuntimeError(
+                    f"region-recovery is detached from {self.app_id} (or the application ended): "
+                    f"the model stopped at {self.model.next_seq} of {target} events"
+                )
+            raise TimeoutError(
+                f"the model did not catch up with {target} events within {timeout} s (applied {self.model.next_seq})"
+            )
 
-    def executor_pids(self) -> Dict[str, int]:
+    def executor_pids(self) -> dict[str, int]:
         """Live executors' OS process ids, as their plugins reported them."""
-        return self.model.read(lambda m: {e.executor_id: e.pid for e in m.executors.values()
-                                          if e.alive and e.pid is not None})
+        return self.model.read(
+            lambda m: {e.executor_id: e.pid for e in m.executors.values() if e.alive and e.pid is not None}
+        )

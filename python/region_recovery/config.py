@@ -286,34 +286,102 @@ def _minimum_text(minimum: float | None, unit: str) -> str:
 
 
 def boolean(name: str, default: bool, doc: str, *, read_by: str = "python", section: str = "") -> ConfigKey:
-    return register(ConfigKey(name, default, parse_bool, "true, false (any case)", doc, str(default).lower(),
-                              type="boolean", read_by=read_by, section=section))
+    return register(
+        ConfigKey(
+            name,
+            default,
+            parse_bool,
+            "true, false (any case)",
+            doc,
+            str(default).lower(),
+            type="boolean",
+            read_by=read_by,
+            section=section,
+        )
+    )
 
 
-def integer(name: str, default: int, doc: str, *, minimum: int, read_by: str = "python",
-            section: str = "") -> ConfigKey:
-    return register(ConfigKey(name, default, _at_least(parse_int, minimum), f"an integer >= {minimum}", doc,
-                              str(default), type="int", minimum=minimum, read_by=read_by, section=section))
+def integer(
+    name: str, default: int, doc: str, *, minimum: int, read_by: str = "python", section: str = ""
+) -> ConfigKey:
+    return register(
+        ConfigKey(
+            name,
+            default,
+            _at_least(parse_int, minimum),
+            f"an integer >= {minimum}",
+            doc,
+            str(default),
+            type="int",
+            minimum=minimum,
+            read_by=read_by,
+            section=section,
+        )
+    )
 
 
-def duration(name: str, default_text: str, doc: str, *, minimum_ms: int = 0, read_by: str = "python",
-             section: str = "") -> ConfigKey:
+def duration(
+    name: str, default_text: str, doc: str, *, minimum_ms: int = 0, read_by: str = "python", section: str = ""
+) -> ConfigKey:
     parse = _at_least(parse_duration_ms, minimum_ms) if minimum_ms else parse_duration_ms
-    return register(ConfigKey(name, parse_duration_ms(default_text), parse,
-                              DURATION_FORMS + _minimum_text(minimum_ms, " ms"), doc, default_text,
-                              type="duration", minimum=minimum_ms or None, read_by=read_by, section=section))
+    return register(
+        ConfigKey(
+            name,
+            parse_duration_ms(default_text),
+            parse,
+            DURATION_FORMS + _minimum_text(minimum_ms, " ms"),
+            doc,
+            default_text,
+            type="duration",
+            minimum=minimum_ms or None,
+            read_by=read_by,
+            section=section,
+        )
+    )
 
 
 def size(name: str, default_text: str, doc: str, *, read_by: str = "python", section: str = "") -> ConfigKey:
-    return register(ConfigKey(name, parse_bytes(default_text), parse_bytes, BYTES_FORMS, doc, default_text,
-                              type="bytes", read_by=read_by, section=section))
+    return register(
+        ConfigKey(
+            name,
+            parse_bytes(default_text),
+            parse_bytes,
+            BYTES_FORMS,
+            doc,
+            default_text,
+            type="bytes",
+            read_by=read_by,
+            section=section,
+        )
+    )
 
 
-def choice(name: str, default: str, aliases: Mapping[str, str], accepted: str, doc: str, *,
-           deprecated_names: tuple[str, ...] = (), read_by: str = "python", section: str = "") -> ConfigKey:
-    return register(ConfigKey(name, default, _choice(aliases), accepted, doc, default,
-                              deprecated_names=deprecated_names, type="choice", choices=dict(aliases),
-                              read_by=read_by, section=section))
+def choice(
+    name: str,
+    default: str,
+    aliases: Mapping[str, str],
+    accepted: str,
+    doc: str,
+    *,
+    deprecated_names: tuple[str, ...] = (),
+    read_by: str = "python",
+    section: str = "",
+) -> ConfigKey:
+    return register(
+        ConfigKey(
+            name,
+            default,
+            _choice(aliases),
+            accepted,
+            doc,
+            default,
+            deprecated_names=deprecated_names,
+            type="choice",
+            choices=dict(aliases),
+            read_by=read_by,
+            section=section,
+        )
+    )
 
 
 # ---------------------------------------------------------------------- the keys
@@ -334,202 +402,261 @@ _FAILOVER_STRATEGIES = {"region": "region", "full": "full"}
 _RELEASE_POLICIES = {p: p for p in ("shuffle-cleanup", "job-end", "consumers-finished")}
 
 RESTART_STRATEGY_TYPE = choice(
-    _RS + "type", "none", _RESTART_TYPES,
-    "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; exponential-delay, exponentialdelay (any case)",
+    _RS + "type",
+    "none",
+    _RESTART_TYPES,
+    "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; "
+    "exponential-delay, exponentialdelay (any case)",
     (
         "Which restart strategy to use. Unset means `none`, Flink's default without checkpointing: restarts "
-        'are opt-in. The deprecated Flink key `spark.regionRecovery.restart-strategy` is read too; `.type` '
-        'wins.'
+        "are opt-in. The deprecated Flink key `spark.regionRecovery.restart-strategy` is read too; `.type` "
+        "wins."
     ),
-    deprecated_names=(PREFIX + "restart-strategy",), section=_RESTART,
+    deprecated_names=(PREFIX + "restart-strategy",),
+    section=_RESTART,
 )
 FIXED_DELAY_ATTEMPTS = integer(
-    _RS + "fixed-delay.attempts", 1,
+    _RS + "fixed-delay.attempts",
+    1,
     (
-        'Restarts allowed before the job is declared failed; failure number attempts+1 is not restarted. '
-        'Every failure counts.'
+        "Restarts allowed before the job is declared failed; failure number attempts+1 is not restarted. "
+        "Every failure counts."
     ),
-    minimum=0, section=_RESTART,
+    minimum=0,
+    section=_RESTART,
 )
 FIXED_DELAY_DELAY = duration(
-    _RS + "fixed-delay.delay", "1 s",
-    (
-        'Delay between two consecutive restart attempts.'
-    ),
+    _RS + "fixed-delay.delay",
+    "1 s",
+    ("Delay between two consecutive restart attempts."),
     section=_RESTART,
 )
 FAILURE_RATE_MAX_FAILURES = integer(
-    _RS + "failure-rate.max-failures-per-interval", 1,
+    _RS + "failure-rate.max-failures-per-interval",
+    1,
     (
-        'Restarts allowed within one interval. The job fails when more than this many failures fall within '
-        'the interval (a failure exactly one interval after the oldest counted one still counts).'
+        "Restarts allowed within one interval. The job fails when more than this many failures fall within "
+        "the interval (a failure exactly one interval after the oldest counted one still counts)."
     ),
-    minimum=1, section=_RESTART,
+    minimum=1,
+    section=_RESTART,
 )
 FAILURE_RATE_INTERVAL = duration(
-    _RS + "failure-rate.failure-rate-interval", "1 min",
-    (
-        'Sliding window in which failures are counted.'
-    ),
-    minimum_ms=1, section=_RESTART,
+    _RS + "failure-rate.failure-rate-interval",
+    "1 min",
+    ("Sliding window in which failures are counted."),
+    minimum_ms=1,
+    section=_RESTART,
 )
 FAILURE_RATE_DELAY = duration(
-    _RS + "failure-rate.delay", "1 s",
-    (
-        'Delay between two consecutive restart attempts.'
-    ),
+    _RS + "failure-rate.delay",
+    "1 s",
+    ("Delay between two consecutive restart attempts."),
     section=_RESTART,
 )
 EXPONENTIAL_INITIAL_BACKOFF = duration(
-    _RS + "exponential-delay.initial-backoff", "1 s",
-    (
-        'Backoff of the first restart after a reset.'
-    ),
-    minimum_ms=1, section=_RESTART,
+    _RS + "exponential-delay.initial-backoff",
+    "1 s",
+    ("Backoff of the first restart after a reset."),
+    minimum_ms=1,
+    section=_RESTART,
 )
 EXPONENTIAL_MAX_BACKOFF = duration(
-    _RS + "exponential-delay.max-backoff", "1 min",
-    (
-        'Highest backoff.'
-    ),
-    minimum_ms=1, section=_RESTART,
-)
-EXPONENTIAL_MULTIPLIER = register(ConfigKey(
-    _RS + "exponential-delay.backoff-multiplier", 1.5, _parse_multiplier, "a number > 1",
-    (
-        'The k-th restart attempt since a reset waits `initial-backoff × multiplier^k` (k = 0, 1, …), ± '
-        'jitter, clamped to [initial, max].'
-    ), "1.5", type="double", section=_RESTART,
-))
-EXPONENTIAL_RESET_THRESHOLD = duration(
-    _RS + "exponential-delay.reset-backoff-threshold", "1 h",
-    (
-        'A failure at least this long after the previously scheduled restart resets the backoff and the '
-        'attempt count.'
-    ),
-    minimum_ms=1, section=_RESTART,
-)
-EXPONENTIAL_JITTER = register(ConfigKey(
-    _RS + "exponential-delay.jitter-factor", 0.1, _parse_jitter, "a number between 0 and 1",
-    (
-        'A random whole number of milliseconds of up to this fraction of the backoff is added or subtracted, '
-        'so that jobs failing together do not restart together.'
-    ), "0.1", type="double", section=_RESTART,
-))
-EXPONENTIAL_ATTEMPTS = register(ConfigKey(
-    _RS + "exponential-delay.attempts-before-reset-backoff", None, _parse_attempts_or_unlimited,
-    "an integer >= 1, or infinite / unlimited", (
-        'Restart attempts allowed until the backoff resets; the next one fails the job. Failures that arrive '
-        'before a scheduled restart merge into it and do not count.'
-    ), "unlimited", type="int-or-unlimited", minimum=1,
+    _RS + "exponential-delay.max-backoff",
+    "1 min",
+    ("Highest backoff."),
+    minimum_ms=1,
     section=_RESTART,
-))
+)
+EXPONENTIAL_MULTIPLIER = register(
+    ConfigKey(
+        _RS + "exponential-delay.backoff-multiplier",
+        1.5,
+        _parse_multiplier,
+        "a number > 1",
+        (
+            "The k-th restart attempt since a reset waits `initial-backoff × multiplier^k` (k = 0, 1, …), ± "
+            "jitter, clamped to [initial, max]."
+        ),
+        "1.5",
+        type="double",
+        section=_RESTART,
+    )
+)
+EXPONENTIAL_RESET_THRESHOLD = duration(
+    _RS + "exponential-delay.reset-backoff-threshold",
+    "1 h",
+    ("A failure at least this long after the previously scheduled restart resets the backoff and the attempt count."),
+    minimum_ms=1,
+    section=_RESTART,
+)
+EXPONENTIAL_JITTER = register(
+    ConfigKey(
+        _RS + "exponential-delay.jitter-factor",
+        0.1,
+        _parse_jitter,
+        "a number between 0 and 1",
+        (
+            "A random whole number of milliseconds of up to this fraction of the backoff is added or subtracted, "
+            "so that jobs failing together do not restart together."
+        ),
+        "0.1",
+        type="double",
+        section=_RESTART,
+    )
+)
+EXPONENTIAL_ATTEMPTS = register(
+    ConfigKey(
+        _RS + "exponential-delay.attempts-before-reset-backoff",
+        None,
+        _parse_attempts_or_unlimited,
+        "an integer >= 1, or infinite / unlimited",
+        (
+            "Restart attempts allowed until the backoff resets; the next one fails the job. Failures that arrive "
+            "before a scheduled restart merge into it and do not count."
+        ),
+        "unlimited",
+        type="int-or-unlimited",
+        minimum=1,
+        section=_RESTART,
+    )
+)
 FAILOVER_STRATEGY = choice(
-    PREFIX + "failover-strategy", "region", _FAILOVER_STRATEGIES, "region, full (any case)",
+    PREFIX + "failover-strategy",
+    "region",
+    _FAILOVER_STRATEGIES,
+    "region, full (any case)",
     (
         "`region`: restart the failed task's pipelined region, the producer regions of inputs that are no "
         "longer available, and every consumer region of a restarted region, transitively (Flink's "
-        '`RestartPipelinedRegionFailoverStrategy`). `full`: restart every task of the job. The planner uses '
-        'it for every recovery decision; for a job-level restart (`rr.run`), `region` reuses every shuffle '
-        'the failed attempt completed and `full` unregisters them so that the next attempt recomputes '
-        'everything.'
+        "`RestartPipelinedRegionFailoverStrategy`). `full`: restart every task of the job. The planner uses "
+        "it for every recovery decision; for a job-level restart (`rr.run`), `region` reuses every shuffle "
+        "the failed attempt completed and `full` unregisters them so that the next attempt recomputes "
+        "everything."
     ),
     section=_FAILOVER,
 )
 SKIP_DETERMINISTIC_CONSUMERS = boolean(
-    PREFIX + "failover.skip-deterministic-consumers", False,
+    PREFIX + "failover.skip-deterministic-consumers",
+    False,
     (
-        'Beyond Flink. When `true`, a restarted producer whose output is deterministic (Spark knows each '
+        "Beyond Flink. When `true`, a restarted producer whose output is deterministic (Spark knows each "
         "RDD's determinism) and re-readable does not drag in the consumers that already read that output: the "
-        'rerun writes identical data, so their results stay correct. Indeterminate producers (for example a '
+        "rerun writes identical data, so their results stay correct. Indeterminate producers (for example a "
         "round-robin `repartition`) keep Flink's behaviour. `false` is Flink-exact."
     ),
     section=_FAILOVER,
 )
 RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = boolean(
-    PREFIX + "failover.restart-consumers-of-changed-outputs", True,
+    PREFIX + "failover.restart-consumers-of-changed-outputs",
+    True,
     (
         "Flink's rule 3 where Spark does not apply it. Spark rolls back the consumers of a recomputed map "
-        'stage only when it knows the stage is indeterminate. When a recomputed map output differs in size '
-        'from the output it replaced although Spark labels the stage deterministic (random keys, a '
-        'time-dependent function), every shuffle written by a consumer stage is unregistered so Spark '
-        'recomputes it from the new data; a result stage that already read the old output cannot be rolled '
+        "stage only when it knows the stage is indeterminate. When a recomputed map output differs in size "
+        "from the output it replaced although Spark labels the stage deterministic (random keys, a "
+        "time-dependent function), every shuffle written by a consumer stage is unregistered so Spark "
+        "recomputes it from the new data; a result stage that already read the old output cannot be rolled "
         "back and is reported. Only the size is compared today, so a change that keeps every output's size is "
-        'not detected.'
+        "not detected."
     ),
     section=_FAILOVER,
 )
 EVENT_BUFFER_CAPACITY = integer(
-    PREFIX + "eventBuffer.capacity", 100_000,
+    PREFIX + "eventBuffer.capacity",
+    100_000,
     (
-        'Events the driver keeps for the Python controller between two drains (about 100 bytes each). When it '
-        'is full, new events are dropped and counted; the count reaches Python with every batch and is logged '
-        'as an error, never silently.'
+        "Events the driver keeps for the Python controller between two drains (about 100 bytes each). When it "
+        "is full, new events are dropped and counted; the count reaches Python with every batch and is logged "
+        "as an error, never silently."
     ),
-    minimum=1, read_by="jvm", section=_PLUGIN,
+    minimum=1,
+    read_by="jvm",
+    section=_PLUGIN,
 )
 RETAINED_ENABLED = boolean(
-    PREFIX + "retained.enabled", False,
+    PREFIX + "retained.enabled",
+    False,
     (
-        'When `true`, the shuffle IO hook hard-links every committed map output (data, index, checksum) into '
+        "When `true`, the shuffle IO hook hard-links every committed map output (data, index, checksum) into "
         "the retained directory of its executor, and the driver's shuffle component reports reliable storage, "
         "so Spark no longer unregisters a lost executor's outputs itself. When an executor is lost, a live "
         "executor on the same host verifies the checksums and adopts its outputs, and Spark's map output "
-        'tracker is pointed at it: those map tasks are not re-run. Outputs that cannot be adopted (no live '
-        'executor on the host, missing or corrupt files) are unregistered at once, so Spark recomputes '
+        "tracker is pointed at it: those map tasks are not re-run. Outputs that cannot be adopted (no live "
+        "executor on the host, missing or corrupt files) are unregistered at once, so Spark recomputes "
         "exactly those. A heartbeat timeout is not trusted: that executor's outputs are unregistered and its "
-        'retained files deleted. Off by default: it changes how Spark handles executor loss, and retained '
-        'bytes stay on disk until released (see the next keys).'
+        "retained files deleted. Off by default: it changes how Spark handles executor loss, and retained "
+        "bytes stay on disk until released (see the next keys)."
     ),
-    read_by="jvm", section=_RETAINED,
+    read_by="jvm",
+    section=_RETAINED,
 )
-RETAINED_DIR = register(ConfigKey(
-    PREFIX + "retained.dir", "", _parse_path, "an absolute path", (
-        'Root of the retained directories on every host, `<dir>/<appId>/<executorId>/`, created owner-only '
-        '(0700). Put it on the filesystem of `spark.local.dir`: retaining is then a hard link (no extra '
-        'bytes, no copy); elsewhere each output is copied (0600). The plugin deletes only below this root.'
-    ),
-    "<java.io.tmpdir>/spark-region-recovery-retained-<user>", type="path", read_by="jvm", section=_RETAINED,
-))
+RETAINED_DIR = register(
+    ConfigKey(
+        PREFIX + "retained.dir",
+        "",
+        _parse_path,
+        "an absolute path",
+        (
+            "Root of the retained directories on every host, `<dir>/<appId>/<executorId>/`, created owner-only "
+            "(0700). Put it on the filesystem of `spark.local.dir`: retaining is then a hard link (no extra "
+            "bytes, no copy); elsewhere each output is copied (0600). The plugin deletes only below this root."
+        ),
+        "<java.io.tmpdir>/spark-region-recovery-retained-<user>",
+        type="path",
+        read_by="jvm",
+        section=_RETAINED,
+    )
+)
 RETAINED_MAX_BYTES = size(
-    PREFIX + "retained.maxBytes", "0",
+    PREFIX + "retained.maxBytes",
+    "0",
     (
-        'Cap on retained bytes per host. Past it, the driver releases the least recently used outputs of '
-        'shuffles that no running job or SQL execution uses: they are unregistered (Spark recomputes them if '
-        'a later action needs them: correct, only slower) and the owning executor deletes their retained and '
-        'served files. Outputs of shuffles in use are never released, so one running shuffle larger than the '
+        "Cap on retained bytes per host. Past it, the driver releases the least recently used outputs of "
+        "shuffles that no running job or SQL execution uses: they are unregistered (Spark recomputes them if "
+        "a later action needs them: correct, only slower) and the owning executor deletes their retained and "
+        "served files. Outputs of shuffles in use are never released, so one running shuffle larger than the "
         'cap exceeds it; `rr.retained_ledger()["overCap"]` counts those moments.'
     ),
-    read_by="jvm", section=_RETAINED,
+    read_by="jvm",
+    section=_RETAINED,
 )
 RETAINED_RELEASE = choice(
-    PREFIX + "retained.release", "shuffle-cleanup", _RELEASE_POLICIES, "shuffle-cleanup, job-end, consumers-finished",
+    PREFIX + "retained.release",
+    "shuffle-cleanup",
+    _RELEASE_POLICIES,
+    "shuffle-cleanup, job-end, consumers-finished",
     (
         "When outputs are released before the application ends. `shuffle-cleanup`: when Spark's "
         "ContextCleaner removes the shuffle (Spark's own lifetime). `job-end`: when the action that used the "
-        'shuffle succeeds, that is when its SQL execution ends (a DataFrame action, all its adaptive jobs) '
-        'or, for RDD actions, its job; a failed action keeps its outputs, which a region restart reuses. '
-        '`consumers-finished`: as in Flink, once every stage that reads the shuffle has finished (a later '
-        'action that reads it again recomputes it).'
-    ), read_by="jvm", section=_RETAINED,
+        "shuffle succeeds, that is when its SQL execution ends (a DataFrame action, all its adaptive jobs) "
+        "or, for RDD actions, its job; a failed action keeps its outputs, which a region restart reuses. "
+        "`consumers-finished`: as in Flink, once every stage that reads the shuffle has finished (a later "
+        "action that reads it again recomputes it)."
+    ),
+    read_by="jvm",
+    section=_RETAINED,
 )
 RETAINED_LEASE_TIMEOUT = duration(
-    PREFIX + "retained.leaseTimeout", "120s",
+    PREFIX + "retained.leaseTimeout",
+    "120s",
     (
         "The safety nets that do not depend on Python. Each executor renews its application's lease "
-        '(`<dir>/<appId>.lease`) every quarter of this while the driver answers. An executor whose driver has '
+        "(`<dir>/<appId>.lease`) every quarter of this while the driver answers. An executor whose driver has "
         "not answered for this long deletes the application's retained files on its host; an executor that "
-        'stops while its driver does not answer (driver exit, lost connection) deletes them at once; and '
-        'every executor removes the directories of other applications whose lease expired (a crashed driver), '
-        'when it starts and on every renewal.'
+        "stops while its driver does not answer (driver exit, lost connection) deletes them at once; and "
+        "every executor removes the directories of other applications whose lease expired (a crashed driver), "
+        "when it starts and on every renewal."
     ),
-    minimum_ms=1000, read_by="jvm", section=_RETAINED,
+    minimum_ms=1000,
+    read_by="jvm",
+    section=_RETAINED,
 )
 
 register_namespace(PREFIX + "retained")
 register_namespace(PREFIX + "restart-strategy")
 register_namespace(PREFIX + "failover")
 register_namespace(PREFIX + "eventBuffer")
+
 
 @dataclass(frozen=True)
 class RecoveryConfig:
@@ -614,4 +741,3 @@ def render_docs(text: str) -> str:
         end = text.index(_END, header_end)
         out.append(text[i:header_end] + "\n" + markdown_table(section) + "\n")
         i = end
-

@@ -1,4 +1,5 @@
 """bench/ is a package at the repository root."""
+
 import os
 import sys
 

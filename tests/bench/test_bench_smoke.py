@@ -2,6 +2,7 @@
 
 Timings are never asserted here; bench/results/ holds the measured figures.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,14 @@ SCENARIOS = ["overhead", "executor-crash", "heartbeat-timeout", "transient-failu
 def test_scenario_runs_in_both_modes_with_equal_results(scenario, tmp_path):
     out = tmp_path / f"{scenario}.json"
     # its own process group: on a timeout the harness, its worker and their Spark JVMs all go
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", scenario, "--scale", "small", "--out", str(out)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", scenario, "--scale", "small", "--out", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, stderr = proc.communicate(timeout=840)
     except subprocess.TimeoutExpired:

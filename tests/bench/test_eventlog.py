@@ -1,4 +1,5 @@
 """Re-execution counting from event logs, on hand-written logs with known answers."""
+
 from __future__ import annotations
 
 import json
@@ -8,9 +9,15 @@ from bench.eventlog import counts, read_app, read_dir
 
 def job(job_id, stages, group="step", rdds=None):
     rdds = rdds or {}
-    return {"Event": "SparkListenerJobStart", "Job ID": job_id, "Properties": {"spark.jobGroup.id": group},
-            "Stage Infos": [{"Stage ID": s, "Stage Name": name, "Number of Tasks": n,
-                             "RDD Info": [{"RDD ID": rdds.get(s, 100 + s)}]} for s, name, n in stages]}
+    return {
+        "Event": "SparkListenerJobStart",
+        "Job ID": job_id,
+        "Properties": {"spark.jobGroup.id": group},
+        "Stage Infos": [
+            {"Stage ID": s, "Stage Name": name, "Number of Tasks": n, "RDD Info": [{"RDD ID": rdds.get(s, 100 + s)}]}
+            for s, name, n in stages
+        ],
+    }
 
 
 def submitted(stage_id):
@@ -18,15 +25,22 @@ def submitted(stage_id):
 
 
 def task(stage_id, index, ok=True, map_task=True, attempt=0):
-    return {"Event": "SparkListenerTaskEnd", "Stage ID": stage_id, "Stage Attempt ID": 0,
-            "Task Type": "ShuffleMapTask" if map_task else "ResultTask",
-            "Task End Reason": {"Reason": "Success" if ok else "ExceptionFailure"},
-            "Task Info": {"Index": index, "Attempt": attempt, "Failed": not ok, "Killed": False}}
+    return {
+        "Event": "SparkListenerTaskEnd",
+        "Stage ID": stage_id,
+        "Stage Attempt ID": 0,
+        "Task Type": "ShuffleMapTask" if map_task else "ResultTask",
+        "Task End Reason": {"Reason": "Success" if ok else "ExceptionFailure"},
+        "Task Info": {"Index": index, "Attempt": attempt, "Failed": not ok, "Killed": False},
+    }
 
 
 def job_end(job_id, ok=True):
-    return {"Event": "SparkListenerJobEnd", "Job ID": job_id,
-            "Job Result": {"Result": "JobSucceeded" if ok else "JobFailed"}}
+    return {
+        "Event": "SparkListenerJobEnd",
+        "Job ID": job_id,
+        "Job Result": {"Result": "JobSucceeded" if ok else "JobFailed"},
+    }
 
 
 def lines(*events):
@@ -38,11 +52,21 @@ MAP, RESULT = ("reduceByKey at x.py:3", 4), ("collect at x.py:4", 2)
 
 def failed_then_restarted():
     """Job 0: 4 maps, result partition 0 fails twice. Job 1 restarts the same RDDs: maps skipped, result passes."""
-    return lines(job(0, [(0, *MAP), (1, *RESULT)]), submitted(0), *[task(0, i) for i in range(4)],
-                 submitted(1), task(1, 0, ok=False, map_task=False), task(1, 1, map_task=False),
-                 task(1, 0, ok=False, map_task=False, attempt=1), job_end(0, ok=False),
-                 job(1, [(2, *MAP), (3, *RESULT)], rdds={2: 100, 3: 101}), submitted(3), task(3, 0, map_task=False),
-                 task(3, 1, map_task=False), job_end(1))
+    return lines(
+        job(0, [(0, *MAP), (1, *RESULT)]),
+        submitted(0),
+        *[task(0, i) for i in range(4)],
+        submitted(1),
+        task(1, 0, ok=False, map_task=False),
+        task(1, 1, map_task=False),
+        task(1, 0, ok=False, map_task=False, attempt=1),
+        job_end(0, ok=False),
+        job(1, [(2, *MAP), (3, *RESULT)], rdds={2: 100, 3: 101}),
+        submitted(3),
+        task(3, 0, map_task=False),
+        task(3, 1, map_task=False),
+        job_end(1),
+    )
 
 
 def test_a_restart_that_reuses_the_maps_re_executes_only_result_tasks():
@@ -54,10 +78,24 @@ def test_a_restart_that_reuses_the_maps_re_executes_only_result_tasks():
 
 
 def test_a_rerun_from_scratch_re_executes_everything_the_first_run_did():
-    first = lines(job(0, [(0, *MAP), (1, *RESULT)]), submitted(0), *[task(0, i) for i in range(4)],
-                  submitted(1), task(1, 0, ok=False, map_task=False), task(1, 1, map_task=False), job_end(0, False))
-    rerun = lines(job(0, [(0, *MAP), (1, *RESULT)]), submitted(0), *[task(0, i) for i in range(4)],
-                  submitted(1), task(1, 0, map_task=False), task(1, 1, map_task=False), job_end(0))
+    first = lines(
+        job(0, [(0, *MAP), (1, *RESULT)]),
+        submitted(0),
+        *[task(0, i) for i in range(4)],
+        submitted(1),
+        task(1, 0, ok=False, map_task=False),
+        task(1, 1, map_task=False),
+        job_end(0, False),
+    )
+    rerun = lines(
+        job(0, [(0, *MAP), (1, *RESULT)]),
+        submitted(0),
+        *[task(0, i) for i in range(4)],
+        submitted(1),
+        task(1, 0, map_task=False),
+        task(1, 1, map_task=False),
+        job_end(0),
+    )
     c = counts([read_app(first), read_app(rerun)])
     assert c["tasks_launched"] == 12 and c["applications"] == 2
     assert c["tasks_reexecuted"] == 12 - 6 and c["map_tasks_reexecuted"] == 4
@@ -84,25 +122,41 @@ def test_rolling_log_directories_are_read_in_order(tmp_path):
 
 def test_a_shuffle_recomputed_in_a_later_job_counts_as_re_executed():
     """Spark gives the same shuffle a new stage id in the next job; its RDD stays the same."""
-    events = lines(job(0, [(0, *MAP), (1, *RESULT)], group="map-stage", rdds={0: 7, 1: 8}),
-                   submitted(0), *[task(0, i) for i in range(4)], submitted(1),
-                   *[task(1, i, map_task=False) for i in range(2)], job_end(0),
-                   job(1, [(2, *MAP), (3, "collect at x.py:9", 2)], group="consumers", rdds={2: 7, 3: 9}),
-                   submitted(2), task(2, 1), task(2, 3), submitted(3),
-                   *[task(3, i, map_task=False) for i in range(2)], job_end(1))
+    events = lines(
+        job(0, [(0, *MAP), (1, *RESULT)], group="map-stage", rdds={0: 7, 1: 8}),
+        submitted(0),
+        *[task(0, i) for i in range(4)],
+        submitted(1),
+        *[task(1, i, map_task=False) for i in range(2)],
+        job_end(0),
+        job(1, [(2, *MAP), (3, "collect at x.py:9", 2)], group="consumers", rdds={2: 7, 3: 9}),
+        submitted(2),
+        task(2, 1),
+        task(2, 3),
+        submitted(3),
+        *[task(3, i, map_task=False) for i in range(2)],
+        job_end(1),
+    )
     c = counts([read_app(events)])
     assert c["map_tasks_reexecuted"] == 2 and c["tasks_reexecuted"] == 2
 
 
 def test_two_stages_with_the_same_name_are_different_work():
     """AQE runs exchanges of one query as separate jobs whose stages share a name; their RDDs differ."""
-    events = lines(job(0, [(0, *MAP)], rdds={0: 3}), submitted(0), *[task(0, i) for i in range(4)],
-                   job(1, [(1, *MAP)], rdds={1: 5}), submitted(1), *[task(1, i) for i in range(4)])
+    events = lines(
+        job(0, [(0, *MAP)], rdds={0: 3}),
+        submitted(0),
+        *[task(0, i) for i in range(4)],
+        job(1, [(1, *MAP)], rdds={1: 5}),
+        submitted(1),
+        *[task(1, i) for i in range(4)],
+    )
     assert counts([read_app(events)])["map_tasks_reexecuted"] == 0
 
 
 def test_ratio_interval_brackets_the_ratio_of_medians():
     from bench.harness import ratio_interval
+
     assert ratio_interval([2.0] * 8, [2.0] * 8) == [1.0, 1.0]
     assert ratio_interval([1.0] * 8, [1.5] * 8) == [1.5, 1.5]
     vanilla = [2.0, 2.2, 2.4, 2.6, 2.8, 3.0, 3.2, 3.4]

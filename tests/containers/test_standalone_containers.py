@@ -3,6 +3,7 @@
 Needs a Docker engine and the `testcontainers` package; skips with the reason otherwise. The same
 scenario runs without containers in tests/integration (local-cluster executors, real SIGKILL).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -37,20 +38,33 @@ def test_demo_on_containerised_standalone_cluster():
     from testcontainers.core.network import Network
     from testcontainers.core.waiting_utils import wait_for_logs
 
-    subprocess.run(["docker", "build", "-f", "docker/Dockerfile", "-t", "region-recovery:test", "."],
-                   cwd=ROOT, check=True)
+    subprocess.run(
+        ["docker", "build", "-f", "docker/Dockerfile", "-t", "region-recovery:test", "."], cwd=ROOT, check=True
+    )
     with Network() as net:
-        master = (DockerContainer("region-recovery:test").with_network(net).with_network_aliases("master")
-                  .with_command("/opt/spark/bin/spark-class org.apache.spark.deploy.master.Master --host master"))
+        master = (
+            DockerContainer("region-recovery:test")
+            .with_network(net)
+            .with_network_aliases("master")
+            .with_command("/opt/spark/bin/spark-class org.apache.spark.deploy.master.Master --host master")
+        )
         with master:
             wait_for_logs(master, "I have been elected leader", timeout=120)
-            worker = (DockerContainer("region-recovery:test").with_network(net)
-                      .with_command("/opt/spark/bin/spark-class org.apache.spark.deploy.worker.Worker "
-                                    "spark://master:7077 --cores 2 --memory 2g"))
+            worker = (
+                DockerContainer("region-recovery:test")
+                .with_network(net)
+                .with_command(
+                    "/opt/spark/bin/spark-class org.apache.spark.deploy.worker.Worker "
+                    "spark://master:7077 --cores 2 --memory 2g"
+                )
+            )
             with worker:
                 wait_for_logs(worker, "Successfully registered with master", timeout=120)
-                driver = (DockerContainer("region-recovery:test").with_network(net)
-                          .with_command("python3 -m region_recovery.cli demo --master spark://master:7077"))
+                driver = (
+                    DockerContainer("region-recovery:test")
+                    .with_network(net)
+                    .with_command("python3 -m region_recovery.cli demo --master spark://master:7077")
+                )
                 with driver:
                     exit_code = driver.get_wrapped_container().wait(timeout=600)["StatusCode"]
                     logs = driver.get_logs()[0].decode()

@@ -26,8 +26,30 @@ MAIN = "io.regionrecovery.spark.config.ConfigContract"
 PROBES = {
     "boolean": ["true", "false", "TRUE", " False ", "yes", "1", "", "truee"],
     "int": ["0", "1", "-1", "+7", "100000", " 42 ", "1.5", "ten", "", "2147483647"],
-    "duration": ["0", "1", "500", "500ms", "10 s", "10s", "1 min", "1min", "2m", "1 h", "1d", "3 days",
-                 "120s", "999 ms", "1000", "-5 s", "1.5s", "10 parsecs", "", "s", "10 S", "7 Milliseconds"],
+    "duration": [
+        "0",
+        "1",
+        "500",
+        "500ms",
+        "10 s",
+        "10s",
+        "1 min",
+        "1min",
+        "2m",
+        "1 h",
+        "1d",
+        "3 days",
+        "120s",
+        "999 ms",
+        "1000",
+        "-5 s",
+        "1.5s",
+        "10 parsecs",
+        "",
+        "s",
+        "10 S",
+        "7 Milliseconds",
+    ],
     "bytes": ["0", "1024", "64m", "64 MiB", "1g", "2GB", "1 t", "1p", "512 kib", "-1", "1.5g", "10 x", "", "b"],
     "double": ["1.5", "2", "1", "0", "0.5", "1e3", "1E-2", ".5", "5.", "-0.1", "1.01", "nan", "inf", "x", ""],
     "choice": [],  # filled per key from its aliases, plus the probes below
@@ -54,8 +76,9 @@ def _classpath() -> str:
 
 
 def _run(mode: str, stdin: str = "") -> str:
-    proc = subprocess.run([_java(), "-cp", _classpath(), MAIN, mode], input=stdin, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [_java(), "-cp", _classpath(), MAIN, mode], input=stdin, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, f"ConfigContract {mode} failed:\n{proc.stderr}"
     return proc.stdout
 
@@ -77,7 +100,9 @@ def test_declarations_agree(scala_declarations, key):
     scala = scala_declarations.get(key)
     assert scala is not None, f"{key} is not declared in Scala"
     for field in ("type", "default", "choices", "minimum", "accepted", "deprecated_names", "read_by"):
-        assert scala[field] == python[field], f"{key}: {field} differs (Scala {scala[field]!r}, Python {python[field]!r})"
+        assert scala[field] == python[field], (
+            f"{key}: {field} differs (Scala {scala[field]!r}, Python {python[field]!r})"
+        )
     assert scala["doc"].strip(), f"{key} has no documentation in Scala"
 
 
@@ -109,7 +134,9 @@ def test_both_parsers_accept_and_reject_the_same_values_alike():
         elif "value" in python and not _same(python["value"], scala["value"]):
             mismatches.append(f"{key.name}={raw!r}: Python {python['value']!r}, Scala {scala['value']!r}")
         elif "error" in scala:
-            assert key.name in scala["error"] and raw in scala["error"], f"Scala's error must name key and value: {scala}"
+            assert key.name in scala["error"] and raw in scala["error"], (
+                f"Scala's error must name key and value: {scala}"
+            )
     assert mismatches == []
 
 

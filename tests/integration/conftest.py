@@ -1,4 +1,5 @@
 """Fixtures for integration tests (helpers live in sparkcluster.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,6 +17,7 @@ def pytest_collection_modifyitems(items):
 def plugin_jar() -> str:
     from region_recovery import jar_path
     from region_recovery.errors import JarNotFoundError
+
     try:
         return jar_path()
     except JarNotFoundError as e:

@@ -4,6 +4,7 @@ Each test gets a fresh application (faults change a cluster for good). Sessions 
 plugin jar bundled by scripts/build-jar.sh. Processes a test freezes are thawed and killed in
 teardown, by pid, so nothing outlives the test.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,10 +25,18 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 def base_builder(app_name: str, master: str = MASTER, **conf):
     from pyspark.sql import SparkSession
-    b = (SparkSession.Builder().master(master).appName(app_name)  # a fresh builder: SparkSession.builder keeps options
-         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config("spark.pyspark.python", sys.executable)
-         .config("spark.sql.shuffle.partitions", "4"))
+
+    b = (
+        SparkSession.Builder()
+        .master(master)
+        .appName(app_name)  # a fresh builder: SparkSession.builder keeps options
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.shuffle.partitions", "4")
+    )
     for k, v in conf.items():
         b = b.config(k.replace("__", "."), v)
     return b
@@ -42,6 +51,7 @@ def forget_leaked_plugin_settings() -> None:
     apply to every later test that does not set them.
     """
     from pyspark import SparkContext
+
     jvm = SparkContext._jvm
     if jvm is None:
         return
@@ -56,6 +66,7 @@ class Cluster:
 
     def __init__(self, app_name: str, conf: dict):
         import region_recovery
+
         forget_leaked_plugin_settings()
         self.spark = region_recovery.configure(base_builder(app_name, **conf)).getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")
@@ -94,5 +105,11 @@ def run_python(code: str, env: dict | None = None, timeout: int = 300) -> subpro
     """Runs a script in a fresh interpreter, hence a fresh driver JVM (class path set at launch)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, cwd=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=str(ROOT),
+    )

@@ -1,5 +1,6 @@
 """Planned versus actual: for a real executor loss and the fetch failures it causes, the planner's
 restart set is recorded next to the tasks Spark re-ran, and the two are compared."""
+
 from __future__ import annotations
 
 import threading
@@ -29,8 +30,10 @@ def test_executor_loss_and_fetch_failures_planned_versus_actual(cluster):
 
     def b_running(m):
         a = [s for s in m.shuffles.values() if s.num_maps == 6 and s.available_count() == 6]
-        return bool(a) and any(st.shuffle_id is not None and st.num_tasks == 4 and st.attempts
-                               for st in m.stages.values())
+        return bool(a) and any(
+            st.shuffle_id is not None and st.num_tasks == 4 and st.attempts for st in m.stages.values()
+        )
+
     assert c.model.wait_for(b_running, 120)
     a_shuffle = c.model.read(lambda m: [s.shuffle_id for s in m.shuffles.values() if s.num_maps == 6][0])
     victim = c.model.read(lambda m: sorted({o.executor_id for o in m.shuffles[a_shuffle].outputs.values()})[0])
@@ -45,8 +48,12 @@ def test_executor_loss_and_fetch_failures_planned_versus_actual(cluster):
     assert decisions, "the failures produced decisions"
     reasons = {r for d in decisions for r in d["reasons"]}
     assert "EXECUTOR_LOST" in reasons or "FETCH_FAILED" in reasons
-    (b_decision,) = [d for d in decisions if d["stage_attempt"] == 0 and
-                     any(t.startswith("map:") and not t.startswith(f"map:{a_shuffle}:") for t in d["failed_tasks"])]
+    (b_decision,) = [
+        d
+        for d in decisions
+        if d["stage_attempt"] == 0
+        and any(t.startswith("map:") and not t.startswith(f"map:{a_shuffle}:") for t in d["failed_tasks"])
+    ]
     lost_a = {f"map:{a_shuffle}:{i}" for i in lost}
     planned, actual = set(b_decision["planned"]), set(b_decision["actual"])
     skip_det = set(b_decision["planned_skip_deterministic"])
@@ -90,19 +97,25 @@ def test_spark_rolls_back_consumers_of_an_indeterminate_producer(cluster):
     def consumer_half_done(m):
         b, c_ = producer_and_consumer(m)
         return c_ is not None and 0 in c_.attempts and c_.attempts[0].tasks_succeeded >= 1
+
     assert c.model.wait_for(consumer_half_done, 120), c.model.snapshot()["stages"]
     producer, consumer_stage = c.model.read(producer_and_consumer)
     assert producer.determinism.name == "INDETERMINATE"
-    victim = c.model.read(lambda m: sorted({o.executor_id for o in m.shuffles[producer.shuffle_id].outputs.values()})[0])
+    victim = c.model.read(
+        lambda m: sorted({o.executor_id for o in m.shuffles[producer.shuffle_id].outputs.values()})[0]
+    )
     faults.kill_executor(c.rr, victim)
     runner.join(240)
     assert result == {k: 4000 // 6 + (1 if k < 4000 % 6 else 0) for k in range(6)}, "results are correct"
     c.rr.sync()
 
-    attempts = c.model.read(lambda m: {a: (att.num_tasks, att.status) for a, att in m.stages[consumer_stage.stage_id].attempts.items()})
+    attempts = c.model.read(
+        lambda m: {a: (att.num_tasks, att.status) for a, att in m.stages[consumer_stage.stage_id].attempts.items()}
+    )
     retries = [n for a, (n, _) in attempts.items() if a > 0]
     assert retries and max(retries) == consumer_stage.num_tasks, (
-        f"Spark re-ran every consumer partition after the indeterminate producer was recomputed: {attempts}")
+        f"Spark re-ran every consumer partition after the indeterminate producer was recomputed: {attempts}"
+    )
 
 
 def _random_keys_then_kill(c):
@@ -115,6 +128,7 @@ def _random_keys_then_kill(c):
 
     def random_key(x):
         import random
+
         return random.randint(0, 7), x
 
     def slow(rows):
@@ -128,13 +142,22 @@ def _random_keys_then_kill(c):
     runner.start()
 
     def b_half_done(m):
-        return any(st.shuffle_id is not None and st.parents and 0 in st.attempts
-                   and st.attempts[0].tasks_succeeded >= 1 for st in m.stages.values())
+        return any(
+            st.shuffle_id is not None and st.parents and 0 in st.attempts and st.attempts[0].tasks_succeeded >= 1
+            for st in m.stages.values()
+        )
+
     assert c.model.wait_for(b_half_done, 120)
     # kill the executor that wrote the fewest finished consumer outputs, so that at least one survives
     # (both executors may have finished one by now: their tasks run in step)
-    done_on = c.model.read(lambda m: [o.executor_id for st in m.stages.values() if st.shuffle_id is not None
-                                      and st.parents for o in m.shuffles[st.shuffle_id].outputs.values()])
+    done_on = c.model.read(
+        lambda m: [
+            o.executor_id
+            for st in m.stages.values()
+            if st.shuffle_id is not None and st.parents
+            for o in m.shuffles[st.shuffle_id].outputs.values()
+        ]
+    )
     victim = min(sorted(c.model.live_executors()), key=done_on.count)
     faults.kill_executor(c.rr, victim)
     runner.join(240)

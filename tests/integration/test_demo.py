@@ -1,4 +1,5 @@
 """The README's main command: the demo, run the way users run it (a fresh driver process)."""
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 def test_demo_kills_an_executor_restarts_a_job_and_verifies_both_results(tmp_path):
     report = tmp_path / "demo.json"
-    done = run_python(f"""
+    done = run_python(
+        f"""
         import sys
         from region_recovery.cli import main
         sys.exit(main(["demo", "--json", {str(report)!r}]))
-    """, timeout=360)
+    """,
+        timeout=360,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Result: identical to the expected result" in done.stdout
     summary = json.loads(report.read_text())

@@ -3,6 +3,7 @@
 Class path settings take effect when a driver JVM starts, so the cases that need their own JVM
 run in a fresh interpreter (run_python).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,8 @@ from pathlib import Path
 import pytest
 
 import region_recovery
-from region_recovery.jvm import packaging
 from region_recovery.errors import AlreadyAttachedError, SparkNotStartedError
-
+from region_recovery.jvm import packaging
 from sparkcluster import ROOT, run_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
@@ -36,9 +36,9 @@ SHUFFLE_JOB_AND_REPORT = """
 
 
 def _result(proc: subprocess.CompletedProcess) -> dict:
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"subprocess failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def _script(builder_code: str, use_packages: bool) -> str:
@@ -62,9 +62,13 @@ def test_packages_resolve_offline_from_local_m2(tmp_path):
     m2 = Path.home() / ".m2" / "repository" / "io" / "regionrecovery" / packaging.ARTIFACT / region_recovery.__version__
     assert m2.is_dir(), "scripts/build-jar.sh publishes to ~/.m2 (sbt publishM2)"
     ivy = tmp_path / "ivy"
-    proc = run_python(_script(
-        f"spark = region_recovery.configure(b.config('spark.jars.ivy', {str(ivy)!r}), use_packages=True).getOrCreate()",
-        use_packages=True))
+    proc = run_python(
+        _script(
+            "spark = region_recovery.configure("
+            f"b.config('spark.jars.ivy', {str(ivy)!r}), use_packages=True).getOrCreate()",
+            use_packages=True,
+        )
+    )
     out = _result(proc)
     assert out["status"]["installed_by"] == "plugin" and out["status"]["shuffle_io"] is True
     assert out["status"]["executors_reporting"] == 1, "the executor JVM loaded the plugin from the package"
@@ -75,14 +79,24 @@ def test_packages_resolve_offline_from_local_m2(tmp_path):
 
 def test_built_wheel_ships_the_jar_and_is_enough(tmp_path):
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(wheels), str(ROOT)], check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (wheel,) = wheels.glob("spark_region_recovery-*.whl")
     jar_entry = f"region_recovery/jars/{packaging.ARTIFACT}-{region_recovery.__version__}.jar"
     assert jar_entry in zipfile.ZipFile(wheel).namelist()
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     env = {"PYTHONPATH": str(site)}
     proc = run_python(_script("spark = region_recovery.configure(b).getOrCreate()", use_packages=False), env=env)
     out = _result(proc)
@@ -130,14 +144,19 @@ def test_attach_twice_and_attach_after_stop(cluster):
 
 def test_listener_alone_through_extra_listeners():
     # Own JVM: PySpark copies the first session's settings (spark.plugins) into later ones.
-    proc = run_python(_script(f"""
+    proc = run_python(
+        _script(
+            f"""
         settings = region_recovery.packaging.spark_settings({{}}, shuffle_io=False)
         del settings["spark.plugins"]
         b = b.config("spark.extraListeners", {packaging.LISTENER_CLASS!r})
         for k, v in settings.items():
             b = b.config(k, v)
         spark = b.getOrCreate()
-        """, use_packages=False))
+        """,
+            use_packages=False,
+        )
+    )
     out = _result(proc)
     assert out["status"]["installed_by"] == "extraListeners" and out["status"]["queue"] == "shared"
     assert out["status"]["executors_reporting"] == 0 and out["status"]["shuffle_io"] is False

@@ -1,5 +1,6 @@
 """Job-level restarts on a real local-cluster: a transient fault that outlasts
 spark.task.maxFailures, recovered by the restart strategy with every upstream shuffle reused."""
+
 from __future__ import annotations
 
 from operator import add
@@ -7,15 +8,17 @@ from operator import add
 import pytest
 from pyspark.errors import PythonException
 
-from region_recovery.testing import faults
 from region_recovery.control.job_restarts import RestartRefusedError
+from region_recovery.testing import faults
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-RESTARTS = {"spark.task.maxFailures": "2",
-            "spark.regionRecovery.restart-strategy.type": "fixed-delay",
-            "spark.regionRecovery.restart-strategy.fixed-delay.attempts": "3",
-            "spark.regionRecovery.restart-strategy.fixed-delay.delay": "1 s"}
+RESTARTS = {
+    "spark.task.maxFailures": "2",
+    "spark.regionRecovery.restart-strategy.type": "fixed-delay",
+    "spark.regionRecovery.restart-strategy.fixed-delay.attempts": "3",
+    "spark.regionRecovery.restart-strategy.fixed-delay.delay": "1 s",
+}
 EXPECTED = [(k, 400) for k in range(10)]
 
 
@@ -90,16 +93,19 @@ DATAFRAME = dict(RESTARTS, **{"spark.sql.autoBroadcastJoinThreshold": "-1"})  # 
 def groupby_join(spark, fault_udf):
     """groupBy, join, groupBy: three shuffles; the fault sits in the final (write) stage."""
     from pyspark.sql import functions as F
+
     a = spark.range(0, 20000, numPartitions=4).withColumn("k", F.col("id") % 100)
     b = spark.range(0, 2000, numPartitions=4).withColumn("k", F.col("id") % 100).withColumnRenamed("id", "bid")
     per_key = a.groupBy("k").agg(F.sum("id").alias("s"), F.count("*").alias("n"))
-    grouped = per_key.join(b, "k").groupBy((F.col("bid") % 7).alias("g")).agg(F.sum("s").alias("s"),
-                                                                             F.sum("n").alias("n"))
+    grouped = (
+        per_key.join(b, "k").groupBy((F.col("bid") % 7).alias("g")).agg(F.sum("s").alias("s"), F.sum("n").alias("n"))
+    )
     return grouped.withColumn("n", fault_udf(F.col("n")))
 
 
 def test_dataframe_groupby_join_write_is_restarted_reusing_its_shuffles(cluster, tmp_path):
     from pyspark.sql.functions import udf
+
     c = cluster(**DATAFRAME)
     reference = str(tmp_path / "reference")
     groupby_join(c.spark, udf(lambda n: n, "long")).write.parquet(reference)

@@ -1,13 +1,14 @@
 """The live model against a real local-cluster: DAG, executor loss by SIGKILL and by heartbeat
 timeout (SIGSTOP), recomputed outputs, and no lost events on a 20,000-task job."""
+
 from __future__ import annotations
 
 from operator import add
 
 import pytest
 
-from region_recovery.testing import faults
 from region_recovery.model.executors import LossKind
+from region_recovery.testing import faults
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -86,8 +87,13 @@ def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(clu
 
 
 def test_sigstop_executor_classified_as_heartbeat_timeout(cluster):
-    c = cluster(**{"spark.network.timeout": "8s", "spark.executor.heartbeatInterval": "1s",
-                   "spark.network.timeoutInterval": "1s"})
+    c = cluster(
+        **{
+            "spark.network.timeout": "8s",
+            "spark.executor.heartbeatInterval": "1s",
+            "spark.network.timeoutInterval": "1s",
+        }
+    )
     c.wait_executors(2)
     pairs = c.sc.parallelize(range(1000), 4).map(lambda x: (x % 10, 1)).reduceByKey(add, 2)
     assert pairs.count() == 10

@@ -7,6 +7,7 @@
   exit (they delete on driver loss) or, when they are killed too, once a new application's
   executors sweep the expired lease.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,7 +42,9 @@ def disk_bytes(root: str, app_id: str) -> int:
 
 
 def app_entries(root: str, app_id: str) -> list[str]:
-    return sorted(n for n in os.listdir(root) if n == app_id or n.startswith(app_id + ".")) if os.path.isdir(root) else []
+    return (
+        sorted(n for n in os.listdir(root) if n == app_id or n.startswith(app_id + ".")) if os.path.isdir(root) else []
+    )
 
 
 def ledger_settled(c, cap: int) -> bool:
@@ -64,8 +67,13 @@ def wait(predicate, timeout: float, step: float = 0.2) -> bool:
 
 def test_a_long_session_of_50_jobs_stays_under_max_bytes(cluster, tmp_path):
     root = str(tmp_path / "retained")
-    c = cluster(**{"spark.regionRecovery.retained.enabled": "true", "spark.regionRecovery.retained.dir": root,
-                   "spark.regionRecovery.retained.maxBytes": str(MAX_BYTES)})
+    c = cluster(
+        **{
+            "spark.regionRecovery.retained.enabled": "true",
+            "spark.regionRecovery.retained.dir": root,
+            "spark.regionRecovery.retained.maxBytes": str(MAX_BYTES),
+        }
+    )
     c.wait_executors(2)
     app = c.sc.applicationId
     rdds, peak, per_job = [], 0, []
@@ -80,11 +88,14 @@ def test_a_long_session_of_50_jobs_stays_under_max_bytes(cluster, tmp_path):
         peak = max(peak, on_disk)
         assert on_disk <= MAX_BYTES, f"job {i}: {on_disk} retained bytes on disk > {MAX_BYTES}"
     led = c.rr.retained_ledger()
-    shuffle_bytes = c.model.read(lambda m: sum(o.retained_bytes or 0 for sh in m.shuffles.values()
-                                               for o in sh.outputs.values()))
-    print(f"\n[lifecycle] 50 jobs: {shuffle_bytes} bytes retained in total, peak on disk {peak} "
-          f"(cap {MAX_BYTES}), released {led['released']} outputs ({led['released_bytes']} bytes), "
-          f"overCap {led['over_cap']}")
+    shuffle_bytes = c.model.read(
+        lambda m: sum(o.retained_bytes or 0 for sh in m.shuffles.values() for o in sh.outputs.values())
+    )
+    print(
+        f"\n[lifecycle] 50 jobs: {shuffle_bytes} bytes retained in total, peak on disk {peak} "
+        f"(cap {MAX_BYTES}), released {led['released']} outputs ({led['released_bytes']} bytes), "
+        f"overCap {led['over_cap']}"
+    )
     assert shuffle_bytes > 3 * MAX_BYTES, "the session wrote well past the cap, so the cap did the work"
     assert led["released"] > 0 and led["over_cap"] == 0
     assert led["bytes"] == disk_bytes(root, app), "the driver's ledger is what is on disk"
@@ -106,16 +117,21 @@ def test_a_long_session_of_50_jobs_stays_under_max_bytes(cluster, tmp_path):
 
 def test_consumers_finished_releases_a_shuffle_once_its_readers_finished(cluster, tmp_path):
     root = str(tmp_path / "retained")
-    c = cluster(**{"spark.regionRecovery.retained.enabled": "true", "spark.regionRecovery.retained.dir": root,
-                   "spark.regionRecovery.retained.release": "consumers-finished"})
+    c = cluster(
+        **{
+            "spark.regionRecovery.retained.enabled": "true",
+            "spark.regionRecovery.retained.dir": root,
+            "spark.regionRecovery.retained.release": "consumers-finished",
+        }
+    )
     c.wait_executors(2)
 
     def slow(rows):
         time.sleep(3.0)
         return rows
 
-    a = c.sc.parallelize(range(2000), 4).map(lambda x: (x % 40, x)).reduceByKey(add, 4)     # shuffle A
-    b = a.map(lambda kv: (kv[0] % 5, kv[1])).reduceByKey(add, 2)                              # shuffle B
+    a = c.sc.parallelize(range(2000), 4).map(lambda x: (x % 40, x)).reduceByKey(add, 4)  # shuffle A
+    b = a.map(lambda kv: (kv[0] % 5, kv[1])).reduceByKey(add, 2)  # shuffle B
     assert sum(b.mapPartitions(slow).collectAsMap().values()) == sum(range(2000))
     assert wait(lambda: c.rr.sync() or c.model.retained_bytes()["total"] == 0, 10), c.model.retained_bytes()
     # shuffle ids follow DAG construction (from the result backwards), so find A by its position
@@ -127,23 +143,31 @@ def test_consumers_finished_releases_a_shuffle_once_its_readers_finished(cluster
     for r in c.model.releases:
         released_at[r.shuffle_id] = max(released_at.get(r.shuffle_id, 0), r.time)
     assert set(released_at) == {sa, sb}, c.rr.retained_ledger()
-    assert released_at[sa] < result_done - 1000, \
+    assert released_at[sa] < result_done - 1000, (
         "A's only reader (B's map stage) finished: A was released while the result stage still ran"
+    )
     assert released_at[sb] >= result_done, "B was released only when its reader, the result stage, finished"
     assert disk_bytes(root, c.sc.applicationId) == 0
 
 
 def test_job_end_releases_after_a_dataframe_action_and_keeps_a_failed_ones(cluster, tmp_path):
     from pyspark.sql import functions as F
+
     root = str(tmp_path / "retained")
-    c = cluster(**{"spark.regionRecovery.retained.enabled": "true", "spark.regionRecovery.retained.dir": root,
-                   "spark.regionRecovery.retained.release": "job-end"})
+    c = cluster(
+        **{
+            "spark.regionRecovery.retained.enabled": "true",
+            "spark.regionRecovery.retained.dir": root,
+            "spark.regionRecovery.retained.release": "job-end",
+        }
+    )
     c.wait_executors(2)
     df = c.spark.range(0, 20000, 1, 4).withColumn("k", F.col("id") % 13)
     rows = df.groupBy("k").agg(F.sum("id").alias("s")).groupBy((F.col("k") % 3).alias("g")).agg(F.sum("s")).collect()
     assert sum(r[1] for r in rows) == sum(range(20000))
-    assert wait(lambda: c.rr.sync() or (c.model.retained_bytes()["total"] == 0 and c.model.releases), 10), \
+    assert wait(lambda: c.rr.sync() or (c.model.retained_bytes()["total"] == 0 and c.model.releases), 10), (
         c.model.retained_bytes()
+    )
     assert disk_bytes(root, c.sc.applicationId) == 0
     released_shuffles = {r.shuffle_id for r in c.model.releases}
     assert len(released_shuffles) >= 2, "both exchanges of the query were released at its end"
@@ -152,7 +176,7 @@ def test_job_end_releases_after_a_dataframe_action_and_keeps_a_failed_ones(clust
         raise RuntimeError("boom")
 
     bad = df.groupBy("k").agg(F.sum("id").alias("s")).withColumn("x", F.udf(boom, "long")("s"))
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="boom"):
         bad.collect()
     c.rr.sync()
     kept = c.model.retained_bytes()
@@ -182,11 +206,20 @@ time.sleep(600)
 @pytest.mark.parametrize("executors", ["exit-on-their-own", "killed-too"])
 def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(cluster, tmp_path, executors):
     root = str(tmp_path / "retained")
-    conf = {"spark.regionRecovery.retained.enabled": "true", "spark.regionRecovery.retained.dir": root,
-            "spark.regionRecovery.retained.leaseTimeout": "4s"}
+    conf = {
+        "spark.regionRecovery.retained.enabled": "true",
+        "spark.regionRecovery.retained.dir": root,
+        "spark.regionRecovery.retained.leaseTimeout": "4s",
+    }
     code = DRIVER.format(tests=str(ROOT / "tests" / "integration"), conf=conf)
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, cwd=str(ROOT), env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=str(ROOT),
+        env=dict(os.environ),
+    )
     executor_pids: list[int] = []
     jvm = None
     started: dict[int, int | None] = {}
@@ -218,8 +251,9 @@ def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(c
         c = cluster(**conf)  # a new application on the same host and retained root
         c.wait_executors(2)
         assert wait(lambda: app_entries(root, dead_app) == [], 30), os.listdir(root)
-        assert sum(v for _, v in c.sc.parallelize(range(100), 2).map(lambda x: (x % 3, x)).reduceByKey(add).collect()) \
-            == sum(range(100))
+        assert sum(
+            v for _, v in c.sc.parallelize(range(100), 2).map(lambda x: (x % 3, x)).reduceByKey(add).collect()
+        ) == sum(range(100))
     finally:
         for pid, start in started.items():
             faults.signal_if_same(pid, start, signal.SIGKILL)

@@ -5,6 +5,7 @@ executor on the same host adopts the lost executor's retained outputs) and with 
 is vanilla Spark without an external shuffle service (every map output of the lost executor is
 recomputed). The count compared is map tasks Spark started after the fault, from the live model.
 """
+
 from __future__ import annotations
 
 import glob
@@ -25,8 +26,10 @@ MEASURED: dict = {}  # scenario -> counts, printed at the end of the module
 
 
 def retention_conf(root: str, enabled: bool, **extra) -> dict:
-    conf = {"spark.regionRecovery.retained.enabled": "true" if enabled else "false",
-            "spark.regionRecovery.retained.dir": root}
+    conf = {
+        "spark.regionRecovery.retained.enabled": "true" if enabled else "false",
+        "spark.regionRecovery.retained.dir": root,
+    }
     conf.update(extra)
     return conf
 
@@ -98,8 +101,9 @@ def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
     lost = on[victim]
     if retained:
         sh = c.model.shuffles[sid]
-        assert all(o.retained_bytes and o.retained_bytes > 0 for o in sh.outputs.values()), \
+        assert all(o.retained_bytes and o.retained_bytes > 0 for o in sh.outputs.values()), (
             "every committed output was reported retained, with its size"
+        )
         assert all(o.retained_checksum for o in sh.outputs.values())
         assert len(retained_files(root, c.sc.applicationId, victim)) == 3 * len(lost)  # data, index, checksum
         assert oct(os.stat(os.path.join(root, c.sc.applicationId)).st_mode & 0o777) == "0o700"
@@ -130,8 +134,9 @@ def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
             assert out.available and out.adopted_from == victim and out.executor_id != victim
         # The coordinator purges the lost executor's directory and writes its fence after the adoption
         # events settled() waited for; its RetainedFilesDeleted event follows the fence.
-        assert c.model.wait_for(lambda m: any(d.executor_id == victim for d in m.retained_deletions), 30), \
+        assert c.model.wait_for(lambda m: any(d.executor_id == victim for d in m.retained_deletions), 30), (
             "no RetainedFilesDeleted event for the lost executor"
+        )
         assert retained_files(root, c.sc.applicationId, victim) == [], "the lost executor's directory is gone"
         assert os.path.exists(os.path.join(root, c.sc.applicationId, f"{victim}.fenced"))
     else:
@@ -165,10 +170,15 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
         if not sids:
             return False
         sid = max(sids)
-        stages = [st for st in m.stages.values() if st.shuffle_id is None and st.job_ids
-                  and max(st.job_ids) == max(m.jobs)]
-        return bool(stages) and any(a.tasks_started > 0 for a in stages[0].attempts.values()) \
+        stages = [
+            st for st in m.stages.values() if st.shuffle_id is None and st.job_ids and max(st.job_ids) == max(m.jobs)
+        ]
+        return (
+            bool(stages)
+            and any(a.tasks_started > 0 for a in stages[0].attempts.values())
             and len(m.shuffles[sid].outputs) == N_MAPS
+        )
+
     assert c.model.wait_for(consumer_running, 120), "the consuming stage did not start"
     sid = max(s for s in c.model.shuffles if s != 0)
     on = outputs_by_executor(c.model, sid)
@@ -185,8 +195,11 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
     assert sorted(result["rows"]) == expected
     sh = c.model.shuffles[sid]
     job = c.model.jobs[max(c.model.jobs)]
-    counts = {"victim_outputs": len(lost), "map_tasks_reexecuted": reexecuted,
-              "fetch_failures": sum(1 for f in job.failures if f.kind == "fetch-failed")}
+    counts = {
+        "victim_outputs": len(lost),
+        "map_tasks_reexecuted": reexecuted,
+        "fetch_failures": sum(1 for f in job.failures if f.kind == "fetch-failed"),
+    }
     if retained:
         # adoption events come from the coordinator's thread: wait for them, not for one sync
         assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60), "no adoption decision"
@@ -239,8 +252,13 @@ def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(cluster, t
     reexecuted = c.model.map_tasks_started - before
     assert got == expected
     assert reexecuted == 1, "exactly the corrupt output is recomputed"
-    record("corrupt-retained-file", victim_outputs=len(lost), adopted=len(lost) - 1,
-           map_tasks_reexecuted=reexecuted, reason=reason)
+    record(
+        "corrupt-retained-file",
+        victim_outputs=len(lost),
+        adopted=len(lost) - 1,
+        map_tasks_reexecuted=reexecuted,
+        reason=reason,
+    )
     close_and_check_nothing_left(c, root)
 
 
@@ -250,9 +268,17 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     files are deleted within spark.network.timeout + 5 s, and after SIGCONT it serves nothing."""
     root = str(tmp_path / "retained")
     timeout_s = 8
-    c = cluster(**retention_conf(root, True, **{
-        "spark.network.timeout": f"{timeout_s}s", "spark.executor.heartbeatInterval": "1s",
-        "spark.network.timeoutInterval": "1s"}))
+    c = cluster(
+        **retention_conf(
+            root,
+            True,
+            **{
+                "spark.network.timeout": f"{timeout_s}s",
+                "spark.executor.heartbeatInterval": "1s",
+                "spark.network.timeoutInterval": "1s",
+            },
+        )
+    )
     pairs, expected, sid, victim, lost = run_and_pick_victim(c)
     app_id = c.sc.applicationId
     assert retained_files(root, app_id, victim)
@@ -264,8 +290,9 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     while retained_files(root, app_id, victim) and time.monotonic() < deadline:
         time.sleep(0.2)
     gone_after = time.monotonic() - frozen_at
-    assert retained_files(root, app_id, victim) == [], \
+    assert retained_files(root, app_id, victim) == [], (
         f"retained files of the timed-out executor still there {gone_after:.1f} s after SIGSTOP"
+    )
     assert c.model.wait_for(lambda m: not m.executors[victim].alive, 10)
     assert c.model.executors[victim].loss.kind.value == "heartbeat-timeout"
     assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 10)
@@ -273,8 +300,14 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     assert not [a for a in sh.adoptions if a.from_executor == victim], "a timed-out executor's outputs are not adopted"
     assert all(not sh.outputs[i].available for i in lost)
 
-    served = [p for d in executor_dirs(pid) for i in lost for p in glob.glob(os.path.join(
-        d, "**", f"shuffle_{sid}_{c.model.shuffles[sid].outputs[i].map_id}_0.data"), recursive=True)]
+    served = [
+        p
+        for d in executor_dirs(pid)
+        for i in lost
+        for p in glob.glob(
+            os.path.join(d, "**", f"shuffle_{sid}_{c.model.shuffles[sid].outputs[i].map_id}_0.data"), recursive=True
+        )
+    ]
     assert len(served) == len(lost), "the frozen executor's block manager files are still there"
     faults.thaw(pid)  # it comes back: it must not resurrect anything
     deadline = time.monotonic() + 10
@@ -292,8 +325,13 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
     jvm = c.sc._jvm.org.apache.spark.regionrecovery.SparkInternals
     assert jvm.outputsOnExecutor(victim).size() == 0, "an output is registered on the timed-out executor"
     exited = faults.wait_gone(pid, timeout=30)
-    record("heartbeat-timeout", victim_outputs=len(lost), map_tasks_reexecuted=reexecuted,
-           retained_files_gone_after_s=round(gone_after, 1), thawed_process_exited=exited)
+    record(
+        "heartbeat-timeout",
+        victim_outputs=len(lost),
+        map_tasks_reexecuted=reexecuted,
+        retained_files_gone_after_s=round(gone_after, 1),
+        thawed_process_exited=exited,
+    )
     close_and_check_nothing_left(c, root)
 
 
@@ -318,6 +356,7 @@ def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(cluster,
 
     def files_of(sid):
         return [p for p in retained_files(root, app_id) if os.path.basename(p).startswith(f"shuffle_{sid}_")]
+
     assert len(files_of(sid_first)) == 3 * N_MAPS and files_of(sid_second)
     c.sc._jsc.sc().cleaner().get().doCleanupShuffle(sid_first, True)
     deadline = time.monotonic() + 30
@@ -328,8 +367,9 @@ def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(cluster,
     # The coordinator reports the deletion after its agent's reply: the files can be gone before the
     # event exists, so wait for the event rather than for one sync.
     reason = f"shuffle {sid_first} removed"
-    assert c.model.wait_for(lambda m: any(d.reason == reason for d in m.retained_deletions), 30), \
+    assert c.model.wait_for(lambda m: any(d.reason == reason for d in m.retained_deletions), 30), (
         "no RetainedFilesDeleted event for the cleaned shuffle"
+    )
     released = c.model.read(lambda m: [d for d in m.retained_deletions if d.reason == reason])
     assert released[0].files == 3 * N_MAPS and released[0].bytes > 0
     record("shuffle-cleanup", released_files=released[0].files, released_bytes=released[0].bytes)

@@ -1,4 +1,5 @@
 """attach() refuses what it cannot work with, with messages that say what to do. No JVM here."""
+
 import pytest
 
 from region_recovery import RegionRecovery
@@ -8,6 +9,7 @@ from region_recovery.errors import SparkConnectNotSupportedError, SparkNotStarte
 def test_spark_connect_session_is_refused_with_a_clear_reason():
     pytest.importorskip("grpc", reason="Spark Connect client libraries (pyspark[connect]) not installed")
     from pyspark.sql.connect.session import SparkSession as ConnectSession
+
     # A real Connect session object; its client connects lazily, so no server is needed to build it.
     session = ConnectSession.builder.remote("sc://127.0.0.1:1").getOrCreate()
     try:

@@ -54,91 +54,203 @@ CASES = [
     ("job-cancelled", None, "Job 4 cancelled as part of cancellation of all jobs", NON),
     ("fetch-failed", "FetchFailed", "BlockManagerId(1, 10.0.0.5, 36455, None), shuffleId=0, mapIndex=3", LOST),
     ("fetch-failed", "org.apache.spark.shuffle.FetchFailedException", "Failed to connect to /10.0.0.5:36455", LOST),
-    ("fetch-failed", "org.apache.spark.shuffle.MetadataFetchFailedException",
-     "Missing an output location for shuffle 0 partition 0", LOST),
-    ("fetch-failed-in-message", "org.apache.spark.SparkException",
-     "Task failed\nCaused by: org.apache.spark.shuffle.FetchFailedException: Stream is corrupted", LOST),
+    (
+        "fetch-failed",
+        "org.apache.spark.shuffle.MetadataFetchFailedException",
+        "Missing an output location for shuffle 0 partition 0",
+        LOST,
+    ),
+    (
+        "fetch-failed-in-message",
+        "org.apache.spark.SparkException",
+        "Task failed\nCaused by: org.apache.spark.shuffle.FetchFailedException: Stream is corrupted",
+        LOST,
+    ),
     ("missing-output-location", None, "Missing an output location for shuffle 5 partition 17", LOST),
     ("pipelined-fetch-failure", None, "A pipelined group member failed with a fetch failure: boom", LOST),
-    ("executor-lost", "ExecutorLostFailure",
-     "(executor 1 exited unrelated to the running tasks) Reason: Executor heartbeat timed out after 20576 ms", ENV),
+    (
+        "executor-lost",
+        "ExecutorLostFailure",
+        "(executor 1 exited unrelated to the running tasks) Reason: Executor heartbeat timed out after 20576 ms",
+        ENV,
+    ),
     ("executor-lost", "ExecutorShutdownFailure", "(executor 2 was shutting down)", ENV),
     ("executor-lost", "TaskResultLost", "(result lost from block manager)", ENV),
     ("heartbeat-timeout", None, "Executor heartbeat timed out after 120000 ms", ENV),
     ("executor-exited", None, "Command exited with code 137", ENV),
     ("executor-process-lost", None, "Executor Process Lost", ENV),
     ("executor-process-lost", None, "Executor killed by driver.", ENV),
-    ("executor-process-lost", None, "Remote RPC client disassociated. Likely due to containers exceeding thresholds",
-     ENV),
-    ("kubernetes-executor-lost", None,
-     "The executor with id 4 exited with exit code 137(SIGKILL, possible container OOM).", ENV),
+    (
+        "executor-process-lost",
+        None,
+        "Remote RPC client disassociated. Likely due to containers exceeding thresholds",
+        ENV,
+    ),
+    (
+        "kubernetes-executor-lost",
+        None,
+        "The executor with id 4 exited with exit code 137(SIGKILL, possible container OOM).",
+        ENV,
+    ),
     ("kubernetes-executor-lost", None, "The executor with id 9 was deleted by a user or the framework.", ENV),
-    ("yarn-container-lost", None, "Container killed by YARN for exceeding physical memory limits. 12.4 GB of 12 GB",
-     ENV),
+    (
+        "yarn-container-lost",
+        None,
+        "Container killed by YARN for exceeding physical memory limits. 12.4 GB of 12 GB",
+        ENV,
+    ),
     ("worker-shutdown", None, "Worker shutting down", ENV),
     ("decommission", None, "Executor decommission: Finished decommissioning", ENV),
     ("heartbeat-give-up", None, "Exit as unable to send heartbeats to driver more than 60 times", ENV),
     ("disk-full", "java.io.IOException", "No space left on device", ENV),
-    ("disk-full", "org.apache.spark.SparkException",
-     "[TASK_WRITE_FAILED] Task failed while writing rows to s3://b/t.\nCaused by: java.io.IOException: "
-     "No space left on device", ENV),
+    (
+        "disk-full",
+        "org.apache.spark.SparkException",
+        "[TASK_WRITE_FAILED] Task failed while writing rows to s3://b/t.\nCaused by: java.io.IOException: "
+        "No space left on device",
+        ENV,
+    ),
     ("network-exception", "java.net.SocketTimeoutException", "Read timed out", ENV),
-    ("network-exception", "io.netty.channel.AbstractChannel$AnnotatedConnectException",
-     "Connection refused: /10.0.0.7:7337", ENV),
+    (
+        "network-exception",
+        "io.netty.channel.AbstractChannel$AnnotatedConnectException",
+        "Connection refused: /10.0.0.7:7337",
+        ENV,
+    ),
     ("network-exception", "java.net.UnknownHostException", "worker-3.internal", ENV),
-    ("network-in-message", "org.apache.spark.sql.AnalysisException",
-     "org.apache.hadoop.hive.ql.metadata.HiveException: Unable to instantiate SessionHiveMetaStoreClient\n"
-     "Caused by: java.net.ConnectException: Connection refused", ENV),
-    ("network-in-message", "java.lang.RuntimeException", "lookup failed\nCaused by: java.net.NoRouteToHostException",
-     ENV),
-    ("analysis-exception", "org.apache.spark.sql.AnalysisException",
-     "[TABLE_OR_VIEW_NOT_FOUND] The table or view `db`.`t` cannot be found. SQLSTATE: 42P01", NON),
-    ("analysis-exception", "pyspark.errors.exceptions.captured.AnalysisException",
-     "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `x` cannot be "
-     "resolved. Did you mean one of the following? [`a`, `b`]. SQLSTATE: 42703", NON),
+    (
+        "network-in-message",
+        "org.apache.spark.sql.AnalysisException",
+        "org.apache.hadoop.hive.ql.metadata.HiveException: Unable to instantiate SessionHiveMetaStoreClient\n"
+        "Caused by: java.net.ConnectException: Connection refused",
+        ENV,
+    ),
+    (
+        "network-in-message",
+        "java.lang.RuntimeException",
+        "lookup failed\nCaused by: java.net.NoRouteToHostException",
+        ENV,
+    ),
+    (
+        "analysis-exception",
+        "org.apache.spark.sql.AnalysisException",
+        "[TABLE_OR_VIEW_NOT_FOUND] The table or view `db`.`t` cannot be found. SQLSTATE: 42P01",
+        NON,
+    ),
+    (
+        "analysis-exception",
+        "pyspark.errors.exceptions.captured.AnalysisException",
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `x` cannot be "
+        "resolved. Did you mean one of the following? [`a`, `b`]. SQLSTATE: 42703",
+        NON,
+    ),
     ("analysis-exception", "pyspark.errors.AnalysisException", "whatever", NON),
     ("analysis-exception", "org.apache.spark.sql.catalyst.ExtendedAnalysisException", "[...]", NON),
-    ("unresolved-reference", "org.apache.spark.SparkException",
-     "[UNRESOLVED_COLUMN.WITHOUT_SUGGESTION] A column with name `y` cannot be resolved.", NON),
+    (
+        "unresolved-reference",
+        "org.apache.spark.SparkException",
+        "[UNRESOLVED_COLUMN.WITHOUT_SUGGESTION] A column with name `y` cannot be resolved.",
+        NON,
+    ),
     ("path-not-found", None, "[PATH_NOT_FOUND] Path does not exist: file:/data/missing.parquet. SQLSTATE: 42K03", NON),
     ("path-not-found", "java.io.FileNotFoundException", "Path does not exist: hdfs://nn/x", NON),
-    ("hadoop-invalid-input", "org.apache.hadoop.mapred.InvalidInputException", "Input path does not exist: file:/x", NON),
+    (
+        "hadoop-invalid-input",
+        "org.apache.hadoop.mapred.InvalidInputException",
+        "Input path does not exist: file:/x",
+        NON,
+    ),
     ("hadoop-input-path-not-found", None, "Input path does not exist: file:/data/missing", NON),
     ("class-linkage", "java.lang.ClassNotFoundException", "com.example.udf.Parse", NON),
-    ("class-linkage", "java.lang.NoSuchMethodError",
-     "'scala.collection.immutable.Seq org.apache.spark.sql.Row.toSeq()'", NON),
+    (
+        "class-linkage",
+        "java.lang.NoSuchMethodError",
+        "'scala.collection.immutable.Seq org.apache.spark.sql.Row.toSeq()'",
+        NON,
+    ),
     ("class-linkage", "java.lang.NoClassDefFoundError", "org/apache/hadoop/fs/s3a/S3AFileSystem", NON),
-    ("class-linkage-in-message", "org.apache.spark.SparkException",
-     "Task failed\nCaused by: java.lang.ClassNotFoundException: com.example.Codec", NON),
-    ("spark-upgrade", "org.apache.spark.SparkUpgradeException",
-     "[INCONSISTENT_BEHAVIOR_CROSS_VERSION.PARSE_DATETIME_BY_NEW_PARSER] You may get a different result", NON),
-    ("spark-upgrade-in-message", "org.apache.spark.SparkException",
-     "Caused by: [INCONSISTENT_BEHAVIOR_CROSS_VERSION.READ_ANCIENT_DATETIME] reading dates before 1582", NON),
-    ("invalid-spark-config", "java.lang.IllegalArgumentException",
-     "'-1' in spark.sql.shuffle.partitions is invalid. The value of spark.sql.shuffle.partitions should be a "
-     "positive integer.", NON),
-    ("invalid-spark-config", "java.lang.IllegalArgumentException", "spark.executor.cores should be int, but was x",
-     NON),
-    ("ansi-data-error", "org.apache.spark.SparkArithmeticException",
-     "[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate divisor being 0 and return NULL instead. "
-     'If necessary set "spark.sql.ansi.enabled" to "false" to bypass this error. SQLSTATE: 22012', NON),
-    ("ansi-data-error", "org.apache.spark.SparkNumberFormatException",
-     "[CAST_INVALID_INPUT] The value 'abc' of the type \"STRING\" cannot be cast to \"INT\" because it is malformed.",
-     NON),
-    ("ansi-data-error", "org.apache.spark.SparkArrayIndexOutOfBoundsException",
-     "[INVALID_ARRAY_INDEX_IN_ELEMENT_AT] The index 4 is out of bounds. The array has 3 elements.", NON),
-    ("ansi-data-error", "org.apache.spark.SparkArithmeticException",
-     "[ARITHMETIC_OVERFLOW] long overflow. Use 'try_add' to tolerate overflow and return NULL instead.", NON),
-    ("ansi-data-error", "org.apache.spark.SparkRuntimeException",
-     "[USER_RAISED_EXCEPTION] bad row SQLSTATE: P0001", NON),
-    ("sqlstate-data-exception", "org.apache.spark.SparkDateTimeException",
-     "[SOME_NEW_DATA_ERROR] cannot parse '2024-13-01'. SQLSTATE: 22007", NON),
-    ("sqlstate-syntax-or-access", "org.apache.spark.SparkException",
-     "[SOME_NEW_ANALYSIS_ERROR] not allowed. SQLSTATE: 42000", NON),
+    (
+        "class-linkage-in-message",
+        "org.apache.spark.SparkException",
+        "Task failed\nCaused by: java.lang.ClassNotFoundException: com.example.Codec",
+        NON,
+    ),
+    (
+        "spark-upgrade",
+        "org.apache.spark.SparkUpgradeException",
+        "[INCONSISTENT_BEHAVIOR_CROSS_VERSION.PARSE_DATETIME_BY_NEW_PARSER] You may get a different result",
+        NON,
+    ),
+    (
+        "spark-upgrade-in-message",
+        "org.apache.spark.SparkException",
+        "Caused by: [INCONSISTENT_BEHAVIOR_CROSS_VERSION.READ_ANCIENT_DATETIME] reading dates before 1582",
+        NON,
+    ),
+    (
+        "invalid-spark-config",
+        "java.lang.IllegalArgumentException",
+        "'-1' in spark.sql.shuffle.partitions is invalid. The value of spark.sql.shuffle.partitions should be a "
+        "positive integer.",
+        NON,
+    ),
+    (
+        "invalid-spark-config",
+        "java.lang.IllegalArgumentException",
+        "spark.executor.cores should be int, but was x",
+        NON,
+    ),
+    (
+        "ansi-data-error",
+        "org.apache.spark.SparkArithmeticException",
+        "[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate divisor being 0 and return NULL instead. "
+        'If necessary set "spark.sql.ansi.enabled" to "false" to bypass this error. SQLSTATE: 22012',
+        NON,
+    ),
+    (
+        "ansi-data-error",
+        "org.apache.spark.SparkNumberFormatException",
+        '[CAST_INVALID_INPUT] The value \'abc\' of the type "STRING" cannot be cast to "INT" because it is malformed.',
+        NON,
+    ),
+    (
+        "ansi-data-error",
+        "org.apache.spark.SparkArrayIndexOutOfBoundsException",
+        "[INVALID_ARRAY_INDEX_IN_ELEMENT_AT] The index 4 is out of bounds. The array has 3 elements.",
+        NON,
+    ),
+    (
+        "ansi-data-error",
+        "org.apache.spark.SparkArithmeticException",
+        "[ARITHMETIC_OVERFLOW] long overflow. Use 'try_add' to tolerate overflow and return NULL instead.",
+        NON,
+    ),
+    (
+        "ansi-data-error",
+        "org.apache.spark.SparkRuntimeException",
+        "[USER_RAISED_EXCEPTION] bad row SQLSTATE: P0001",
+        NON,
+    ),
+    (
+        "sqlstate-data-exception",
+        "org.apache.spark.SparkDateTimeException",
+        "[SOME_NEW_DATA_ERROR] cannot parse '2024-13-01'. SQLSTATE: 22007",
+        NON,
+    ),
+    (
+        "sqlstate-syntax-or-access",
+        "org.apache.spark.SparkException",
+        "[SOME_NEW_ANALYSIS_ERROR] not allowed. SQLSTATE: 42000",
+        NON,
+    ),
     ("task-not-serializable", "org.apache.spark.SparkException", "Task not serializable", NON),
-    ("max-result-size", "org.apache.spark.SparkException",
-     "Total size of serialized results of 12 tasks (1030.2 MiB) is bigger than spark.driver.maxResultSize "
-     "(1024.0 MiB)", NON),
+    (
+        "max-result-size",
+        "org.apache.spark.SparkException",
+        "Total size of serialized results of 12 tasks (1030.2 MiB) is bigger than spark.driver.maxResultSize "
+        "(1024.0 MiB)",
+        NON,
+    ),
     ("python-user-exception", "org.apache.spark.api.python.PythonException", PYTHON_TRACEBACK, REC),
 ]
 
@@ -205,21 +317,27 @@ def test_parse_task_failure_abort():
 
 
 def test_parse_old_tid_format():
-    text = abort("java.lang.IllegalArgumentException: Size exceeds Integer.MAX_VALUE",
-                 tid="(TID 633, zjy-hadoop-prc-st4203.bj, executor 261)")
+    text = abort(
+        "java.lang.IllegalArgumentException: Size exceeds Integer.MAX_VALUE",
+        tid="(TID 633, zjy-hadoop-prc-st4203.bj, executor 261)",
+    )
     assert parse_spark_error(text) == ("java.lang.IllegalArgumentException", "Size exceeds Integer.MAX_VALUE")
 
 
 def test_parse_reason_without_driver_stacktrace():
-    text = ("Job aborted due to stage failure: Task 1 in stage 0.0 failed 1 times, most recent failure: "
-            "Lost task 1.0 in stage 0.0 (TID 1) (host executor driver): java.io.IOException: No space left on device")
+    text = (
+        "Job aborted due to stage failure: Task 1 in stage 0.0 failed 1 times, most recent failure: "
+        "Lost task 1.0 in stage 0.0 (TID 1) (host executor driver): java.io.IOException: No space left on device"
+    )
     assert parse_spark_error(text) == ("java.io.IOException", "No space left on device")
     assert classify_spark_error(text) is ENV
 
 
 def test_executor_lost_abort():
-    text = abort("ExecutorLostFailure (executor 6 exited caused by one of the running tasks) Reason: Container "
-                 "killed by YARN for exceeding memory limits. 12.4 GB of 12 GB physical memory used.")
+    text = abort(
+        "ExecutorLostFailure (executor 6 exited caused by one of the running tasks) Reason: Container "
+        "killed by YARN for exceeding memory limits. 12.4 GB of 12 GB physical memory used."
+    )
     exception_class, message = parse_spark_error(text)
     assert exception_class == "ExecutorLostFailure"
     assert message.startswith("(executor 6 exited caused by one of the running tasks)")
@@ -246,15 +364,18 @@ def test_fetch_failure_stage_abort():
 
 
 def test_pipelined_group_abort():
-    text = ("Job aborted due to stage failure: A pipelined group member failed with a fetch failure: "
-            "org.apache.spark.shuffle.FetchFailedException: Stream closed")
+    text = (
+        "Job aborted due to stage failure: A pipelined group member failed with a fetch failure: "
+        "org.apache.spark.shuffle.FetchFailedException: Stream closed"
+    )
     assert parse_spark_error(text)[0] == "org.apache.spark.shuffle.FetchFailedException"
     assert classify_spark_error(text) is LOST
 
 
 def test_py4j_envelope_and_exception_prefix():
-    text = ("An error occurred while calling o3048.parquet.\n: org.apache.spark.SparkException: "
-            + abort("org.apache.spark.SparkArithmeticException: [DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012"))
+    text = "An error occurred while calling o3048.parquet.\n: org.apache.spark.SparkException: " + abort(
+        "org.apache.spark.SparkArithmeticException: [DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012"
+    )
     assert parse_spark_error(text)[0] == "org.apache.spark.SparkArithmeticException"
     assert explain_spark_error(text).rule == "ansi-data-error"
 
@@ -278,10 +399,13 @@ def test_wrapped_write_failure_uses_the_cause_chain():
 
 def test_non_abort_texts():
     assert parse_spark_error("org.apache.spark.SparkException: Job 3 cancelled because SparkContext was shut down") == (
-        "org.apache.spark.SparkException", "Job 3 cancelled because SparkContext was shut down")
+        "org.apache.spark.SparkException",
+        "Job 3 cancelled because SparkContext was shut down",
+    )
     assert classify_spark_error("Job 3 cancelled because SparkContext was shut down") is NON
     assert parse_spark_error("Stage failed because barrier task ResultTask(1, 0) finished unsuccessfully.") == (
-        None, "Stage failed because barrier task ResultTask(1, 0) finished unsuccessfully.")
+        None,
+        "Stage failed because barrier task ResultTask(1, 0) finished unsuccessfully.",
+    )
     assert parse_spark_error("RuntimeError") == ("RuntimeError", "")
     assert parse_spark_error("") == (None, "")
-

@@ -27,13 +27,36 @@ RS = PREFIX + "restart-strategy."
 @pytest.mark.parametrize(
     ("text", "ms"),
     [
-        ("10 s", 10_000), ("10s", 10_000), ("1 min", 60_000), ("1min", 60_000), ("10000 ms", 10_000),
-        ("500ms", 500), ("500", 500), (" 42 ", 42), ("0", 0), ("2 h", 7_200_000), ("1d", 86_400_000),
-        ("3 m", 180_000), ("2 mins", 120_000), ("1 minute", 60_000), ("5 minutes", 300_000),
-        ("1 milli", 1), ("7 millis", 7), ("1 millisecond", 1), ("9 milliseconds", 9),
-        ("1 sec", 1_000), ("2 secs", 2_000), ("1 second", 1_000), ("3 seconds", 3_000),
-        ("1 hour", 3_600_000), ("2 hours", 7_200_000), ("1 day", 86_400_000), ("2 days", 172_800_000),
-        ("10 S", 10_000), ("1 MIN", 60_000), ("1H", 3_600_000),
+        ("10 s", 10_000),
+        ("10s", 10_000),
+        ("1 min", 60_000),
+        ("1min", 60_000),
+        ("10000 ms", 10_000),
+        ("500ms", 500),
+        ("500", 500),
+        (" 42 ", 42),
+        ("0", 0),
+        ("2 h", 7_200_000),
+        ("1d", 86_400_000),
+        ("3 m", 180_000),
+        ("2 mins", 120_000),
+        ("1 minute", 60_000),
+        ("5 minutes", 300_000),
+        ("1 milli", 1),
+        ("7 millis", 7),
+        ("1 millisecond", 1),
+        ("9 milliseconds", 9),
+        ("1 sec", 1_000),
+        ("2 secs", 2_000),
+        ("1 second", 1_000),
+        ("3 seconds", 3_000),
+        ("1 hour", 3_600_000),
+        ("2 hours", 7_200_000),
+        ("1 day", 86_400_000),
+        ("2 days", 172_800_000),
+        ("10 S", 10_000),
+        ("1 MIN", 60_000),
+        ("1H", 3_600_000),
     ],
 )
 def test_parse_duration(text, ms):
@@ -42,9 +65,16 @@ def test_parse_duration(text, ms):
 
 @pytest.mark.parametrize(
     ("text", "reason"),
-    [("", "not a duration"), ("abc", "not a duration"), ("1.5 s", "not a duration"), ("s", "not a duration"),
-     ("-1 s", "cannot be negative"), ("10 us", "unknown duration unit 'us'"), ("10 weeks", "unknown duration unit"),
-     ("1 s 2", "not a duration")],
+    [
+        ("", "not a duration"),
+        ("abc", "not a duration"),
+        ("1.5 s", "not a duration"),
+        ("s", "not a duration"),
+        ("-1 s", "cannot be negative"),
+        ("10 us", "unknown duration unit 'us'"),
+        ("10 weeks", "unknown duration unit"),
+        ("1 s 2", "not a duration"),
+    ],
 )
 def test_parse_duration_errors(text, reason):
     with pytest.raises(ValueError, match=reason):
@@ -53,9 +83,21 @@ def test_parse_duration_errors(text, reason):
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("64m", 64 << 20), ("1g", 1 << 30), ("512 MiB", 512 << 20), ("1024", 1024), ("10b", 10), ("2 kb", 2048),
-     ("3K", 3072), ("1 gb", 1 << 30), ("1t", 1 << 40), ("1 TiB", 1 << 40), ("1p", 1 << 50), ("5 bytes", 5),
-     ("2 mebibytes", 2 << 20)],
+    [
+        ("64m", 64 << 20),
+        ("1g", 1 << 30),
+        ("512 MiB", 512 << 20),
+        ("1024", 1024),
+        ("10b", 10),
+        ("2 kb", 2048),
+        ("3K", 3072),
+        ("1 gb", 1 << 30),
+        ("1t", 1 << 40),
+        ("1 TiB", 1 << 40),
+        ("1p", 1 << 50),
+        ("5 bytes", 5),
+        ("2 mebibytes", 2 << 20),
+    ],
 )
 def test_parse_bytes(text, size):
     assert parse_bytes(text) == size
@@ -95,22 +137,39 @@ def test_defaults_are_flink_defaults_and_no_restart():
     assert parsed == RecoveryConfig()
     assert parsed.restart_strategy == "none"
     assert (parsed.fixed_delay_attempts, parsed.fixed_delay_delay_ms) == (1, 1_000)
-    assert (parsed.failure_rate_max_failures_per_interval, parsed.failure_rate_interval_ms,
-            parsed.failure_rate_delay_ms) == (1, 60_000, 1_000)
-    assert (parsed.exponential_initial_backoff_ms, parsed.exponential_max_backoff_ms,
-            parsed.exponential_backoff_multiplier, parsed.exponential_reset_backoff_threshold_ms,
-            parsed.exponential_jitter_factor, parsed.exponential_attempts_before_reset_backoff) == (
-        1_000, 60_000, 1.5, 3_600_000, 0.1, None)
+    assert (
+        parsed.failure_rate_max_failures_per_interval,
+        parsed.failure_rate_interval_ms,
+        parsed.failure_rate_delay_ms,
+    ) == (1, 60_000, 1_000)
+    assert (
+        parsed.exponential_initial_backoff_ms,
+        parsed.exponential_max_backoff_ms,
+        parsed.exponential_backoff_multiplier,
+        parsed.exponential_reset_backoff_threshold_ms,
+        parsed.exponential_jitter_factor,
+        parsed.exponential_attempts_before_reset_backoff,
+    ) == (1_000, 60_000, 1.5, 3_600_000, 0.1, None)
     assert parsed.failover_strategy == "region" and parsed.skip_deterministic_consumers is False
 
 
 @pytest.mark.parametrize(
     ("value", "canonical"),
-    [("none", "none"), ("off", "none"), ("disable", "none"), ("NONE", "none"),
-     ("fixed-delay", "fixed-delay"), ("fixeddelay", "fixed-delay"), ("Fixed-Delay", "fixed-delay"),
-     ("failure-rate", "failure-rate"), ("failurerate", "failure-rate"), ("FAILURERATE", "failure-rate"),
-     ("exponential-delay", "exponential-delay"), ("exponentialdelay", "exponential-delay"),
-     (" Exponential-Delay ", "exponential-delay")],
+    [
+        ("none", "none"),
+        ("off", "none"),
+        ("disable", "none"),
+        ("NONE", "none"),
+        ("fixed-delay", "fixed-delay"),
+        ("fixeddelay", "fixed-delay"),
+        ("Fixed-Delay", "fixed-delay"),
+        ("failure-rate", "failure-rate"),
+        ("failurerate", "failure-rate"),
+        ("FAILURERATE", "failure-rate"),
+        ("exponential-delay", "exponential-delay"),
+        ("exponentialdelay", "exponential-delay"),
+        (" Exponential-Delay ", "exponential-delay"),
+    ],
 )
 def test_restart_strategy_aliases(value, canonical):
     assert RecoveryConfig.parse({RS + "type": value}).restart_strategy == canonical
@@ -130,29 +189,39 @@ def test_failover_strategy(value, canonical):
 
 
 def test_all_keys_parse():
-    parsed = RecoveryConfig.parse({
-        RS + "type": "exponential-delay",
-        RS + "fixed-delay.attempts": "5",
-        RS + "fixed-delay.delay": "10 s",
-        RS + "failure-rate.max-failures-per-interval": "3",
-        RS + "failure-rate.failure-rate-interval": "5 min",
-        RS + "failure-rate.delay": "2s",
-        RS + "exponential-delay.initial-backoff": "10 s",
-        RS + "exponential-delay.max-backoff": "2 min",
-        RS + "exponential-delay.backoff-multiplier": "1.4",
-        RS + "exponential-delay.reset-backoff-threshold": "10 min",
-        RS + "exponential-delay.jitter-factor": "0",
-        RS + "exponential-delay.attempts-before-reset-backoff": "10",
-        PREFIX + "failover-strategy": "full",
-        PREFIX + "failover.skip-deterministic-consumers": "TRUE",
-    })
+    parsed = RecoveryConfig.parse(
+        {
+            RS + "type": "exponential-delay",
+            RS + "fixed-delay.attempts": "5",
+            RS + "fixed-delay.delay": "10 s",
+            RS + "failure-rate.max-failures-per-interval": "3",
+            RS + "failure-rate.failure-rate-interval": "5 min",
+            RS + "failure-rate.delay": "2s",
+            RS + "exponential-delay.initial-backoff": "10 s",
+            RS + "exponential-delay.max-backoff": "2 min",
+            RS + "exponential-delay.backoff-multiplier": "1.4",
+            RS + "exponential-delay.reset-backoff-threshold": "10 min",
+            RS + "exponential-delay.jitter-factor": "0",
+            RS + "exponential-delay.attempts-before-reset-backoff": "10",
+            PREFIX + "failover-strategy": "full",
+            PREFIX + "failover.skip-deterministic-consumers": "TRUE",
+        }
+    )
     assert parsed == RecoveryConfig(
-        restart_strategy="exponential-delay", fixed_delay_attempts=5, fixed_delay_delay_ms=10_000,
-        failure_rate_max_failures_per_interval=3, failure_rate_interval_ms=300_000, failure_rate_delay_ms=2_000,
-        exponential_initial_backoff_ms=10_000, exponential_max_backoff_ms=120_000,
-        exponential_backoff_multiplier=1.4, exponential_reset_backoff_threshold_ms=600_000,
-        exponential_jitter_factor=0.0, exponential_attempts_before_reset_backoff=10,
-        failover_strategy="full", skip_deterministic_consumers=True,
+        restart_strategy="exponential-delay",
+        fixed_delay_attempts=5,
+        fixed_delay_delay_ms=10_000,
+        failure_rate_max_failures_per_interval=3,
+        failure_rate_interval_ms=300_000,
+        failure_rate_delay_ms=2_000,
+        exponential_initial_backoff_ms=10_000,
+        exponential_max_backoff_ms=120_000,
+        exponential_backoff_multiplier=1.4,
+        exponential_reset_backoff_threshold_ms=600_000,
+        exponential_jitter_factor=0.0,
+        exponential_attempts_before_reset_backoff=10,
+        failover_strategy="full",
+        skip_deterministic_consumers=True,
     )
 
 
@@ -163,8 +232,11 @@ def test_unlimited_attempts_before_reset(value):
 
 
 def test_keys_outside_the_owned_namespaces_are_ignored():
-    conf = {PREFIX + "ui.colour": "not-validated-here", PREFIX + "retained.dir": "/tmp/x",
-            "spark.executor.memory": "4g"}
+    conf = {
+        PREFIX + "ui.colour": "not-validated-here",
+        PREFIX + "retained.dir": "/tmp/x",
+        "spark.executor.memory": "4g",
+    }
     assert RecoveryConfig.parse(conf) == RecoveryConfig()
 
 
@@ -249,8 +321,11 @@ def test_initial_backoff_above_max_backoff_names_both_keys():
 def test_registry_can_be_extended_by_other_modules(monkeypatch):
     monkeypatch.setattr(config, "_REGISTRY", dict(config._REGISTRY))
     monkeypatch.setattr(config, "_NAMESPACES", list(config._NAMESPACES))
-    key = config.register(ConfigKey(PREFIX + "example.capacity", 10_000, config.parse_int, "an integer",
-                                    "Events buffered somewhere.", "10000"))
+    key = config.register(
+        ConfigKey(
+            PREFIX + "example.capacity", 10_000, config.parse_int, "an integer", "Events buffered somewhere.", "10000"
+        )
+    )
     assert config.read({}, key.name) == 10_000
     assert config.read({key.name: "5"}, key.name) == 5
     config.validate({key.name: "5", PREFIX + "example.other": "x"})  # namespace not registered: ignored
@@ -274,7 +349,9 @@ def test_docs_tables_are_generated_from_the_declarations():
     path = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
     text = path.read_text()
     assert config.render_docs(text) == text, (
-        "docs/configuration.md is out of date: run `.venv/bin/region-recovery config --update-docs docs/configuration.md`")
+        "docs/configuration.md is out of date: "
+        "run `.venv/bin/region-recovery config --update-docs docs/configuration.md`"
+    )
 
 
 @pytest.mark.parametrize("key", [k.name for k in config.registered_keys()])

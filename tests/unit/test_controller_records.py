@@ -1,4 +1,5 @@
 """The controller's records and their rendering, without Spark."""
+
 import json
 
 from region_recovery.control.job_restarts import AttemptRecord, RestartDecision, RunRecord, _first_line
@@ -9,8 +10,19 @@ def _record() -> RunRecord:
     r = RunRecord("nightly", "FixedDelayRestart(attempts=3, delay_ms=1000, failures=1)")
     r.attempts.append(AttemptRecord(1, [4], False, 2400, 17, 12, 2, 0, 12, "RuntimeError: boom"))
     r.attempts.append(AttemptRecord(2, [5], True, 700, 5, 0, 0, 2, 12))
-    r.restart_decisions.append(RestartDecision(1, "recoverable", None, "PythonException", "RuntimeError: boom",
-                                       True, True, 1000, "restart in 1000 ms by FixedDelayRestart(...)"))
+    r.restart_decisions.append(
+        RestartDecision(
+            1,
+            "recoverable",
+            None,
+            "PythonException",
+            "RuntimeError: boom",
+            True,
+            True,
+            1000,
+            "restart in 1000 ms by FixedDelayRestart(...)",
+        )
+    )
     r.succeeded, r.backoff_waited_ms = True, 1000
     return r
 
@@ -24,7 +36,9 @@ def test_map_tasks_saved_counts_what_a_rerun_from_scratch_would_have_run():
 
 
 def test_report_rendering_names_attempts_decisions_and_savings():
-    text = describe_report({"app_id": "app-1", "restart_strategy": "FixedDelayRestart(...)", "runs": [_record().to_dict()]})
+    text = describe_report(
+        {"app_id": "app-1", "restart_strategy": "FixedDelayRestart(...)", "runs": [_record().to_dict()]}
+    )
     assert "'nightly': succeeded after 2 attempt(s)" in text
     assert "map tasks saved versus rerunning from scratch: 12" in text
     assert "decision: recoverable (rule default) -> restart after 1000 ms" in text
@@ -33,13 +47,30 @@ def test_report_rendering_names_attempts_decisions_and_savings():
 
 
 def test_report_rendering_lists_troubled_jobs_and_consumer_restarts():
-    report = {"app_id": "app-1", "restart_strategy": "x", "runs": [],
-              "jobs": [{"job_id": 0, "status": "succeeded", "tasks_launched": 12, "tasks_reexecuted": 3,
-                        "failures": {"fetch-failed": 2, "executor-lost": 1}},
-                       {"job_id": 1, "status": "succeeded", "tasks_launched": 4, "tasks_reexecuted": 0,
-                        "failures": {}}],
-              "consumer_restarts": [{"producer_shuffle": 2, "map_index": 1, "bytes_before": 100, "bytes_after": 90,
-                                     "consumer_shuffles_unregistered": [3]}]}
+    report = {
+        "app_id": "app-1",
+        "restart_strategy": "x",
+        "runs": [],
+        "jobs": [
+            {
+                "job_id": 0,
+                "status": "succeeded",
+                "tasks_launched": 12,
+                "tasks_reexecuted": 3,
+                "failures": {"fetch-failed": 2, "executor-lost": 1},
+            },
+            {"job_id": 1, "status": "succeeded", "tasks_launched": 4, "tasks_reexecuted": 0, "failures": {}},
+        ],
+        "consumer_restarts": [
+            {
+                "producer_shuffle": 2,
+                "map_index": 1,
+                "bytes_before": 100,
+                "bytes_after": 90,
+                "consumer_shuffles_unregistered": [3],
+            }
+        ],
+    }
     text = describe_report(report)
     assert "job 0: succeeded; 12 tasks launched, 3 re-executed; failures: executor-lost x1, fetch-failed x2" in text
     assert "job 1" not in text, "jobs without trouble are not listed"
@@ -47,17 +78,32 @@ def test_report_rendering_lists_troubled_jobs_and_consumer_restarts():
 
 
 def test_first_line_prefers_the_last_line_of_a_python_traceback():
-    text = ("An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
-            "  File \"x.py\", line 1, in f\n    raise RuntimeError('boom')\nRuntimeError: boom\n")
+    text = (
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        "  File \"x.py\", line 1, in f\n    raise RuntimeError('boom')\nRuntimeError: boom\n"
+    )
     assert _first_line(text) == "RuntimeError: boom"
     assert _first_line("Job aborted due to stage failure: x\nmore") == "Job aborted due to stage failure: x"
     assert _first_line("") == ""
 
 
 def test_report_rendering_shows_retained_bytes_per_host_and_early_releases():
-    report = {"app_id": "app-1", "restart_strategy": "x", "runs": [],
-              "retained": {"total": 3 * 1024 * 1024, "outputs": 7, "hosts": {"h2": 1024 * 1024, "h1": 2 * 1024 * 1024},
-                           "executors": {}, "shuffles": {}, "released": 4, "released_bytes": 1536}}
+    report = {
+        "app_id": "app-1",
+        "restart_strategy": "x",
+        "runs": [],
+        "retained": {
+            "total": 3 * 1024 * 1024,
+            "outputs": 7,
+            "hosts": {"h2": 1024 * 1024, "h1": 2 * 1024 * 1024},
+            "executors": {},
+            "shuffles": {},
+            "released": 4,
+            "released_bytes": 1536,
+        },
+    }
     text = describe_report(report)
-    assert "retained now: 3.0 MiB in 7 map outputs (h1: 2.0 MiB, h2: 1.0 MiB); released early: 4 outputs, 1.5 KiB" in text
+    assert (
+        "retained now: 3.0 MiB in 7 map outputs (h1: 2.0 MiB, h2: 1.0 MiB); released early: 4 outputs, 1.5 KiB" in text
+    )
     assert "retained now" not in describe_report({"app_id": "a", "restart_strategy": "x", "runs": [], "retained": None})

@@ -1,4 +1,5 @@
 """faults' process guards on real child processes: only our own tree, never a recycled pid."""
+
 from __future__ import annotations
 
 import os

@@ -16,7 +16,10 @@ def test_old_import_path_is_the_module_at_its_new_home(old, home):
 def test_from_package_import_of_an_old_module_name():
     from region_recovery import controller, restart  # noqa: F401 (the import is the test)
 
-    assert restart.create_restart_strategy is importlib.import_module("region_recovery.planner.restart").create_restart_strategy
+    assert (
+        restart.create_restart_strategy
+        is importlib.import_module("region_recovery.planner.restart").create_restart_strategy
+    )
     assert controller.Controller.__module__ == "region_recovery.control.job_restarts"
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from region_recovery.jvm import events as ev
 from region_recovery.jvm.events import Determinism, TaskEndReason
-from region_recovery.model.executors import LossKind
 from region_recovery.model import LiveModel, Recomputation
+from region_recovery.model.executors import LossKind
 
 RPC_DISASSOCIATED = (
     "Remote RPC client disassociated. Likely due to containers exceeding thresholds, or network issues. "
@@ -28,43 +28,92 @@ def stage(stage_id, shuffle_id, num_tasks, parents=(), name=None, det=Determinis
 
 
 def two_shuffle_job(job_id=0, t=1000):
-    return ev.JobStart(t, job_id, 5, "group-a", [
-        stage(MAP0, SH0, 4, name="map at a.py:1"),
-        stage(MAP1, SH1, 3, parents=(MAP0,), name="reduceByKey at a.py:2", det=Determinism.UNORDERED),
-        stage(RESULT, None, 2, parents=(MAP1,), name="collect at a.py:3"),
-    ])
+    return ev.JobStart(
+        t,
+        job_id,
+        5,
+        "group-a",
+        [
+            stage(MAP0, SH0, 4, name="map at a.py:1"),
+            stage(MAP1, SH1, 3, parents=(MAP0,), name="reduceByKey at a.py:2", det=Determinism.UNORDERED),
+            stage(RESULT, None, 2, parents=(MAP1,), name="collect at a.py:3"),
+        ],
+    )
 
 
 _task_ids = iter(range(1000, 10**9))
 
 
-def task_end(stage_id, partition, executor="1", *, reason=TaskEndReason.SUCCESS, shuffle_map=True,
-             t=2000, stage_attempt=0, attempt=0, task_id=None, bytes_written=100, host=None, **kw):
+def task_end(
+    stage_id,
+    partition,
+    executor="1",
+    *,
+    reason=TaskEndReason.SUCCESS,
+    shuffle_map=True,
+    t=2000,
+    stage_attempt=0,
+    attempt=0,
+    task_id=None,
+    bytes_written=100,
+    host=None,
+    **kw,
+):
     values = dict(
-        time=t, stage_id=stage_id, stage_attempt=stage_attempt,
-        task_id=next(_task_ids) if task_id is None else task_id, partition=partition, attempt=attempt,
-        executor_id=executor, host=host or f"host-{executor}", speculative=False, is_shuffle_map=shuffle_map,
-        duration_ms=10, shuffle_bytes_written=bytes_written if shuffle_map else 0, shuffle_records_written=5,
-        reason=int(reason), fetch_shuffle_id=-1, fetch_map_id=-1, fetch_map_index=-1, fetch_reduce_id=-1,
-        lost_executor_id=None, block_manager_host=None, exception_class=None, message=None,
-        exit_caused_by_app=False, counts_toward_failures=reason not in (TaskEndReason.SUCCESS,
-                                                                         TaskEndReason.RESUBMITTED))
+        time=t,
+        stage_id=stage_id,
+        stage_attempt=stage_attempt,
+        task_id=next(_task_ids) if task_id is None else task_id,
+        partition=partition,
+        attempt=attempt,
+        executor_id=executor,
+        host=host or f"host-{executor}",
+        speculative=False,
+        is_shuffle_map=shuffle_map,
+        duration_ms=10,
+        shuffle_bytes_written=bytes_written if shuffle_map else 0,
+        shuffle_records_written=5,
+        reason=int(reason),
+        fetch_shuffle_id=-1,
+        fetch_map_id=-1,
+        fetch_map_index=-1,
+        fetch_reduce_id=-1,
+        lost_executor_id=None,
+        block_manager_host=None,
+        exception_class=None,
+        message=None,
+        exit_caused_by_app=False,
+        counts_toward_failures=reason not in (TaskEndReason.SUCCESS, TaskEndReason.RESUBMITTED),
+    )
     values.update(kw)
     return ev.TaskEnd(**values)
 
 
 def fetch_failed(stage_id, partition, shuffle_id, map_index, lost="1", executor="2", t=3000):
-    return task_end(stage_id, partition, executor, reason=TaskEndReason.FETCH_FAILED, t=t,
-                    shuffle_map=stage_id != RESULT, fetch_shuffle_id=shuffle_id, fetch_map_id=77,
-                    fetch_map_index=map_index, fetch_reduce_id=partition, lost_executor_id=lost,
-                    block_manager_host=f"host-{lost}", message=f"Failed to connect to host-{lost}",
-                    exception_class=None)
+    return task_end(
+        stage_id,
+        partition,
+        executor,
+        reason=TaskEndReason.FETCH_FAILED,
+        t=t,
+        shuffle_map=stage_id != RESULT,
+        fetch_shuffle_id=shuffle_id,
+        fetch_map_id=77,
+        fetch_map_index=map_index,
+        fetch_reduce_id=partition,
+        lost_executor_id=lost,
+        block_manager_host=f"host-{lost}",
+        message=f"Failed to connect to host-{lost}",
+        exception_class=None,
+    )
 
 
 def model_with_executors(*ids):
     m = LiveModel()
-    m.apply(ev.AppStart(1, "app-1", "test app", "alice"),
-            *[ev.ExecutorAdded(10 + i, x, f"host-{x}", 2) for i, x in enumerate(ids)])
+    m.apply(
+        ev.AppStart(1, "app-1", "test app", "alice"),
+        *[ev.ExecutorAdded(10 + i, x, f"host-{x}", 2) for i, x in enumerate(ids)],
+    )
     return m
 
 
@@ -72,8 +121,10 @@ def run_map_stage(m, stage_id, placement, t=2000):
     """Submits stage_id and finishes one successful map task per (partition -> executor)."""
     m.apply(ev.StageSubmitted(t, stage_id, 0, len(placement), m.stages[stage_id].shuffle_id))
     for p, x in placement.items():
-        m.apply(ev.TaskStart(t, stage_id, 0, 0, p, 0, x, f"host-{x}", False),
-                task_end(stage_id, p, x, t=t + 1, bytes_written=100 * (p + 1)))
+        m.apply(
+            ev.TaskStart(t, stage_id, 0, 0, p, 0, x, f"host-{x}", False),
+            task_end(stage_id, p, x, t=t + 1, bytes_written=100 * (p + 1)),
+        )
 
 
 @pytest.fixture
@@ -86,6 +137,7 @@ def job_model():
 
 
 # ---- DAG ---------------------------------------------------------------------------------------
+
 
 def test_two_shuffle_job_dag():
     m = model_with_executors("1")
@@ -110,12 +162,18 @@ def test_two_shuffle_job_dag():
 def test_skipped_stages_of_a_later_job_reusing_shuffles(job_model):
     m = job_model
     run_map_stage(m, MAP1, {0: "1", 1: "2", 2: "3"})
-    m.apply(ev.StageSubmitted(2100, RESULT, 0, 2, -1), ev.StageCompleted(2200, RESULT, 0, 2, -1, None),
-            ev.JobEnd(2300, 0, True, None))
+    m.apply(
+        ev.StageSubmitted(2100, RESULT, 0, 2, -1),
+        ev.StageCompleted(2200, RESULT, 0, 2, -1, None),
+        ev.JobEnd(2300, 0, True, None),
+    )
     # Job 1 reads shuffle 11 again: new stage ids 3, 4 for the same shuffles, only 5 runs.
-    m.apply(ev.JobStart(3000, 1, None, None, [stage(3, SH0, 4), stage(4, SH1, 3, parents=(3,)),
-                                               stage(5, None, 2, parents=(4,))]),
-            ev.StageSubmitted(3001, 5, 0, 2, -1))
+    m.apply(
+        ev.JobStart(
+            3000, 1, None, None, [stage(3, SH0, 4), stage(4, SH1, 3, parents=(3,)), stage(5, None, 2, parents=(4,))]
+        ),
+        ev.StageSubmitted(3001, 5, 0, 2, -1),
+    )
     assert m.stages[3].skipped and m.stages[4].skipped
     assert not m.stages[5].skipped and not m.stages[MAP0].skipped
     assert m.shuffles[SH1].stage_ids == {MAP1, 4}
@@ -125,6 +183,7 @@ def test_skipped_stages_of_a_later_job_reusing_shuffles(job_model):
 
 
 # ---- map outputs -------------------------------------------------------------------------------
+
 
 def test_map_outputs_located_per_shuffle_and_map_index(job_model):
     m = job_model
@@ -160,6 +219,7 @@ def test_result_task_success_writes_no_map_output(job_model):
 
 # ---- executor loss -----------------------------------------------------------------------------
 
+
 def test_executor_removal_marks_exactly_its_outputs_unavailable(job_model):
     m = job_model
     m.apply(ev.ExecutorRemoved(5000, "1", "Command exited with code 137"))
@@ -181,7 +241,11 @@ def test_executor_removal_records_failure_on_running_jobs_only(job_model):
     m.apply(ev.ExecutorRemoved(5000, "2", "Executor heartbeat timed out after 20576 ms"))
     (failure,) = m.jobs[0].failures
     assert (failure.kind, failure.executor_id, failure.reason, failure.time) == (
-        "executor-lost", "2", "heartbeat-timeout", 5000)
+        "executor-lost",
+        "2",
+        "heartbeat-timeout",
+        5000,
+    )
     assert failure.message == "Executor heartbeat timed out after 20576 ms"
     assert m.jobs[1].failures == []  # already succeeded
     assert m.executors["2"].loss.kind is LossKind.HEARTBEAT_TIMEOUT
@@ -206,9 +270,11 @@ def test_duplicate_removal_is_counted_and_upgrades_a_vague_reason(job_model):
 
 def test_duplicate_removal_never_downgrades(job_model):
     m = job_model
-    m.apply(ev.ExecutorRemoved(5000, "1", "Command exited with code 137"),
-            ev.ExecutorRemoved(5100, "1", RPC_DISASSOCIATED),
-            ev.ExecutorRemoved(5200, "1", "Worker shutting down"))
+    m.apply(
+        ev.ExecutorRemoved(5000, "1", "Command exited with code 137"),
+        ev.ExecutorRemoved(5100, "1", RPC_DISASSOCIATED),
+        ev.ExecutorRemoved(5200, "1", "Worker shutting down"),
+    )
     ex = m.executors["1"]
     assert (ex.loss.kind, ex.loss.exit_code) == (LossKind.PROCESS_EXITED, 137)
     assert (ex.removals, m.duplicate_executor_removals) == (3, 2)
@@ -226,8 +292,9 @@ def test_removal_of_unknown_executor_creates_a_dead_entry():
 def test_recomputation_on_another_executor(job_model):
     m = job_model
     m.apply(ev.ExecutorRemoved(5000, "1", "Command exited with code 137"))
-    m.apply(ev.StageSubmitted(6000, MAP0, 1, 2, SH0),
-            task_end(MAP0, 0, "3", t=6100, stage_attempt=1, bytes_written=111))
+    m.apply(
+        ev.StageSubmitted(6000, MAP0, 1, 2, SH0), task_end(MAP0, 0, "3", t=6100, stage_attempt=1, bytes_written=111)
+    )
     sh = m.shuffles[SH0]
     out = sh.outputs[0]
     assert (out.available, out.executor_id, out.computations, out.bytes, out.stage_attempt) == (True, "3", 2, 111, 1)
@@ -238,8 +305,10 @@ def test_recomputation_on_another_executor(job_model):
     assert [(o.shuffle_id, o.map_index) for o in m.outputs_on("1")] == [(SH0, 2)]
 
     # Lost again and recomputed a third time.
-    m.apply(ev.ExecutorRemoved(7000, "3", "Executor heartbeat timed out after 20576 ms"),
-            task_end(MAP0, 0, "2", t=7100, stage_attempt=2))
+    m.apply(
+        ev.ExecutorRemoved(7000, "3", "Executor heartbeat timed out after 20576 ms"),
+        task_end(MAP0, 0, "2", t=7100, stage_attempt=2),
+    )
     assert sh.outputs[0].computations == 3
     assert [(r.lost_on, r.recomputed_on) for r in sh.recomputations] == [("1", "3"), ("3", "2")]
     assert sh.recomputations[1].lost_reason == "executor 3 lost (heartbeat-timeout)"
@@ -269,7 +338,12 @@ def test_fetch_failed_loses_every_output_of_the_executor_it_names(job_model):
     assert m.executors["2"].alive  # a fetch failure alone does not remove the executor
     (failure,) = m.jobs[0].failures
     assert (failure.kind, failure.shuffle_id, failure.map_index, failure.stage_id, failure.reason) == (
-        "fetch-failed", SH0, 3, MAP1, "fetch-failed")
+        "fetch-failed",
+        SH0,
+        3,
+        MAP1,
+        "fetch-failed",
+    )
     assert failure.message == "Failed to connect to host-2"
     assert m.stages[MAP1].attempts[0].tasks_failed == 1
 
@@ -296,28 +370,50 @@ def test_resubmitted_marks_output_unavailable_without_a_failure(job_model):
 
 def test_task_failure_reasons_are_recorded(job_model):
     m = job_model
-    m.apply(ev.StageSubmitted(3000, MAP1, 0, 3, SH1),
-            task_end(MAP1, 0, "1", reason=TaskEndReason.EXCEPTION_FAILURE, exception_class="java.io.IOException",
-                     message="disk full"),
-            task_end(MAP1, 1, "2", reason=TaskEndReason.EXECUTOR_LOST, lost_executor_id="2",
-                     message="Command exited with code 137"))
+    m.apply(
+        ev.StageSubmitted(3000, MAP1, 0, 3, SH1),
+        task_end(
+            MAP1,
+            0,
+            "1",
+            reason=TaskEndReason.EXCEPTION_FAILURE,
+            exception_class="java.io.IOException",
+            message="disk full",
+        ),
+        task_end(
+            MAP1,
+            1,
+            "2",
+            reason=TaskEndReason.EXECUTOR_LOST,
+            lost_executor_id="2",
+            message="Command exited with code 137",
+        ),
+    )
     f1, f2 = m.jobs[0].failures
     assert (f1.kind, f1.reason, f1.exception_class, f1.message, f1.partition) == (
-        "task", "exception-failure", "java.io.IOException", "disk full", 0)
+        "task",
+        "exception-failure",
+        "java.io.IOException",
+        "disk full",
+        0,
+    )
     assert (f2.kind, f2.reason, f2.executor_id) == ("task", "executor-lost", "2")
     assert m.stages[MAP1].attempts[0].tasks_failed == 2
 
 
 # ---- stages and jobs ---------------------------------------------------------------------------
 
+
 def test_stage_attempts_and_failure_reasons(job_model):
     m = job_model
     reason = "org.apache.spark.shuffle.FetchFailedException: Failed to connect to host-1"
-    m.apply(ev.StageSubmitted(3000, MAP1, 0, 3, SH1),
-            ev.TaskStart(3001, MAP1, 0, 50, 0, 0, "2", "host-2", False),
-            ev.StageCompleted(3100, MAP1, 0, 3, SH1, reason),
-            ev.StageSubmitted(3200, MAP1, 1, 3, SH1),
-            ev.StageCompleted(3300, MAP1, 1, 3, SH1, None))
+    m.apply(
+        ev.StageSubmitted(3000, MAP1, 0, 3, SH1),
+        ev.TaskStart(3001, MAP1, 0, 50, 0, 0, "2", "host-2", False),
+        ev.StageCompleted(3100, MAP1, 0, 3, SH1, reason),
+        ev.StageSubmitted(3200, MAP1, 1, 3, SH1),
+        ev.StageCompleted(3300, MAP1, 1, 3, SH1, None),
+    )
     attempts = m.stages[MAP1].attempts
     assert sorted(attempts) == [0, 1]
     assert (attempts[0].status, attempts[0].failure_reason, attempts[0].tasks_started) == ("failed", reason, 1)
@@ -346,11 +442,14 @@ def test_stage_of_an_unseen_job_is_created_on_submit():
 def test_job_failures_list(job_model):
     m = job_model
     m.apply(ev.JobStart(2500, 1, None, None, [stage(8, None, 1)]))
-    m.apply(ev.StageSubmitted(3000, MAP1, 0, 3, SH1), fetch_failed(MAP1, 0, SH0, 1, lost="2", executor="1"),
-            ev.StageCompleted(3100, MAP1, 0, 3, SH1, "fetch failed"),
-            ev.JobEnd(3200, 0, False, "Job aborted due to stage failure"),
-            ev.ExecutorRemoved(3300, "3", "Executor killed by driver."),
-            ev.JobEnd(3400, 1, True, None))
+    m.apply(
+        ev.StageSubmitted(3000, MAP1, 0, 3, SH1),
+        fetch_failed(MAP1, 0, SH0, 1, lost="2", executor="1"),
+        ev.StageCompleted(3100, MAP1, 0, 3, SH1, "fetch failed"),
+        ev.JobEnd(3200, 0, False, "Job aborted due to stage failure"),
+        ev.ExecutorRemoved(3300, "3", "Executor killed by driver."),
+        ev.JobEnd(3400, 1, True, None),
+    )
     assert [f.kind for f in m.jobs[0].failures] == ["fetch-failed", "stage", "job"]
     job = m.jobs[0]
     assert (job.status, job.error, job.completed_time) == ("failed", "Job aborted due to stage failure", 3200)
@@ -368,6 +467,7 @@ def test_job_end_of_unknown_job_is_ignored():
 
 
 # ---- shuffles ----------------------------------------------------------------------------------
+
 
 def test_shuffle_registered_and_removed(job_model):
     m = job_model
@@ -416,6 +516,7 @@ def test_commit_of_another_attempt_does_not_confirm_the_current_output(job_model
 
 # ---- executors ---------------------------------------------------------------------------------
 
+
 def test_executor_plugin_started_before_executor_added_keeps_pid():
     m = LiveModel()
     m.apply(ev.ExecutorPluginStarted(1, "4", "host-4", 31337))
@@ -432,6 +533,7 @@ def test_executor_plugin_started_after_executor_added():
 
 
 # ---- counters, snapshot, waiting ---------------------------------------------------------------
+
 
 def test_app_and_counters(job_model):
     m = job_model
@@ -456,19 +558,24 @@ def test_apply_batch_tracks_sequence_and_drops():
 
 def test_snapshot_is_json_serialisable(job_model):
     m = job_model
-    m.apply(ev.ExecutorPluginStarted(1, "1", "host-1", 123),
-            ev.ShuffleRegistered(100, SH0),
-            ev.MapOutputCommitted(1500, SH1, 777, 0, 0, "2", "host-2", 10, 3, 1, 10),
-            ev.ExecutorRemoved(5000, "1", "Command exited with code 137"),
-            task_end(MAP0, 0, "3", t=6000),
-            fetch_failed(MAP1, 0, SH0, 1, lost="2", executor="3"),
-            ev.StageCompleted(7000, MAP0, 0, 4, SH0, "boom"),
-            ev.JobEnd(8000, 0, False, "aborted"))
+    m.apply(
+        ev.ExecutorPluginStarted(1, "1", "host-1", 123),
+        ev.ShuffleRegistered(100, SH0),
+        ev.MapOutputCommitted(1500, SH1, 777, 0, 0, "2", "host-2", 10, 3, 1, 10),
+        ev.ExecutorRemoved(5000, "1", "Command exited with code 137"),
+        task_end(MAP0, 0, "3", t=6000),
+        fetch_failed(MAP1, 0, SH0, 1, lost="2", executor="3"),
+        ev.StageCompleted(7000, MAP0, 0, 4, SH0, "boom"),
+        ev.JobEnd(8000, 0, False, "aborted"),
+    )
     snap = m.snapshot()
     text = json.dumps(snap)
     back = json.loads(text)
-    assert back["executors"]["1"]["loss"] == {"kind": "process-exited", "exit_code": 137,
-                                               "message": "Command exited with code 137"}
+    assert back["executors"]["1"]["loss"] == {
+        "kind": "process-exited",
+        "exit_code": 137,
+        "message": "Command exited with code 137",
+    }
     assert back["executors"]["1"]["pid"] == 123
     assert back["shuffles"][str(SH0)]["outputs"]["0"]["executor_id"] == "3"
     assert back["shuffles"][str(SH0)]["recomputations"][0]["lost_on"] == "1"
@@ -538,13 +645,18 @@ def test_read_runs_under_the_lock():
 
 def test_job_summaries_count_failures_and_reexecuted_tasks(job_model):
     m = job_model
-    m.apply(ev.StageSubmitted(4000, MAP1, 0, 3, SH1),
-            *[ev.TaskStart(4000, MAP1, 0, 0, p, 0, "2", "host-2", False) for p in range(3)],
-            fetch_failed(MAP1, 0, SH0, 0), task_end(MAP1, 1, "2", t=4100), task_end(MAP1, 2, "2", t=4100),
-            ev.ExecutorRemoved(4200, "1", "Command exited with code 137"),
-            ev.StageSubmitted(5000, MAP0, 1, 2, SH0),
-            *[ev.TaskStart(5000, MAP0, 1, 0, p, 0, "3", "host-3", False) for p in (0, 2)],
-            ev.StageSubmitted(6000, MAP1, 1, 1, SH1), ev.TaskStart(6000, MAP1, 1, 0, 0, 0, "3", "host-3", False))
+    m.apply(
+        ev.StageSubmitted(4000, MAP1, 0, 3, SH1),
+        *[ev.TaskStart(4000, MAP1, 0, 0, p, 0, "2", "host-2", False) for p in range(3)],
+        fetch_failed(MAP1, 0, SH0, 0),
+        task_end(MAP1, 1, "2", t=4100),
+        task_end(MAP1, 2, "2", t=4100),
+        ev.ExecutorRemoved(4200, "1", "Command exited with code 137"),
+        ev.StageSubmitted(5000, MAP0, 1, 2, SH0),
+        *[ev.TaskStart(5000, MAP0, 1, 0, p, 0, "3", "host-3", False) for p in (0, 2)],
+        ev.StageSubmitted(6000, MAP1, 1, 1, SH1),
+        ev.TaskStart(6000, MAP1, 1, 0, 0, 0, "3", "host-3", False),
+    )
     (job,) = m.job_summaries()
     assert job["job_id"] == 0 and job["stages_run"] == 2 and job["stages_listed"] == 3
     assert job["tasks_launched"] == 4 + 2 + 3 + 1

@@ -1,14 +1,16 @@
 """LiveModel and retained outputs: retention reports, adoption by a live executor, unregistration."""
+
 from __future__ import annotations
 
 from region_recovery.jvm import events as ev
-from test_model import MAP0, MAP1, SH0, fetch_failed, job_model, task_end  # noqa: F401  (fixture)
+from test_model import MAP0, MAP1, SH0, fetch_failed, task_end
 
 
 def retained(m, shuffle_id, map_index, executor, nbytes=300, checksum=42):
     out = m.shuffles[shuffle_id].outputs[map_index]
-    return ev.MapOutputRetained(2500, shuffle_id, out.map_id, map_index, executor, f"host-{executor}", nbytes, 3,
-                                checksum)
+    return ev.MapOutputRetained(
+        2500, shuffle_id, out.map_id, map_index, executor, f"host-{executor}", nbytes, 3, checksum
+    )
 
 
 def adopt(m, shuffle_id, map_index, frm, to, t=3100):
@@ -60,8 +62,10 @@ def test_stale_fetch_failure_from_the_lost_executor_does_not_lose_an_adopted_out
 def test_unregistered_by_retention_is_lost_with_the_reason(job_model):
     m = job_model
     out = m.shuffles[SH0].outputs[2]
-    m.apply(ev.ExecutorRemoved(3000, "1", "Command exited with code 137"),
-            ev.MapOutputUnregistered(3100, SH0, out.map_id, 2, "1", "not adopted: shuffle_10_2_0: checksum mismatch"))
+    m.apply(
+        ev.ExecutorRemoved(3000, "1", "Command exited with code 137"),
+        ev.MapOutputUnregistered(3100, SH0, out.map_id, 2, "1", "not adopted: shuffle_10_2_0: checksum mismatch"),
+    )
     assert m.shuffles[SH0].missing() == [0, 2]
     assert "checksum mismatch" in m.shuffles[SH0].outputs[2].lost_reason
 
@@ -84,16 +88,20 @@ def test_retained_files_deleted_are_recorded(job_model):
 
 def test_retained_bytes_per_host_executor_and_shuffle_follow_adoption_purge_release_and_cleanup(job_model):
     m = job_model
-    m.apply(retained(m, SH0, 0, "1", nbytes=100), retained(m, SH0, 1, "2", nbytes=20),
-            retained(m, SH0, 2, "1", nbytes=5))
+    m.apply(
+        retained(m, SH0, 0, "1", nbytes=100), retained(m, SH0, 1, "2", nbytes=20), retained(m, SH0, 2, "1", nbytes=5)
+    )
     r = m.retained_bytes()
     assert (r["total"], r["outputs"]) == (125, 3)
     assert r["hosts"] == {"host-1": 105, "host-2": 20} and r["executors"] == {"1": 105, "2": 20}
     assert r["shuffles"] == {SH0: 125}
 
     # executor 1 lost: map 0 adopted by 2, map 2 not; then 1's retained directory is deleted
-    m.apply(ev.ExecutorRemoved(3000, "1", "Command exited with code 137"), adopt(m, SH0, 0, "1", "2"),
-            ev.RetainedFilesDeleted(3200, "1", "host-1", 3, 5, "executor lost"))
+    m.apply(
+        ev.ExecutorRemoved(3000, "1", "Command exited with code 137"),
+        adopt(m, SH0, 0, "1", "2"),
+        ev.RetainedFilesDeleted(3200, "1", "host-1", 3, 5, "executor lost"),
+    )
     r = m.retained_bytes()
     assert r["executors"] == {"2": 120} and r["hosts"] == {"host-2": 120}
 

@@ -14,11 +14,21 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 import region_recovery
-from region_recovery.jvm import packaging
 from region_recovery._version import __version__
 from region_recovery.errors import JarNotFoundError, SparkConnectNotSupportedError
-from region_recovery.jvm.packaging import (JAR_ENV, QUERY_LISTENER_CLASS, SQL_EXTENSION_CLASS, LOCAL_DISK_SHUFFLE_IO, MAVEN_COORDINATE, PLUGIN_CLASS,
-                                       SHUFFLE_IO_CLASS, configure, jar_path, spark_settings)
+from region_recovery.jvm import packaging
+from region_recovery.jvm.packaging import (
+    JAR_ENV,
+    LOCAL_DISK_SHUFFLE_IO,
+    MAVEN_COORDINATE,
+    PLUGIN_CLASS,
+    QUERY_LISTENER_CLASS,
+    SHUFFLE_IO_CLASS,
+    SQL_EXTENSION_CLASS,
+    configure,
+    jar_path,
+    spark_settings,
+)
 
 SHUFFLE_IO_KEY = "spark.shuffle.sort.io.plugin.class"
 QUEUE_KEY = "spark.scheduler.listenerbus.eventqueue.regionRecovery.capacity"
@@ -63,7 +73,7 @@ def package_dir(tmp_path, monkeypatch):
     """Makes jar_path look for the bundled jar under tmp_path/pkg/jars instead of the real package."""
     pkg = tmp_path / "pkg"
     pkg.mkdir()
-    monkeypatch.setattr(packaging, "__file__", str(pkg / "packaging.py"))
+    monkeypatch.setattr(packaging, "BUNDLED_JARS_DIR", str(pkg / "jars"))
     monkeypatch.delenv(JAR_ENV, raising=False)
     return pkg
 
@@ -73,6 +83,7 @@ def builder() -> SparkSession.Builder:
 
 
 # ---- the builder itself ----------------------------------------------------------------------
+
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to list child processes")
 def test_builder_starts_no_jvm(jar):
@@ -116,11 +127,15 @@ def test_configure_twice_adds_nothing_twice(jar):
 
 # ---- user settings are kept ------------------------------------------------------------------
 
+
 def test_user_plugins_and_jars_are_kept_and_ours_appended(jar):
-    b = (builder().config("spark.plugins", "com.example.MetricsPlugin")
-         .config("spark.jars", "/opt/libs/a.jar,/opt/libs/b.jar")
-         .config("spark.driver.extraClassPath", "/opt/libs/a.jar")
-         .config("spark.executor.extraClassPath", f"/opt/x.jar{os.pathsep}/opt/y.jar"))
+    b = (
+        builder()
+        .config("spark.plugins", "com.example.MetricsPlugin")
+        .config("spark.jars", "/opt/libs/a.jar,/opt/libs/b.jar")
+        .config("spark.driver.extraClassPath", "/opt/libs/a.jar")
+        .config("spark.executor.extraClassPath", f"/opt/x.jar{os.pathsep}/opt/y.jar")
+    )
     configure(b)
     opts = b._options
     assert opts["spark.plugins"] == f"com.example.MetricsPlugin,{PLUGIN_CLASS}"
@@ -130,16 +145,22 @@ def test_user_plugins_and_jars_are_kept_and_ours_appended(jar):
 
 
 def test_user_sql_extensions_and_listeners_are_kept_and_ours_appended(jar):
-    b = configure(builder().config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-                  .config("spark.sql.queryExecutionListeners", "com.example.Audit"))
+    b = configure(
+        builder()
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.queryExecutionListeners", "com.example.Audit")
+    )
     assert b._options["spark.sql.extensions"] == f"io.delta.sql.DeltaSparkSessionExtension,{SQL_EXTENSION_CLASS}"
     assert b._options["spark.sql.queryExecutionListeners"] == f"com.example.Audit,{QUERY_LISTENER_CLASS}"
 
 
 def test_entries_already_present_are_not_duplicated(jar):
-    b = (builder().config("spark.plugins", f"com.example.MetricsPlugin, {PLUGIN_CLASS}")
-         .config("spark.jars", f"{jar},/opt/libs/a.jar")
-         .config("spark.driver.extraClassPath", jar))
+    b = (
+        builder()
+        .config("spark.plugins", f"com.example.MetricsPlugin, {PLUGIN_CLASS}")
+        .config("spark.jars", f"{jar},/opt/libs/a.jar")
+        .config("spark.driver.extraClassPath", jar)
+    )
     configure(b)
     opts = b._options
     assert opts["spark.plugins"] == f"com.example.MetricsPlugin, {PLUGIN_CLASS}"
@@ -149,9 +170,16 @@ def test_entries_already_present_are_not_duplicated(jar):
 
 
 def test_spark_settings_only_returns_what_changes(jar):
-    existing = {"spark.plugins": PLUGIN_CLASS, "spark.jars": jar, "spark.driver.extraClassPath": jar,
-                "spark.executor.extraClassPath": jar, SHUFFLE_IO_KEY: SHUFFLE_IO_CLASS, QUEUE_KEY: "500",
-                "spark.sql.extensions": SQL_EXTENSION_CLASS, "spark.sql.queryExecutionListeners": QUERY_LISTENER_CLASS}
+    existing = {
+        "spark.plugins": PLUGIN_CLASS,
+        "spark.jars": jar,
+        "spark.driver.extraClassPath": jar,
+        "spark.executor.extraClassPath": jar,
+        SHUFFLE_IO_KEY: SHUFFLE_IO_CLASS,
+        QUEUE_KEY: "500",
+        "spark.sql.extensions": SQL_EXTENSION_CLASS,
+        "spark.sql.queryExecutionListeners": QUERY_LISTENER_CLASS,
+    }
     assert spark_settings(existing) == {}
 
 
@@ -200,6 +228,7 @@ def test_shuffle_io_false_leaves_the_key_out(jar, caplog):
 
 # ---- Maven packages --------------------------------------------------------------------------
 
+
 def test_use_packages_sets_the_coordinate_and_no_jar_path(package_dir):
     # No jar anywhere: resolving through --packages must not need one.
     b = configure(builder(), use_packages=True)
@@ -218,6 +247,7 @@ def test_use_packages_appends_to_user_packages(package_dir):
 
 
 # ---- where the jar is ------------------------------------------------------------------------
+
 
 def test_env_jar_is_used_and_made_absolute(tmp_path, monkeypatch):
     (tmp_path / "my.jar").write_bytes(b"PK")
@@ -272,6 +302,7 @@ def test_empty_env_var_falls_back_to_the_bundled_jar(package_dir, monkeypatch):
 
 
 # ---- wrong builders --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("thing", [object(), "local[2]", {"spark.master": "local"}, None])
 def test_configure_rejects_a_non_builder(thing, jar):

@@ -62,14 +62,16 @@ def test_one_component_via_two_pipelined_all_to_all_exchanges():
 
 
 def test_one_component_via_cascade_of_joins():
-    topo = topology([], [("v1", "v5", P), ("v2", "v5", P), ("v3", "v6", P), ("v4", "v6", P),
-                         ("v5", "v7", P), ("v6", "v7", P)])
+    topo = topology(
+        [], [("v1", "v5", P), ("v2", "v5", P), ("v3", "v6", P), ("v4", "v6", P), ("v5", "v7", P), ("v6", "v7", P)]
+    )
     assert len(topo.regions()) == 1
 
 
 def test_one_component_from_one_source():
-    topo = topology([], [("v1", "v2", P), ("v1", "v3", P), ("v2", "v4", P), ("v2", "v5", P),
-                         ("v3", "v6", P), ("v3", "v7", P)])
+    topo = topology(
+        [], [("v1", "v2", P), ("v1", "v3", P), ("v2", "v4", P), ("v2", "v5", P), ("v3", "v6", P), ("v3", "v7", P)]
+    )
     assert len(topo.regions()) == 1
 
 
@@ -88,8 +90,9 @@ def test_two_components_via_blocking_all_to_all_exchange():
 
 
 def test_multiple_components_via_cascade_of_joins():
-    topo = topology([], [("v1", "v5", P), ("v2", "v5", P), ("v3", "v6", P), ("v4", "v6", P),
-                         ("v5", "v7", B), ("v6", "v7", B)])
+    topo = topology(
+        [], [("v1", "v5", P), ("v2", "v5", P), ("v3", "v6", P), ("v4", "v6", P), ("v5", "v7", B), ("v6", "v7", B)]
+    )
     assert region_sets(topo) == {frozenset({"v1", "v2", "v5"}), frozenset({"v3", "v4", "v6"}), frozenset({"v7"})}
 
 
@@ -105,8 +108,10 @@ def test_cyclic_dependent_regions_are_merged():
 
 
 def test_pipelined_approximate_edges_do_not_merge():
-    topo = topology(["v1", "v2", "v3", "v4"], [("v1", "v2", APPROXIMATE), ("v1", "v3", APPROXIMATE),
-                                               ("v2", "v4", APPROXIMATE), ("v3", "v4", APPROXIMATE)])
+    topo = topology(
+        ["v1", "v2", "v3", "v4"],
+        [("v1", "v2", APPROXIMATE), ("v1", "v3", APPROXIMATE), ("v2", "v4", APPROXIMATE), ("v3", "v4", APPROXIMATE)],
+    )
     assert len(topo.regions()) == 4
 
 
@@ -265,8 +270,10 @@ def test_generator_consumers_are_read_once():
 @pytest.fixture
 def two_by_two_plus_one() -> Topology:
     """(v1),(v2) -all-to-all blocking-> (v4),(v5); (v3) -blocking-> (v6). Each vertex its own region."""
-    return topology(["v1", "v2", "v3", "v4", "v5", "v6"],
-                    [("v1", "v4", B), ("v1", "v5", B), ("v2", "v4", B), ("v2", "v5", B), ("v3", "v6", B)])
+    return topology(
+        ["v1", "v2", "v3", "v4", "v5", "v6"],
+        [("v1", "v4", B), ("v1", "v5", B), ("v2", "v4", B), ("v2", "v5", B), ("v3", "v6", B)],
+    )
 
 
 def test_region_internal_errors(two_by_two_plus_one):
@@ -324,8 +331,10 @@ def test_multiple_vertices_regions():
 
 
 def test_pipelined_approximate_restarts_downstream_only():
-    topo = topology(["v1", "v2", "v3", "v4"], [("v1", "v2", APPROXIMATE), ("v1", "v3", APPROXIMATE),
-                                               ("v2", "v4", APPROXIMATE), ("v3", "v4", APPROXIMATE)])
+    topo = topology(
+        ["v1", "v2", "v3", "v4"],
+        [("v1", "v2", APPROXIMATE), ("v1", "v3", APPROXIMATE), ("v2", "v4", APPROXIMATE), ("v3", "v4", APPROXIMATE)],
+    )
     strategy = RegionFailover(topo)
     assert strategy.tasks_to_restart("v1") == {"v1", "v2", "v3", "v4"}
     assert strategy.tasks_to_restart("v2") == {"v2", "v4"}
@@ -336,9 +345,16 @@ def test_pipelined_approximate_restarts_downstream_only():
 def test_hybrid_edges():
     # v1 -hybrid_full-> v5, v2 -blocking-> v5, v3 -hybrid_selective-> v5, v4 -pipelined-> v5,
     # v5 -hybrid_full-> v6: only v4 and v5 share a region.
-    topo = topology(["v1", "v2", "v3", "v4", "v5", "v6"],
-                    [("v1", "v5", HYBRID_FULL), ("v2", "v5", B), ("v3", "v5", HYBRID_SELECTIVE),
-                     ("v4", "v5", P), ("v5", "v6", HYBRID_FULL)])
+    topo = topology(
+        ["v1", "v2", "v3", "v4", "v5", "v6"],
+        [
+            ("v1", "v5", HYBRID_FULL),
+            ("v2", "v5", B),
+            ("v3", "v5", HYBRID_SELECTIVE),
+            ("v4", "v5", P),
+            ("v5", "v6", HYBRID_FULL),
+        ],
+    )
     strategy = RegionFailover(topo)
     assert strategy.tasks_to_restart("v5") == {"v3", "v4", "v5", "v6"}
     assert strategy.tasks_to_restart("v6") == {"v6"}

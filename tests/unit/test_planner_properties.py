@@ -169,9 +169,7 @@ def test_only_the_failed_region_when_nothing_else_is_needed(case, data):
     failed = data.draw(st.sampled_from(case.vertices))
     own = case.topo.region_of(failed)
     outputs_leave = any(p.producer in own and set(p.consumers) - own for p in case.parts)
-    inputs_lost = any(
-        set(p.consumers) & own and p.producer not in own and not p.reconsumable for p in case.parts
-    )
+    inputs_lost = any(set(p.consumers) & own and p.producer not in own and not p.reconsumable for p in case.parts)
     if not outputs_leave and not inputs_lost:
         assert RegionFailover(case.topo).tasks_to_restart(failed) == own
 
@@ -183,6 +181,7 @@ def test_regions_are_deterministic_across_identical_builds(case):
     for v in case.topo.vertices():
         copy.add_vertex(v)
     for part in case.parts:
-        copy.add_partition(part.pid, part.producer, list(part.consumers),
-                           pipelined=part.pipelined, reconsumable=part.reconsumable)
+        copy.add_partition(
+            part.pid, part.producer, list(part.consumers), pipelined=part.pipelined, reconsumable=part.reconsumable
+        )
     assert copy.regions() == case.topo.regions()

@@ -14,7 +14,6 @@ from region_recovery.control.consistency import ConsumerRestart
 from region_recovery.control.job_restarts import AttemptRecord, RestartDecision, RunRecord
 from region_recovery.control.recovery_decisions import DecisionRecorder
 from region_recovery.jvm import events as ev
-from region_recovery.jvm.events import TaskEndReason
 from region_recovery.model import LiveModel
 from region_recovery.reporting.report import SCHEMA_VERSION, build_report, schema
 from test_model import MAP0, MAP1, RESULT, SH0, fetch_failed, task_end, two_shuffle_job
@@ -26,7 +25,9 @@ def _report(retained: dict | None) -> dict:
     model = LiveModel()
     recorder = DecisionRecorder(model, RecoveryConfig())
     events = [
-        ev.ExecutorAdded(900, "1", "host-1", 1), ev.ExecutorAdded(900, "2", "host-2", 1), two_shuffle_job(),
+        ev.ExecutorAdded(900, "1", "host-1", 1),
+        ev.ExecutorAdded(900, "2", "host-2", 1),
+        two_shuffle_job(),
         ev.StageSubmitted(1000, MAP0, 0, 4, SH0),
         *[ev.TaskStart(1001, MAP0, 0, 10 + p, p, 0, "1", "host-1", False) for p in range(4)],
         *[task_end(MAP0, p) for p in range(4)],
@@ -40,19 +41,53 @@ def _report(retained: dict | None) -> dict:
     run = RunRecord("nightly", "FixedDelayRestart(attempts=1, delay_ms=1000, failures=1)")
     run.attempts.append(AttemptRecord(1, [0], False, 2400, 17, 12, 2, 0, 12, "FetchFailed"))
     run.attempts.append(AttemptRecord(2, [1], True, 700, 5, 0, 0, 2, 12, None, 2))
-    run.restart_decisions.append(RestartDecision(1, "partition-lost", "fetch-failed", "FetchFailed", "lost", True,
-                                                 True, 1000, "restart in 1000 ms", "region", ["stage 1 partition 0"],
-                                                 [10], [11]))
+    run.restart_decisions.append(
+        RestartDecision(
+            1,
+            "partition-lost",
+            "fetch-failed",
+            "FetchFailed",
+            "lost",
+            True,
+            True,
+            1000,
+            "restart in 1000 ms",
+            "region",
+            ["stage 1 partition 0"],
+            [10],
+            [11],
+        )
+    )
     restart = ConsumerRestart(4000, SH0, 2, 100, 90, [11], [RESULT])
     from dataclasses import asdict
 
-    return build_report(app_id="app-1", restart_strategy=run.strategy, failover_strategy="region",
-                        runs=[run.to_dict()], jobs=model.job_summaries(), recovery_decisions=recorder.snapshot(),
-                        consumer_restarts=[asdict(restart)], retained=retained)
+    return build_report(
+        app_id="app-1",
+        restart_strategy=run.strategy,
+        failover_strategy="region",
+        runs=[run.to_dict()],
+        jobs=model.job_summaries(),
+        recovery_decisions=recorder.snapshot(),
+        consumer_restarts=[asdict(restart)],
+        retained=retained,
+    )
 
 
-@pytest.mark.parametrize("retained", [None, {"total": 10, "outputs": 1, "hosts": {"h": 10}, "executors": {"1": 10},
-                                          "shuffles": {10: 10}, "released": 0, "released_bytes": 0}])
+@pytest.mark.parametrize(
+    "retained",
+    [
+        None,
+        {
+            "total": 10,
+            "outputs": 1,
+            "hosts": {"h": 10},
+            "executors": {"1": 10},
+            "shuffles": {10: 10},
+            "released": 0,
+            "released_bytes": 0,
+        },
+    ],
+)
 def test_a_built_report_validates_against_the_schema(retained):
     report = json.loads(json.dumps(_report(retained)))  # as saved and read back
     assert report["schema_version"] == SCHEMA_VERSION

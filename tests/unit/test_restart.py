@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from region_recovery.planner.classify import FailureKind
 from region_recovery.config import ConfigError, RecoveryConfig
+from region_recovery.planner.classify import FailureKind
 from region_recovery.planner.restart import (
     ExponentialDelayRestart,
     FailureHandling,
@@ -44,8 +44,14 @@ class ExtremeRng:
 
 
 def exponential(clock, rng=None, **overrides) -> ExponentialDelayRestart:
-    settings = dict(initial_backoff_ms=1, max_backoff_ms=1000, backoff_multiplier=2.0,
-                    reset_backoff_threshold_ms=10_000, jitter_factor=0.0, attempts_before_reset_backoff=None)
+    settings = dict(
+        initial_backoff_ms=1,
+        max_backoff_ms=1000,
+        backoff_multiplier=2.0,
+        reset_backoff_threshold_ms=10_000,
+        jitter_factor=0.0,
+        attempts_before_reset_backoff=None,
+    )
     settings.update(overrides)
     return ExponentialDelayRestart(**settings, clock=clock, rng=rng)
 
@@ -261,8 +267,14 @@ def test_exponential_unlimited_attempts():
 
 def test_exponential_huge_attempt_counts_do_not_overflow():
     clock = ManualClock(0)
-    strategy = exponential(clock, initial_backoff_ms=1, max_backoff_ms=5, backoff_multiplier=1.5, jitter_factor=1.0,
-                           rng=ExtremeRng(high=True))
+    strategy = exponential(
+        clock,
+        initial_backoff_ms=1,
+        max_backoff_ms=5,
+        backoff_multiplier=1.5,
+        jitter_factor=1.0,
+        rng=ExtremeRng(high=True),
+    )
     strategy.current_attempt = 5_000
     strategy.next_restart_ms = -1
     strategy.notify_failure()
@@ -273,8 +285,9 @@ def test_exponential_huge_attempt_counts_do_not_overflow():
 def test_exponential_jitter_extremes_are_integer_offsets(high):
     clock = ManualClock(0)
     rng = ExtremeRng(high)
-    strategy = exponential(clock, rng, initial_backoff_ms=100, max_backoff_ms=100_000, backoff_multiplier=2.0,
-                           jitter_factor=0.25)
+    strategy = exponential(
+        clock, rng, initial_backoff_ms=100, max_backoff_ms=100_000, backoff_multiplier=2.0, jitter_factor=0.25
+    )
     strategy.notify_failure()  # base 100, offset 25
     assert rng.calls == [(-25, 25)]
     assert strategy.backoff_ms() == (125 if high else 100), "clamped to at least initial"
@@ -307,8 +320,14 @@ def test_exponential_zero_jitter_does_not_use_the_rng():
 
 def test_exponential_seeded_jitter_stays_in_bounds():
     clock = ManualClock(0)
-    strategy = exponential(clock, random.Random(42), initial_backoff_ms=1000, max_backoff_ms=60_000,
-                           backoff_multiplier=1.5, jitter_factor=0.1)
+    strategy = exponential(
+        clock,
+        random.Random(42),
+        initial_backoff_ms=1000,
+        max_backoff_ms=60_000,
+        backoff_multiplier=1.5,
+        jitter_factor=0.1,
+    )
     for attempt in range(12):
         strategy.notify_failure()
         backoff = strategy.backoff_ms()
@@ -322,8 +341,9 @@ def test_exponential_seeded_jitter_stays_in_bounds():
 def test_exponential_seeded_rng_is_reproducible():
     def run():
         clock = ManualClock(0)
-        strategy = exponential(clock, random.Random(7), initial_backoff_ms=1000, max_backoff_ms=60_000,
-                               jitter_factor=0.5)
+        strategy = exponential(
+            clock, random.Random(7), initial_backoff_ms=1000, max_backoff_ms=60_000, jitter_factor=0.5
+        )
         out = []
         for _ in range(6):
             strategy.notify_failure()
@@ -415,15 +435,25 @@ def test_from_conf_default_is_no_restart():
 
 
 def test_from_conf_fixed_delay():
-    strategy = create_restart_strategy(RecoveryConfig.parse({P + "type": "fixed-delay", P + "fixed-delay.attempts": "3", P + "fixed-delay.delay": "10 s"}))
+    strategy = create_restart_strategy(
+        RecoveryConfig.parse(
+            {P + "type": "fixed-delay", P + "fixed-delay.attempts": "3", P + "fixed-delay.delay": "10 s"}
+        )
+    )
     assert isinstance(strategy, FixedDelayRestart) and (strategy.attempts, strategy.delay_ms) == (3, 10_000)
 
 
 def test_from_conf_failure_rate():
     clock = ManualClock()
-    strategy = from_conf({P + "type": "FailureRate", P + "failure-rate.max-failures-per-interval": "2",
-                          P + "failure-rate.failure-rate-interval": "5 min", P + "failure-rate.delay": "250ms"},
-                         clock=clock)
+    strategy = from_conf(
+        {
+            P + "type": "FailureRate",
+            P + "failure-rate.max-failures-per-interval": "2",
+            P + "failure-rate.failure-rate-interval": "5 min",
+            P + "failure-rate.delay": "250ms",
+        },
+        clock=clock,
+    )
     assert isinstance(strategy, FailureRateRestart)
     assert (strategy.max_failures_per_interval, strategy.interval_ms, strategy.delay_ms) == (2, 300_000, 250)
     assert strategy._clock is clock
@@ -431,14 +461,27 @@ def test_from_conf_failure_rate():
 
 def test_from_conf_exponential_delay_defaults_and_overrides():
     rng = random.Random(1)
-    strategy = create_restart_strategy(RecoveryConfig.parse({P + "type": "exponential-delay"}), clock=ManualClock(), rng=rng)
+    strategy = create_restart_strategy(
+        RecoveryConfig.parse({P + "type": "exponential-delay"}), clock=ManualClock(), rng=rng
+    )
     assert isinstance(strategy, ExponentialDelayRestart)
-    assert (strategy.initial_backoff_ms, strategy.max_backoff_ms, strategy.backoff_multiplier,
-            strategy.reset_backoff_threshold_ms, strategy.jitter_factor, strategy.attempts_before_reset_backoff) == (
-        1_000, 60_000, 1.5, 3_600_000, 0.1, None)
+    assert (
+        strategy.initial_backoff_ms,
+        strategy.max_backoff_ms,
+        strategy.backoff_multiplier,
+        strategy.reset_backoff_threshold_ms,
+        strategy.jitter_factor,
+        strategy.attempts_before_reset_backoff,
+    ) == (1_000, 60_000, 1.5, 3_600_000, 0.1, None)
     assert strategy._rng is rng
-    strategy = from_conf({P + "type": "exponentialdelay", P + "exponential-delay.attempts-before-reset-backoff": "4",
-                          P + "exponential-delay.initial-backoff": "2 s", P + "exponential-delay.max-backoff": "2 s"})
+    strategy = from_conf(
+        {
+            P + "type": "exponentialdelay",
+            P + "exponential-delay.attempts-before-reset-backoff": "4",
+            P + "exponential-delay.initial-backoff": "2 s",
+            P + "exponential-delay.max-backoff": "2 s",
+        }
+    )
     assert strategy.attempts_before_reset_backoff == 4
     assert (strategy.initial_backoff_ms, strategy.max_backoff_ms) == (2000, 2000)
 

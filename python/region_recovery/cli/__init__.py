@@ -1,4 +1,5 @@
 """The `region-recovery` command: the demo, saved reports, the configuration keys, and how to enable the plugin."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,13 +12,16 @@ from ..jvm import packaging
 
 def _cmd_demo(args) -> int:
     from .demo import run_demo
+
     run_demo(master=args.master, records=args.records, report_path=args.json)
     return 0
 
 
 def _cmd_report(args) -> int:
     import json
+
     from ..reporting.render import describe_report
+
     with open(args.path) as f:
         data = json.load(f)
     print(describe_report(data.get("report", data)))
@@ -65,8 +69,9 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="run a multi-stage job, kill an executor mid-job, show the live model")
-    demo.add_argument("--master", default="local-cluster[2,1,1024]",
-                      help="Spark master (default: %(default)s, two executor JVMs)")
+    demo.add_argument(
+        "--master", default="local-cluster[2,1,1024]", help="Spark master (default: %(default)s, two executor JVMs)"
+    )
     demo.add_argument("--records", type=int, default=20_000, help="input size (default: %(default)s)")
     demo.add_argument("--json", metavar="PATH", help="also write the model and status as JSON")
     demo.set_defaults(func=_cmd_demo)
@@ -87,14 +92,17 @@ def main(argv=None) -> int:
     cfg.set_defaults(func=_cmd_config)
 
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
     except Exception as e:
         from ..errors import RegionRecoveryError
+
         if isinstance(e, RegionRecoveryError):
             print(f"region-recovery: {e}", file=sys.stderr)
             return 2

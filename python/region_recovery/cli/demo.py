@@ -6,29 +6,31 @@ that were lost and where Spark recomputed them. Part 2 makes one task of a last 
 often than spark.task.maxFailures allows: the restart strategy runs the action again and the
 report shows that the finished shuffles were reused. Progress lines are printed as events arrive.
 """
+
 from __future__ import annotations
 
 import json
-import shutil
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from operator import add
-from typing import Callable, Optional
 
-from ..jvm import events as ev
 from ..application import RegionRecovery
-from ..testing.faults import FaultError, kill_executor, transient_failure
+from ..jvm import events as ev
 from ..jvm.packaging import configure
 from ..reporting.render import describe_model, describe_report
+from ..testing.faults import FaultError, kill_executor, transient_failure
 
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
 
 
 def _progress_printer(out: Callable[[str], None], t0: float):
     """Turns event batches into one progress line per meaningful event."""
+
     def show(batch: ev.Batch) -> None:
         for e in batch.events:
             line = None
@@ -46,33 +48,45 @@ def _progress_printer(out: Callable[[str], None], t0: float):
                 line = f"executor {e.executor_id} added on {e.host}"
             elif isinstance(e, ev.TaskEnd) and e.reason != ev.TaskEndReason.SUCCESS:
                 what = ev.TaskEndReason(e.reason).name
-                line = (f"task {e.partition} of stage {e.stage_id}.{e.stage_attempt} on executor {e.executor_id}: "
-                        f"{what} {(e.message or '').splitlines()[0][:90] if e.message else ''}")
+                line = (
+                    f"task {e.partition} of stage {e.stage_id}.{e.stage_attempt} on executor {e.executor_id}: "
+                    f"{what} {(e.message or '').splitlines()[0][:90] if e.message else ''}"
+                )
             elif isinstance(e, ev.JobEnd):
                 line = f"job {e.job_id} {'succeeded' if e.succeeded else 'FAILED'}"
             if line:
                 out(f"[{time.monotonic() - t0:6.1f}s] {line}")
+
     return show
 
 
-def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: Optional[str] = None,
-             out: Callable[[str], None] = print) -> dict:
+def run_demo(
+    master: str = DEFAULT_MASTER,
+    records: int = 20_000,
+    report_path: str | None = None,
+    out: Callable[[str], None] = print,
+) -> dict:
     """Runs the demo; returns a summary dict (also written as JSON to report_path if given)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers' interpreter for Python functions
     t0 = time.monotonic()
     out(f"Starting Spark on {master} with the region-recovery plugin ...")
-    builder = (SparkSession.builder.master(master).appName("region-recovery-demo")
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               # executors on this machine run the driver's interpreter (the one with this package)
-               .config("spark.pyspark.python", sys.executable)
-               # part 2: two task failures abort a job; the restart strategy then reruns the action
-               .config("spark.task.maxFailures", "2")
-               .config("spark.regionRecovery.restart-strategy.type", "fixed-delay")
-               .config("spark.regionRecovery.restart-strategy.fixed-delay.attempts", "2")
-               .config("spark.regionRecovery.restart-strategy.fixed-delay.delay", "2 s"))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("region-recovery-demo")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # executors on this machine run the driver's interpreter (the one with this package)
+        .config("spark.pyspark.python", sys.executable)
+        # part 2: two task failures abort a job; the restart strategy then reruns the action
+        .config("spark.task.maxFailures", "2")
+        .config("spark.regionRecovery.restart-strategy.type", "fixed-delay")
+        .config("spark.regionRecovery.restart-strategy.fixed-delay.attempts", "2")
+        .config("spark.regionRecovery.restart-strategy.fixed-delay.delay", "2 s")
+    )
     spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -86,8 +100,7 @@ def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: O
 
         # Stage A: 8 map tasks -> shuffle; stage B: slow map tasks reading it -> shuffle; stage C: result.
         counts = sc.parallelize(range(records), 8).map(lambda x: (x % 97, 1)).reduceByKey(add, 4)
-        regrouped = (counts.mapPartitions(slow)
-                     .map(lambda kv: (kv[0] % 7, kv[1])).reduceByKey(add, 2))
+        regrouped = counts.mapPartitions(slow).map(lambda kv: (kv[0] % 7, kv[1])).reduceByKey(add, 2)
         expected = {}
         for x in range(records):
             expected[(x % 97) % 7] = expected.get((x % 97) % 7, 0) + 1
@@ -107,13 +120,20 @@ def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: O
         # Wait until the first shuffle is complete and the stage reading it is running, then kill.
         def second_stage_running(m) -> bool:
             firsts = [s for s in m.shuffles.values() if s.num_maps == 8 and s.available_count() == 8]
-            return bool(firsts) and any(a.status == "running" for st in m.stages.values()
-                                        if st.shuffle_id is not None and st.num_tasks == 4
-                                        for a in st.attempts.values())
+            return bool(firsts) and any(
+                a.status == "running"
+                for st in m.stages.values()
+                if st.shuffle_id is not None and st.num_tasks == 4
+                for a in st.attempts.values()
+            )
+
         if not rr.model.wait_for(second_stage_running, 180):
             raise RuntimeError("the pipeline did not reach its second stage within 180 s")
-        victim = rr.model.read(lambda m: sorted(
-            {o.executor_id for s in m.shuffles.values() if s.num_maps == 8 for o in s.outputs.values()}))[0]
+        victim = rr.model.read(
+            lambda m: sorted(
+                {o.executor_id for s in m.shuffles.values() if s.num_maps == 8 for o in s.outputs.values()}
+            )
+        )[0]
         time.sleep(0.5)
         try:
             pid = kill_executor(rr, victim)
@@ -138,9 +158,14 @@ def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: O
         out("Plain Spark aborts the action; the restart strategy runs it again, reusing the finished shuffles.")
         fault_dir = tempfile.mkdtemp(prefix="region-recovery-demo-")
         try:
-            pipeline = (sc.parallelize(range(records), 8).map(lambda x: (x % 89, 1)).reduceByKey(add, 4)
-                        .map(lambda kv: (kv[0] % 11, kv[1])).reduceByKey(add, 4)
-                        .mapPartitionsWithIndex(transient_failure(fault_dir, [0], 3)))
+            pipeline = (
+                sc.parallelize(range(records), 8)
+                .map(lambda x: (x % 89, 1))
+                .reduceByKey(add, 4)
+                .map(lambda kv: (kv[0] % 11, kv[1]))
+                .reduceByKey(add, 4)
+                .mapPartitionsWithIndex(transient_failure(fault_dir, [0], 3))
+            )
             restarted = rr.run(lambda: dict(pipeline.collect()), name="demo-transient-failure")
         finally:
             shutil.rmtree(fault_dir, ignore_errors=True)
@@ -153,8 +178,13 @@ def run_demo(master: str = DEFAULT_MASTER, records: int = 20_000, report_path: O
         out(f"Result: {'identical to' if verified2 else 'DIFFERENT FROM'} the expected result")
         verified = verified and verified2
         summary = {
-            "master": master, "killed_executor": victim, "killed_pid": pid, "result_verified": verified,
-            "wall_s": round(time.monotonic() - t0, 1), "status": rr.status(), "report": report,
+            "master": master,
+            "killed_executor": victim,
+            "killed_pid": pid,
+            "result_verified": verified,
+            "wall_s": round(time.monotonic() - t0, 1),
+            "status": rr.status(),
+            "report": report,
             "model": rr.model.snapshot(),
         }
         if report_path:

@@ -9,12 +9,12 @@ every recomputed map output; when it differs from the output it replaced (its si
 deterministic producer rewrites identical bytes) and Spark will not roll back by itself, every
 shuffle written by a consumer stage is unregistered, so that Spark recomputes it from the new data.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List
 
 from ..jvm import events as ev
 from ..jvm.events import Determinism
@@ -25,13 +25,14 @@ log = logging.getLogger("region_recovery")
 @dataclass
 class ConsumerRestart:
     """One changed recomputed output and what the guard did about it."""
+
     time: int
     producer_shuffle: int
     map_index: int
     bytes_before: int
     bytes_after: int
-    consumer_shuffles_unregistered: List[int] = field(default_factory=list)
-    result_stages_already_read: List[int] = field(default_factory=list)  # cannot be rolled back
+    consumer_shuffles_unregistered: list[int] = field(default_factory=list)
+    result_stages_already_read: list[int] = field(default_factory=list)  # cannot be rolled back
 
 
 class ChangedOutputGuard:
@@ -39,11 +40,11 @@ class ChangedOutputGuard:
 
     def __init__(self, rr) -> None:
         self.rr = rr
-        self._seen: Dict[int, int] = {}  # shuffle id -> recomputations already examined
+        self._seen: dict[int, int] = {}  # shuffle id -> recomputations already examined
         self._lock = threading.Lock()
-        self.restarts: List[ConsumerRestart] = []
+        self.restarts: list[ConsumerRestart] = []
 
-    def snapshot(self) -> List[dict]:
+    def snapshot(self) -> list[dict]:
         with self._lock:
             return [asdict(r) for r in self.restarts]
 
@@ -52,18 +53,27 @@ class ChangedOutputGuard:
             return
         for restart in self.rr.model.read(self._changed):
             for shuffle_id in restart.consumer_shuffles_unregistered:
-                self.rr.unregister_shuffle(shuffle_id, f"its input shuffle {restart.producer_shuffle} map "
-                                                       f"{restart.map_index} changed when recomputed")
-            log.warning("region-recovery: shuffle %d map %d changed when recomputed (%d -> %d bytes) although "
-                        "Spark labels it deterministic; consumer shuffle(s) %s unregistered so they are recomputed%s",
-                        restart.producer_shuffle, restart.map_index, restart.bytes_before, restart.bytes_after,
-                        restart.consumer_shuffles_unregistered,
-                        f"; result stage(s) {restart.result_stages_already_read} already read the old output "
-                        "and cannot be rolled back" if restart.result_stages_already_read else "")
+                self.rr.unregister_shuffle(
+                    shuffle_id,
+                    f"its input shuffle {restart.producer_shuffle} map {restart.map_index} changed when recomputed",
+                )
+            log.warning(
+                "region-recovery: shuffle %d map %d changed when recomputed (%d -> %d bytes) although "
+                "Spark labels it deterministic; consumer shuffle(s) %s unregistered so they are recomputed%s",
+                restart.producer_shuffle,
+                restart.map_index,
+                restart.bytes_before,
+                restart.bytes_after,
+                restart.consumer_shuffles_unregistered,
+                f"; result stage(s) {restart.result_stages_already_read} already read the old output "
+                "and cannot be rolled back"
+                if restart.result_stages_already_read
+                else "",
+            )
             with self._lock:
                 self.restarts.append(restart)
 
-    def _changed(self, m) -> List[ConsumerRestart]:
+    def _changed(self, m) -> list[ConsumerRestart]:
         found = []
         for sh in m.shuffles.values():
             start = self._seen.get(sh.shuffle_id, 0)
@@ -75,8 +85,7 @@ class ChangedOutputGuard:
             for r in sh.recomputations[start:]:
                 if r.bytes_before < 0 or r.bytes_after < 0 or r.bytes_before == r.bytes_after:
                     continue
-                consumers = [st for st in m.stages.values()
-                             if any(p in sh.stage_ids for p in st.parents)]
+                consumers = [st for st in m.stages.values() if any(p in sh.stage_ids for p in st.parents)]
                 restart = ConsumerRestart(r.time, sh.shuffle_id, r.map_index, r.bytes_before, r.bytes_after)
                 for st in consumers:
                     if st.shuffle_id is not None:

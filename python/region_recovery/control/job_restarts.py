@@ -6,17 +6,19 @@ is reported to the restart strategy (Flink's ExecutionFailureHandler order) and,
 the action runs again after the backoff. Every decision is recorded with what the attempt cost
 and what the next one reused (map stages Spark skipped because their outputs were available).
 """
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator, List, Mapping, Optional, TypeVar
+from typing import TypeVar
 
-from ..planner import restart
-from ..planner.classify import Classification, FailureKind, explain_spark_error
 from ..config import RecoveryConfig
 from ..errors import RegionRecoveryError
+from ..planner import restart
+from ..planner.classify import Classification, FailureKind, explain_spark_error
 
 log = logging.getLogger("region_recovery")
 T = TypeVar("T")
@@ -25,8 +27,9 @@ T = TypeVar("T")
 @dataclass
 class AttemptRecord:
     """One execution of the action: the Spark jobs it ran and what they cost."""
+
     attempt: int
-    job_ids: List[int]
+    job_ids: list[int]
     succeeded: bool
     wall_ms: int
     tasks_launched: int
@@ -34,7 +37,7 @@ class AttemptRecord:
     map_stages_run: int
     map_stages_skipped: int  # their outputs were still available: reused, not recomputed
     map_tasks_full_rerun: int  # map tasks a rerun from scratch would have launched
-    error: Optional[str] = None
+    error: str | None = None
     exchanges_reused: int = 0  # DataFrame shuffles taken over from a failed attempt (SQL extension)
 
     @property
@@ -45,27 +48,28 @@ class AttemptRecord:
 @dataclass
 class RestartDecision:
     """What the controller decided after an attempt failed, and why."""
+
     attempt: int
     cause: str  # FailureKind value
-    rule: Optional[str]  # the classifier rule that decided the cause
-    exception_class: Optional[str]
+    rule: str | None  # the classifier rule that decided the cause
+    exception_class: str | None
     message: str
     restart: bool
     is_new_attempt: bool
     backoff_ms: int
     reason: str
     failover: str = "region"  # the configured failover strategy applied to the restart
-    failed_tasks: List[str] = field(default_factory=list)  # "stage S partition P" that exhausted their retries
-    reused_shuffles: List[int] = field(default_factory=list)  # complete; the next attempt reads them as they are
-    recomputed_shuffles: List[int] = field(default_factory=list)  # incomplete, or all of them under `full`
+    failed_tasks: list[str] = field(default_factory=list)  # "stage S partition P" that exhausted their retries
+    reused_shuffles: list[int] = field(default_factory=list)  # complete; the next attempt reads them as they are
+    recomputed_shuffles: list[int] = field(default_factory=list)  # incomplete, or all of them under `full`
 
 
 @dataclass
 class RunRecord:
     name: str
     strategy: str
-    attempts: List[AttemptRecord] = field(default_factory=list)
-    restart_decisions: List[RestartDecision] = field(default_factory=list)
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    restart_decisions: list[RestartDecision] = field(default_factory=list)
     succeeded: bool = False
     backoff_waited_ms: int = 0
 
@@ -89,11 +93,11 @@ class RestartRefusedError(RegionRecoveryError):
 
 def _first_line(text: str, limit: int = 300) -> str:
     """The line that says what went wrong: a Python traceback's last line, else the first line."""
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
-    if any(l.startswith("Traceback (most recent call last)") for l in lines):
-        tail = [l for l in lines if not l.startswith((" ", "\t"))]
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        tail = [line for line in lines if not line.startswith((" ", "\t"))]
         return tail[-1][:limit]
     return lines[0][:limit]
 
@@ -101,11 +105,11 @@ def _first_line(text: str, limit: int = 300) -> str:
 class Attempt:
     """One try inside `for attempt in controller.attempts(name): with attempt: ...`."""
 
-    def __init__(self, runner: "_Run", number: int):
+    def __init__(self, runner: _Run, number: int):
         self._runner = runner
         self.number = number
 
-    def __enter__(self) -> "Attempt":
+    def __enter__(self) -> Attempt:
         self._runner.begin(self.number)
         return self
 
@@ -116,7 +120,7 @@ class Attempt:
 class _Run:
     """The state of one named action under restarts; drives the attempt loop."""
 
-    def __init__(self, controller: "Controller", name: str):
+    def __init__(self, controller: Controller, name: str):
         self.c = controller
         # One strategy per run, as Flink has one per job: attempts of one action never use up another's.
         self.strategy = restart.create_restart_strategy(controller.config)
@@ -133,7 +137,7 @@ class _Run:
         self._tasks_before = model.read(lambda m: (m.tasks_started, m.map_tasks_started))
         self._reused_before = self.c.rr.exchange_reuse().get("reused", 0)
 
-    def _attempt_record(self, number: int, exc: Optional[BaseException]) -> AttemptRecord:
+    def _attempt_record(self, number: int, exc: BaseException | None) -> AttemptRecord:
         self.c.rr.sync()
         before = self._jobs_before
         tasks0, maps0 = self._tasks_before
@@ -153,22 +157,37 @@ class _Run:
             run = sum(1 for _, ran in maps.values() if ran)
             full = sum(tasks for tasks, _ in maps.values())
             return (jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, len(maps) - run, full)
+
         jobs, tasks, maps, run, skipped, full = self.c.rr.model.read(collect)
         reused = self.c.rr.exchange_reuse().get("reused", 0) - self._reused_before
-        return AttemptRecord(number, jobs, exc is None, int(time.monotonic() * 1000) - self._start_ms,
-                             tasks, maps, run, skipped, full, None if exc is None else _first_line(str(exc)),
-                             reused)
+        return AttemptRecord(
+            number,
+            jobs,
+            exc is None,
+            int(time.monotonic() * 1000) - self._start_ms,
+            tasks,
+            maps,
+            run,
+            skipped,
+            full,
+            None if exc is None else _first_line(str(exc)),
+            reused,
+        )
 
-    def end(self, number: int, exc: Optional[BaseException]) -> bool:
+    def end(self, number: int, exc: BaseException | None) -> bool:
         self.record.attempts.append(self._attempt_record(number, exc))
         if exc is None:
             self.record.succeeded = True
             self.done = True
             if number > 1:
                 a = self.record.attempts[-1]
-                log.warning("region-recovery: '%s' succeeded on attempt %d; %d map stage(s) reused, "
-                            "%d map task(s) re-executed", self.record.name, number, a.map_stages_skipped,
-                            a.map_tasks_launched)
+                log.warning(
+                    "region-recovery: '%s' succeeded on attempt %d; %d map stage(s) reused, %d map task(s) re-executed",
+                    self.record.name,
+                    number,
+                    a.map_stages_skipped,
+                    a.map_tasks_launched,
+                )
             return False
         if not isinstance(exc, Exception) or isinstance(exc, RegionRecoveryError):
             return False  # KeyboardInterrupt and our own errors pass through untouched
@@ -177,46 +196,80 @@ class _Run:
         handling = restart.handle_failure(self.strategy, kind)
         failover = self.c.config.failover_strategy
         failed, reused, recomputed = self._restart_set(self.record.attempts[-1].job_ids, failover)
-        decision = RestartDecision(number, kind.value, cls.rule, cls.exception_class or type(exc).__name__,
-                                   _first_line(str(exc)), handling.restart, handling.is_new_attempt,
-                                   handling.backoff_ms, handling.reason, failover, failed, reused, recomputed)
+        decision = RestartDecision(
+            number,
+            kind.value,
+            cls.rule,
+            cls.exception_class or type(exc).__name__,
+            _first_line(str(exc)),
+            handling.restart,
+            handling.is_new_attempt,
+            handling.backoff_ms,
+            handling.reason,
+            failover,
+            failed,
+            reused,
+            recomputed,
+        )
         self.record.restart_decisions.append(decision)
         self.record.strategy = self.strategy.describe()
         if not handling.restart:
             self.done = True
             raise RestartRefusedError(
                 f"'{self.record.name}' failed on attempt {number} and is not restarted: {handling.reason}. "
-                f"Cause ({kind.value}, rule {cls.rule}): {decision.message}", self.record) from exc
+                f"Cause ({kind.value}, rule {cls.rule}): {decision.message}",
+                self.record,
+            ) from exc
         if failover == "full":  # Flink's RestartAll: nothing the failed attempt wrote is kept
             for shuffle_id in recomputed:
-                self.c.rr.unregister_shuffle(shuffle_id, f"full failover after attempt {number} of '{self.record.name}'")
-        log.warning("region-recovery: '%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s, %s failover: "
-                    "%d shuffle(s) reused, %d recomputed)", self.record.name, number, kind.value,
-                    decision.message[:160], handling.backoff_ms / 1000, self.strategy.describe(), failover,
-                    len(reused), len(recomputed))
+                self.c.rr.unregister_shuffle(
+                    shuffle_id, f"full failover after attempt {number} of '{self.record.name}'"
+                )
+        log.warning(
+            "region-recovery: '%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s, %s failover: "
+            "%d shuffle(s) reused, %d recomputed)",
+            self.record.name,
+            number,
+            kind.value,
+            decision.message[:160],
+            handling.backoff_ms / 1000,
+            self.strategy.describe(),
+            failover,
+            len(reused),
+            len(recomputed),
+        )
         self._sleep(handling.backoff_ms)
         return True  # swallow: the loop runs the next attempt
 
-    def _restart_set(self, job_ids: List[int], failover: str):
+    def _restart_set(self, job_ids: list[int], failover: str):
         """The failed tasks of an attempt, and which of its shuffles the next attempt reuses or recomputes.
 
         Region failover keeps every shuffle whose outputs are all available (Flink: a region whose
         blocking results are consumable is not restarted); Spark then recomputes only missing map
         outputs of the others. Full failover recomputes them all.
         """
+
         def collect(m):
             shuffles, failed = set(), set()
             for j in job_ids:
                 job = m.jobs.get(j)
                 if job is None:
                     continue
-                shuffles.update(m.stages[s].shuffle_id for s in job.stage_ids
-                                if s in m.stages and m.stages[s].shuffle_id is not None)
-                failed.update((f.stage_id, f.partition) for f in job.failures
-                              if f.kind == "task" and f.partition is not None)
-            complete = {sid for sid in shuffles if sid in m.shuffles and m.shuffles[sid].num_maps > 0
-                        and not m.shuffles[sid].missing()}
+                shuffles.update(
+                    m.stages[s].shuffle_id
+                    for s in job.stage_ids
+                    if s in m.stages and m.stages[s].shuffle_id is not None
+                )
+                failed.update(
+                    (f.stage_id, f.partition) for f in job.failures if f.kind == "task" and f.partition is not None
+                )
+            complete = {
+                sid
+                for sid in shuffles
+                if sid in m.shuffles and m.shuffles[sid].num_maps > 0 and not m.shuffles[sid].missing()
+            }
             return sorted(shuffles), complete, sorted(failed)
+
         shuffles, complete, failed = self.c.rr.model.read(collect)
         tasks = [f"stage {stage} partition {part}" for stage, part in failed]
         if failover == "full":
@@ -242,7 +295,7 @@ class Controller:
     def __init__(self, rr, conf: Mapping[str, str]):
         self.rr = rr
         self.config = RecoveryConfig.parse(conf)  # raises ConfigError naming key and value
-        self.records: List[RunRecord] = []
+        self.records: list[RunRecord] = []
 
     def describe_strategy(self) -> str:
         return restart.create_restart_strategy(self.config).describe()

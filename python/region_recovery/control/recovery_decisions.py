@@ -7,57 +7,65 @@ attempt are merged into one decision: Spark's scheduler handles them as one stag
 burst of fetch failures, the tasks of a lost executor). Planned sets count only tasks that had started before the
 decision (Flink's scheduler likewise skips never-started tasks), so both sides mean "run again".
 """
+
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
 
+from ..config import RecoveryConfig
 from ..jvm import events as ev
-from ..planner import live_topology
-from ..planner.classify import explain
 from ..jvm.events import TaskEndReason
 from ..model.live import LiveModel
-from ..config import RecoveryConfig
-from ..planner import RegionFailover, create_failover
+from ..planner import RegionFailover, create_failover, live_topology
+from ..planner.classify import explain
 
-_DECIDED = {TaskEndReason.EXCEPTION_FAILURE, TaskEndReason.FETCH_FAILED, TaskEndReason.EXECUTOR_LOST,
-            TaskEndReason.EXECUTOR_SHUTDOWN, TaskEndReason.RESULT_LOST, TaskEndReason.UNKNOWN}
+_DECIDED = {
+    TaskEndReason.EXCEPTION_FAILURE,
+    TaskEndReason.FETCH_FAILED,
+    TaskEndReason.EXECUTOR_LOST,
+    TaskEndReason.EXECUTOR_SHUTDOWN,
+    TaskEndReason.RESULT_LOST,
+    TaskEndReason.UNKNOWN,
+}
 
 
-def _name(v: Tuple) -> str:
+def _name(v: tuple) -> str:
     return f"{v[0]}:{v[1]}:{v[2]}"
 
 
 @dataclass
 class RecoveryDecision:
     time: int
-    job_ids: List[int]
+    job_ids: list[int]
     stage_id: int
     stage_attempt: int
-    reasons: List[str]  # TaskEndReason names of the merged failures
+    reasons: list[str]  # TaskEndReason names of the merged failures
     cause: str  # classified FailureKind value
-    failed_tasks: List[str]
-    lost_outputs: List[str]
+    failed_tasks: list[str]
+    lost_outputs: list[str]
     failover_strategy: str
     regions_to_restart: int
-    planned: List[str]  # the configured strategy's restart set, started tasks only
-    planned_skip_deterministic: List[str]  # region failover skipping consumers of deterministic producers
+    planned: list[str]  # the configured strategy's restart set, started tasks only
+    planned_skip_deterministic: list[str]  # region failover skipping consumers of deterministic producers
     outputs_reused: int  # available map outputs read by planned tasks whose producers do not rerun
-    outputs_to_recompute: List[str]
-    actual: List[str] = field(default_factory=list)  # tasks Spark ran again after the decision
+    outputs_to_recompute: list[str]
+    actual: list[str] = field(default_factory=list)  # tasks Spark ran again after the decision
     closed: bool = False
-    _started_before: Set[Tuple] = field(default_factory=set, repr=False)
-    _failed: Set[Tuple] = field(default_factory=set, repr=False)
-    _lost: Set[Tuple] = field(default_factory=set, repr=False)
-    _actual: Set[Tuple] = field(default_factory=set, repr=False)
-    _topology: Optional[object] = field(default=None, repr=False)  # built once: the job's DAG is fixed
+    _started_before: set[tuple] = field(default_factory=set, repr=False)
+    _failed: set[tuple] = field(default_factory=set, repr=False)
+    _lost: set[tuple] = field(default_factory=set, repr=False)
+    _actual: set[tuple] = field(default_factory=set, repr=False)
+    _topology: object | None = field(default=None, repr=False)  # built once: the job's DAG is fixed
 
     def comparison(self) -> dict:
         planned, actual = set(self.planned), set(self.actual)
-        return {"planned_not_rerun": sorted(planned - actual), "rerun_not_planned": sorted(actual - planned),
-                "agrees": planned == actual,
-                "agrees_with_skip_deterministic": set(self.planned_skip_deterministic) == actual}
+        return {
+            "planned_not_rerun": sorted(planned - actual),
+            "rerun_not_planned": sorted(actual - planned),
+            "agrees": planned == actual,
+            "agrees_with_skip_deterministic": set(self.planned_skip_deterministic) == actual,
+        }
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -72,13 +80,13 @@ class DecisionRecorder:
         self.model = model
         self.config = config or RecoveryConfig()
         self.failover_strategy = self.config.failover_strategy
-        self.decisions: List[RecoveryDecision] = []
-        self._active: List[RecoveryDecision] = []  # not closed yet: still watching for re-runs
-        self._open: Dict[Tuple[int, int], RecoveryDecision] = {}
-        self._started: Dict[int, Set[Tuple]] = {}  # running job -> task vertices started so far
+        self.decisions: list[RecoveryDecision] = []
+        self._active: list[RecoveryDecision] = []  # not closed yet: still watching for re-runs
+        self._open: dict[tuple[int, int], RecoveryDecision] = {}
+        self._started: dict[int, set[tuple]] = {}  # running job -> task vertices started so far
         self._lock = threading.Lock()
 
-    def snapshot(self) -> List[dict]:
+    def snapshot(self) -> list[dict]:
         with self._lock:
             return [d.to_dict() for d in self.decisions]
 
@@ -95,10 +103,11 @@ class DecisionRecorder:
                 elif isinstance(e, ev.JobEnd):
                     self._job_ended(e.job_id)
 
-    def _jobs_of(self, stage_id: int) -> List[int]:
+    def _jobs_of(self, stage_id: int) -> list[int]:
         st = self.model.stages.get(stage_id)
-        return sorted(j for j in (st.job_ids if st else ()) if self.model.jobs.get(j) and
-                      self.model.jobs[j].status == "running")
+        return sorted(
+            j for j in (st.job_ids if st else ()) if self.model.jobs.get(j) and self.model.jobs[j].status == "running"
+        )
 
     def _task_started(self, e: ev.TaskStart) -> None:
         st = self.model.stages.get(e.stage_id)
@@ -125,11 +134,15 @@ class DecisionRecorder:
         key = (e.stage_id, e.stage_attempt)
         d = self._open.get(key)
         if d is None:
-            cause = explain(e.exception_class, e.message).kind.value if e.reason == TaskEndReason.EXCEPTION_FAILURE \
+            cause = (
+                explain(e.exception_class, e.message).kind.value
+                if e.reason == TaskEndReason.EXCEPTION_FAILURE
                 else ("partition-lost" if e.reason == TaskEndReason.FETCH_FAILED else "environment")
-            d = RecoveryDecision(e.time, jobs, e.stage_id, e.stage_attempt, [], cause,
-                                 [], [], self.failover_strategy, 0, [], [], 0, [])
-            started: Set[Tuple] = set()
+            )
+            d = RecoveryDecision(
+                e.time, jobs, e.stage_id, e.stage_attempt, [], cause, [], [], self.failover_strategy, 0, [], [], 0, []
+            )
+            started: set[tuple] = set()
             for j in jobs:
                 started |= self._started.get(j, set())
             d._started_before = started
@@ -153,8 +166,8 @@ class DecisionRecorder:
         chosen = create_failover(topo, self.config, is_available)
         # what Flink's region failover would restart if consumers of deterministic producers were skipped
         skip = RegionFailover(topo, is_available, skip_deterministic_consumers=True)
-        planned: Set[Tuple] = set()
-        planned_skip: Set[Tuple] = set()
+        planned: set[tuple] = set()
+        planned_skip: set[tuple] = set()
         regions = 0
         for v in d._failed:
             if v not in topo:

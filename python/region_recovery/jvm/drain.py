@@ -14,8 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
-import time
-from typing import Callable, List, Optional
+from collections.abc import Callable
 
 from ..model.live import LiveModel
 from .events import Batch, decode_batch
@@ -31,11 +30,11 @@ class Drain:
         self._model = model
         self._max_batch = max_batch
         self._wait_ms = wait_ms
-        self._subscribers: List[Callable[[Batch], None]] = []
+        self._subscribers: list[Callable[[Batch], None]] = []
         self._stop = threading.Event()
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
         self._reported_drops = 0
-        self._spool_dir: Optional[str] = None
+        self._spool_dir: str | None = None
         # events (applied or dropped) that every subscriber has also seen: what wait_delivered() waits for
         self._delivered = 0
         self._delivered_cond = threading.Condition()
@@ -63,7 +62,7 @@ class Drain:
             return self._delivered >= target
 
     # ---- the thread ----------------------------------------------------------------------
-    def _open_spool(self) -> Optional[str]:
+    def _open_spool(self) -> str | None:
         """A private file the JVM writes batches to, or None when it cannot share one with us."""
         base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
         try:
@@ -83,7 +82,7 @@ class Drain:
             shutil.rmtree(self._spool_dir, ignore_errors=True)
             self._spool_dir = None
 
-    def _next_batch(self, spool: Optional[str]) -> Batch:
+    def _next_batch(self, spool: str | None) -> Batch:
         if spool is None:
             return decode_batch(bytes(self._state.drain(self._max_batch, self._wait_ms)))
         self._state.drainToFile(spool, self._max_batch, self._wait_ms)

@@ -4,22 +4,38 @@ The wire format is written by jvm/.../BatchEncoder.scala (see its doc comment); 
 here must match Event.scala. Strings travel once per batch in a table and events refer to them by
 index; -1 means None, which lands on the None we append to the table (Python negative indexing).
 """
+
 from __future__ import annotations
 
 import enum
 import struct
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
 
 WIRE_MAGIC = 0x52524231  # "RRB1"
 WIRE_VERSION = 1
 
-(WIRE_APP_START, WIRE_APP_END, WIRE_JOB_START, WIRE_JOB_END, WIRE_STAGE_SUBMITTED,
- WIRE_STAGE_COMPLETED, WIRE_TASK_START, WIRE_TASK_END, WIRE_EXECUTOR_ADDED,
- WIRE_EXECUTOR_REMOVED, WIRE_BLOCK_MANAGER_REMOVED, WIRE_SHUFFLE_REGISTERED,
- WIRE_SHUFFLE_REMOVED, WIRE_MAP_OUTPUT_COMMITTED, WIRE_EXECUTOR_PLUGIN_STARTED,
- WIRE_MAP_OUTPUT_RETAINED, WIRE_MAP_OUTPUT_ADOPTED, WIRE_MAP_OUTPUT_UNREGISTERED,
- WIRE_RETAINED_FILES_DELETED, WIRE_MAP_OUTPUT_RELEASED) = range(1, 21)
+(
+    WIRE_APP_START,
+    WIRE_APP_END,
+    WIRE_JOB_START,
+    WIRE_JOB_END,
+    WIRE_STAGE_SUBMITTED,
+    WIRE_STAGE_COMPLETED,
+    WIRE_TASK_START,
+    WIRE_TASK_END,
+    WIRE_EXECUTOR_ADDED,
+    WIRE_EXECUTOR_REMOVED,
+    WIRE_BLOCK_MANAGER_REMOVED,
+    WIRE_SHUFFLE_REGISTERED,
+    WIRE_SHUFFLE_REMOVED,
+    WIRE_MAP_OUTPUT_COMMITTED,
+    WIRE_EXECUTOR_PLUGIN_STARTED,
+    WIRE_MAP_OUTPUT_RETAINED,
+    WIRE_MAP_OUTPUT_ADOPTED,
+    WIRE_MAP_OUTPUT_UNREGISTERED,
+    WIRE_RETAINED_FILES_DELETED,
+    WIRE_MAP_OUTPUT_RELEASED,
+) = range(1, 21)
 
 
 class CorruptBatchError(ValueError):
@@ -28,6 +44,7 @@ class CorruptBatchError(ValueError):
 
 class TaskEndReason(enum.IntEnum):
     """Spark's TaskEndReason subclasses, as the listener flattens them."""
+
     SUCCESS = 0
     RESUBMITTED = 1
     FETCH_FAILED = 2
@@ -42,6 +59,7 @@ class TaskEndReason(enum.IntEnum):
 
 class Determinism(enum.IntEnum):
     """RDD.outputDeterministicLevel of a stage's last RDD."""
+
     DETERMINATE = 0
     UNORDERED = 1
     INDETERMINATE = 2
@@ -50,37 +68,38 @@ class Determinism(enum.IntEnum):
 @dataclass(slots=True)
 class AppStart:
     time: int
-    app_id: Optional[str]
-    app_name: Optional[str]
-    user: Optional[str]
+    app_id: str | None
+    app_name: str | None
+    user: str | None
 
 
 @dataclass(slots=True)
 class AppEnd:
     time: int
-    exit_code: Optional[int]
+    exit_code: int | None
 
 
 @dataclass(slots=True)
 class StageMeta:
     """One stage of a job as JobStart lists it (skipped stages included)."""
+
     stage_id: int
     attempt: int
-    name: Optional[str]
+    name: str | None
     num_tasks: int
-    shuffle_id: Optional[int]
+    shuffle_id: int | None
     determinism: Determinism
     barrier: bool
-    parents: Tuple[int, ...]
+    parents: tuple[int, ...]
 
 
 @dataclass(slots=True)
 class JobStart:
     time: int
     job_id: int
-    sql_execution_id: Optional[int]
-    job_group: Optional[str]
-    stages: List[StageMeta] = field(default_factory=list)
+    sql_execution_id: int | None
+    job_group: str | None
+    stages: list[StageMeta] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -88,7 +107,7 @@ class JobEnd:
     time: int
     job_id: int
     succeeded: bool
-    error: Optional[str]
+    error: str | None
 
 
 @dataclass(slots=True)
@@ -107,7 +126,7 @@ class StageCompleted:
     attempt: int
     num_tasks: int
     shuffle_id: int
-    failure_reason: Optional[str]
+    failure_reason: str | None
 
 
 @dataclass(slots=True)
@@ -118,22 +137,23 @@ class TaskStart:
     task_id: int
     partition: int
     attempt: int
-    executor_id: Optional[str]
-    host: Optional[str]
+    executor_id: str | None
+    host: str | None
     speculative: bool
 
 
 @dataclass(slots=True)
 class TaskEnd:
     """A task's end with its reason flattened; fields that do not apply to the reason are -1/None."""
+
     time: int
     stage_id: int
     stage_attempt: int
     task_id: int
     partition: int
     attempt: int
-    executor_id: Optional[str]
-    host: Optional[str]
+    executor_id: str | None
+    host: str | None
     speculative: bool
     is_shuffle_map: bool
     duration_ms: int
@@ -144,10 +164,10 @@ class TaskEnd:
     fetch_map_id: int
     fetch_map_index: int
     fetch_reduce_id: int
-    lost_executor_id: Optional[str]
-    block_manager_host: Optional[str]
-    exception_class: Optional[str]
-    message: Optional[str]
+    lost_executor_id: str | None
+    block_manager_host: str | None
+    exception_class: str | None
+    message: str | None
     exit_caused_by_app: bool
     counts_toward_failures: bool
 
@@ -156,7 +176,7 @@ class TaskEnd:
 class ExecutorAdded:
     time: int
     executor_id: str
-    host: Optional[str]
+    host: str | None
     cores: int
 
 
@@ -164,14 +184,14 @@ class ExecutorAdded:
 class ExecutorRemoved:
     time: int
     executor_id: str
-    reason: Optional[str]
+    reason: str | None
 
 
 @dataclass(slots=True)
 class BlockManagerRemoved:
     time: int
     executor_id: str
-    host: Optional[str]
+    host: str | None
     port: int
 
 
@@ -191,13 +211,14 @@ class ShuffleRemoved:
 @dataclass(slots=True)
 class MapOutputCommitted:
     """Reported by the shuffle IO hook on the executor once a map output's files are committed."""
+
     time: int
     shuffle_id: int
     map_id: int
     map_index: int
     stage_attempt: int
-    executor_id: Optional[str]
-    host: Optional[str]
+    executor_id: str | None
+    host: str | None
     bytes: int
     num_partitions: int
     non_empty_partitions: int
@@ -207,21 +228,23 @@ class MapOutputCommitted:
 @dataclass(slots=True)
 class ExecutorPluginStarted:
     """The executor plugin's hello: which OS process runs the executor."""
+
     time: int
     executor_id: str
-    host: Optional[str]
+    host: str | None
     pid: int
 
 
 @dataclass(slots=True)
 class MapOutputRetained:
     """The shuffle IO hook kept a committed map output's files in the retained directory."""
+
     time: int
     shuffle_id: int
     map_id: int
     map_index: int
-    executor_id: Optional[str]
-    host: Optional[str]
+    executor_id: str | None
+    host: str | None
     bytes: int
     files: int
     checksum: int  # 64-bit digest of Spark's per-partition checksums (0: Spark's checksums off)
@@ -230,13 +253,14 @@ class MapOutputRetained:
 @dataclass(slots=True)
 class MapOutputAdopted:
     """A live executor took over a lost executor's retained map output; Spark's tracker points at it."""
+
     time: int
     shuffle_id: int
     map_id: int
     map_index: int
-    from_executor: Optional[str]
-    to_executor: Optional[str]
-    host: Optional[str]
+    from_executor: str | None
+    to_executor: str | None
+    host: str | None
     bytes: int
     loss_time: int  # when Spark removed the lost executor
 
@@ -244,36 +268,39 @@ class MapOutputAdopted:
 @dataclass(slots=True)
 class MapOutputUnregistered:
     """Retention unregistered a lost executor's map output (not adoptable or not trusted)."""
+
     time: int
     shuffle_id: int
     map_id: int
     map_index: int
-    executor_id: Optional[str]
-    reason: Optional[str]
+    executor_id: str | None
+    reason: str | None
 
 
 @dataclass(slots=True)
 class RetainedFilesDeleted:
     """Retained files were deleted: one executor's (executor_id set) or a shuffle's / an application's."""
+
     time: int
-    executor_id: Optional[str]
-    host: Optional[str]
+    executor_id: str | None
+    host: str | None
     files: int
     bytes: int
-    reason: Optional[str]
+    reason: str | None
 
 
 @dataclass(slots=True)
 class MapOutputReleased:
     """A retained map output released before Spark cleaned its shuffle (size cap or release policy)."""
+
     time: int
     shuffle_id: int
     map_id: int
     map_index: int
-    executor_id: Optional[str]
-    host: Optional[str]
+    executor_id: str | None
+    host: str | None
     bytes: int
-    reason: Optional[str]
+    reason: str | None
 
 
 @dataclass(slots=True)
@@ -308,7 +335,7 @@ _LAYOUTS = {
 }
 _STRUCTS = {code: (cls, struct.Struct(">" + fmt), strs) for code, (cls, fmt, strs) in _LAYOUTS.items()}
 _HEADER = struct.Struct(">iHqqi")
-_NO_EXIT_CODE = -(2 ** 31)  # the listener's Int.MinValue: Spark reported no exit code
+_NO_EXIT_CODE = -(2**31)  # the listener's Int.MinValue: Spark reported no exit code
 _INT = struct.Struct(">i")
 _JOB_HEAD = struct.Struct(">qiqii")
 _STAGE_HEAD = struct.Struct(">iiiiib?i")
@@ -329,14 +356,15 @@ def _decode(buf: memoryview) -> Batch:
     if magic != WIRE_MAGIC or version != WIRE_VERSION:
         raise CorruptBatchError(
             f"event batch has magic {magic:#x} version {version}, expected {WIRE_MAGIC:#x} version "
-            f"{WIRE_VERSION}: the plugin jar and the Python package are of different versions")
+            f"{WIRE_VERSION}: the plugin jar and the Python package are of different versions"
+        )
     off = _HEADER.size
     strings: list = []
     unpack_int = _INT.unpack_from
     for _ in range(n_strings):
         (n,) = unpack_int(buf, off)
         off += 4
-        strings.append(str(buf[off:off + n], "utf-8"))
+        strings.append(str(buf[off : off + n], "utf-8"))
         off += n
     strings.append(None)  # index -1 -> None
     (n_events,) = unpack_int(buf, off)
@@ -375,6 +403,9 @@ def _decode_job_start(buf: memoryview, off: int, strings: list):
         off += _STAGE_HEAD.size
         parents = struct.unpack_from(f">{npar}i", buf, off)
         off += 4 * npar
-        stages.append(StageMeta(sid, att, strings[name], ntasks, None if shuffle < 0 else shuffle,
-                                Determinism(det), barrier, parents))
+        stages.append(
+            StageMeta(
+                sid, att, strings[name], ntasks, None if shuffle < 0 else shuffle, Determinism(det), barrier, parents
+            )
+        )
     return JobStart(time, job_id, None if sql_id < 0 else sql_id, strings[group], stages), off

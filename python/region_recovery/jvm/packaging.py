@@ -3,12 +3,12 @@
 The jar ships inside the wheel (region_recovery/jars/), so `pip install spark-region-recovery`
 is enough for a PySpark driver; clusters that take `--packages` use MAVEN_COORDINATE instead.
 """
+
 from __future__ import annotations
 
 import glob
 import logging
 import os
-from typing import Dict
 
 from .._version import __version__
 from ..errors import JarNotFoundError
@@ -27,9 +27,19 @@ QUERY_LISTENER_CLASS = "io.regionrecovery.spark.sql.FailedQueryCapture"
 QUEUE_NAME = "regionRecovery"
 JAR_ENV = "REGION_RECOVERY_JAR"
 
-_LIST_KEYS = {"spark.plugins": ",", "spark.jars": ",", "spark.jars.packages": ",",
-              "spark.sql.extensions": ",", "spark.sql.queryExecutionListeners": ",",
-              "spark.driver.extraClassPath": os.pathsep, "spark.executor.extraClassPath": os.pathsep}
+_LIST_KEYS = {
+    "spark.plugins": ",",
+    "spark.jars": ",",
+    "spark.jars.packages": ",",
+    "spark.sql.extensions": ",",
+    "spark.sql.queryExecutionListeners": ",",
+    "spark.driver.extraClassPath": os.pathsep,
+    "spark.executor.extraClassPath": os.pathsep,
+}
+
+
+# The wheel ships the jar in region_recovery/jars/ (the package root, one level above this module).
+BUNDLED_JARS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jars")
 
 
 def jar_path() -> str:
@@ -39,17 +49,16 @@ def jar_path() -> str:
         if not os.path.isfile(override):
             raise JarNotFoundError(f"{JAR_ENV}={override} does not name a file")
         return os.path.abspath(override)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package root: jars/ ships there
-    found = sorted(glob.glob(os.path.join(here, "jars", f"{ARTIFACT}-{__version__}.jar")))
+    found = sorted(glob.glob(os.path.join(BUNDLED_JARS_DIR, f"{ARTIFACT}-{__version__}.jar")))
     if not found:
         raise JarNotFoundError(
-            f"the plugin jar {ARTIFACT}-{__version__}.jar is not in {os.path.join(here, 'jars')}: "
-            f"install a built wheel, run scripts/build-jar.sh in a source checkout, or set {JAR_ENV}")
+            f"the plugin jar {ARTIFACT}-{__version__}.jar is not in {BUNDLED_JARS_DIR}: "
+            f"install a built wheel, run scripts/build-jar.sh in a source checkout, or set {JAR_ENV}"
+        )
     return found[0]
 
 
-def spark_settings(existing: Dict[str, str], use_packages: bool = False,
-                   shuffle_io: bool = True) -> Dict[str, str]:
+def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle_io: bool = True) -> dict[str, str]:
     """The settings to add to `existing` (user values are kept; list-valued keys are appended to).
 
     use_packages: resolve the jar as a Maven package (spark.jars.packages) instead of the bundled
@@ -57,17 +66,19 @@ def spark_settings(existing: Dict[str, str], use_packages: bool = False,
     """
     # The SQL extension and listener let a restarted DataFrame action reuse the shuffles its failed
     # attempt wrote (see controller.py); both are inert outside rr.run.
-    wanted: Dict[str, str] = {"spark.plugins": PLUGIN_CLASS, "spark.sql.extensions": SQL_EXTENSION_CLASS,
-                              "spark.sql.queryExecutionListeners": QUERY_LISTENER_CLASS}
+    wanted: dict[str, str] = {
+        "spark.plugins": PLUGIN_CLASS,
+        "spark.sql.extensions": SQL_EXTENSION_CLASS,
+        "spark.sql.queryExecutionListeners": QUERY_LISTENER_CLASS,
+    }
     if use_packages:
         wanted["spark.jars.packages"] = MAVEN_COORDINATE
     else:
         jar = jar_path()
         # extraClassPath puts the classes on every JVM's system class loader, so the executor
         # plugin and the shuffle IO hook (which share ExecutorSide) see the same classes.
-        wanted.update({"spark.jars": jar, "spark.driver.extraClassPath": jar,
-                       "spark.executor.extraClassPath": jar})
-    out: Dict[str, str] = {}
+        wanted.update({"spark.jars": jar, "spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar})
+    out: dict[str, str] = {}
     for key, value in wanted.items():
         current = existing.get(key)
         sep = _LIST_KEYS[key]
@@ -79,8 +90,11 @@ def spark_settings(existing: Dict[str, str], use_packages: bool = False,
         if current in (None, "", LOCAL_DISK_SHUFFLE_IO):
             out["spark.shuffle.sort.io.plugin.class"] = SHUFFLE_IO_CLASS
         elif current != SHUFFLE_IO_CLASS:
-            log.warning("spark.shuffle.sort.io.plugin.class is %s; leaving it alone, so map outputs will not "
-                        "be reported by the shuffle IO hook", current)
+            log.warning(
+                "spark.shuffle.sort.io.plugin.class is %s; leaving it alone, so map outputs will not "
+                "be reported by the shuffle IO hook",
+                current,
+            )
     queue_key = f"spark.scheduler.listenerbus.eventqueue.{QUEUE_NAME}.capacity"
     if queue_key not in existing:
         out[queue_key] = "20000"
@@ -98,9 +112,11 @@ def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
         raise TypeError(f"configure() takes a SparkSession.Builder, got {type(builder).__name__}")
     if "spark.remote" in options or os.environ.get("SPARK_REMOTE"):
         from ..errors import SparkConnectNotSupportedError
+
         raise SparkConnectNotSupportedError(
             "configure() was given a Spark Connect builder: the plugin must be configured on the Connect "
-            "server (spark.plugins=" + PLUGIN_CLASS + "), and the Python controller needs a classic session")
+            "server (spark.plugins=" + PLUGIN_CLASS + "), and the Python controller needs a classic session"
+        )
     existing = {k: str(v) for k, v in options.items()}
     for key, value in spark_settings(existing, use_packages=use_packages, shuffle_io=shuffle_io).items():
         builder.config(key, value)

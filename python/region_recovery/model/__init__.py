@@ -5,11 +5,22 @@
 """
 
 from .executors import ExecutorLoss, LossKind, classify_executor_loss
-from .live import (ExecutorState, Failure, Job, LiveModel, MapOutput, Recomputation, Shuffle, Stage,
-                   StageAttempt)
+from .live import ExecutorState, Failure, Job, LiveModel, MapOutput, Recomputation, Shuffle, Stage, StageAttempt
 from .retention import Adoption, RetainedOutput
 
 __all__ = [
-    "Adoption", "ExecutorLoss", "ExecutorState", "Failure", "Job", "LiveModel", "LossKind", "MapOutput",
-    "Recomputation", "RetainedOutput", "Shuffle", "Stage", "StageAttempt", "classify_executor_loss",
+    "Adoption",
+    "ExecutorLoss",
+    "ExecutorState",
+    "Failure",
+    "Job",
+    "LiveModel",
+    "LossKind",
+    "MapOutput",
+    "Recomputation",
+    "RetainedOutput",
+    "Shuffle",
+    "Stage",
+    "StageAttempt",
+    "classify_executor_loss",
 ]

@@ -3,12 +3,12 @@
 The strings are Spark 4.3's, checked against its source: HeartbeatReceiver, the
 standalone ExecutorRunner, Kubernetes' pod lifecycle manager, decommissioning, driver kills.
 """
+
 from __future__ import annotations
 
 import enum
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 
 class LossKind(str, enum.Enum):
@@ -22,7 +22,7 @@ class LossKind(str, enum.Enum):
 @dataclass(frozen=True, slots=True)
 class ExecutorLoss:
     kind: LossKind
-    exit_code: Optional[int]
+    exit_code: int | None
     message: str
 
     @property
@@ -37,7 +37,7 @@ _HEARTBEAT = re.compile(r"heartbeat timed out after (\d+) ms", re.IGNORECASE)
 _EXIT_CODE = re.compile(r"(?:exited with (?:exit )?code|exit code:?)\s*(-?\d+)", re.IGNORECASE)
 
 
-def classify_executor_loss(reason: Optional[str]) -> ExecutorLoss:
+def classify_executor_loss(reason: str | None) -> ExecutorLoss:
     text = reason or ""
     if _HEARTBEAT.search(text):
         return ExecutorLoss(LossKind.HEARTBEAT_TIMEOUT, None, text)

@@ -4,60 +4,61 @@ Keyed by shuffleId, not stageId: a later job that reuses a shuffle gets new stag
 outputs it reads are the same (shuffleId, mapIndex). Everything here is plain data, updated by one
 drain thread under a condition variable; readers take snapshots or wait for a predicate.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..jvm import events as ev
 from ..jvm.events import Determinism, TaskEndReason
 from .executors import ExecutorLoss, classify_executor_loss
-from .retention import Adoption, RetainedOutput, RetentionTracking
-
+from .retention import Adoption, RetentionTracking
 
 
 @dataclass
 class ExecutorState:
     executor_id: str
-    host: Optional[str]
+    host: str | None
     cores: int = 0
-    pid: Optional[int] = None
+    pid: int | None = None
     alive: bool = True
-    added_time: Optional[int] = None
-    removed_time: Optional[int] = None
-    loss: Optional[ExecutorLoss] = None
+    added_time: int | None = None
+    removed_time: int | None = None
+    loss: ExecutorLoss | None = None
     removals: int = 0  # how many ExecutorRemoved events Spark posted (duplicates happen)
 
 
 @dataclass
 class MapOutput:
     """One blocking result partition: the output of map task `map_index` of a shuffle."""
+
     shuffle_id: int
     map_index: int
     map_id: int  # = the task attempt id that wrote it
-    executor_id: Optional[str]
-    host: Optional[str]
+    executor_id: str | None
+    host: str | None
     bytes: int
     stage_attempt: int
     task_attempt: int
     available: bool = True
-    lost_reason: Optional[str] = None
+    lost_reason: str | None = None
     computations: int = 1  # 1 = computed once; more = recomputed after a loss or a retry
-    committed_bytes: Optional[int] = None  # confirmed by the shuffle IO hook
-    retained_bytes: Optional[int] = None  # kept in the retained directory (survives the executor)
-    retained_checksum: Optional[int] = None
-    adopted_from: Optional[str] = None  # the lost executor whose retained copy this executor serves
+    committed_bytes: int | None = None  # confirmed by the shuffle IO hook
+    retained_bytes: int | None = None  # kept in the retained directory (survives the executor)
+    retained_checksum: int | None = None
+    adopted_from: str | None = None  # the lost executor whose retained copy this executor serves
 
 
 @dataclass
 class Recomputation:
     shuffle_id: int
     map_index: int
-    lost_on: Optional[str]
-    lost_reason: Optional[str]
-    recomputed_on: Optional[str]
+    lost_on: str | None
+    lost_reason: str | None
+    recomputed_on: str | None
     time: int
     bytes_before: int = -1  # shuffle bytes the lost output had, and the recomputed one has
     bytes_after: int = -1
@@ -69,21 +70,21 @@ class Shuffle:
     num_maps: int = 0
     determinism: Determinism = Determinism.DETERMINATE
     barrier: bool = False
-    stage_ids: Set[int] = field(default_factory=set)
+    stage_ids: set[int] = field(default_factory=set)
     registered: bool = False  # seen by the shuffle IO driver component
     removed: bool = False
-    outputs: Dict[int, MapOutput] = field(default_factory=dict)
-    recomputations: List[Recomputation] = field(default_factory=list)
-    adoptions: List[Adoption] = field(default_factory=list)
+    outputs: dict[int, MapOutput] = field(default_factory=dict)
+    recomputations: list[Recomputation] = field(default_factory=list)
+    adoptions: list[Adoption] = field(default_factory=list)
     # retention reports that overtook their TaskEnd, by map id (bytes, checksum)
-    pending_retained: Dict[int, Tuple[int, int]] = field(default_factory=dict, repr=False)
+    pending_retained: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     # commit reports that overtook their TaskEnd, by map id (bytes)
-    pending_commits: Dict[int, int] = field(default_factory=dict, repr=False)
+    pending_commits: dict[int, int] = field(default_factory=dict, repr=False)
 
     def available_count(self) -> int:
         return sum(1 for o in self.outputs.values() if o.available)
 
-    def missing(self) -> List[int]:
+    def missing(self) -> list[int]:
         return [i for i in range(self.num_maps) if not (i in self.outputs and self.outputs[i].available)]
 
 
@@ -92,9 +93,9 @@ class StageAttempt:
     attempt: int
     num_tasks: int
     status: str = "running"  # running | succeeded | failed
-    failure_reason: Optional[str] = None
-    submitted_time: Optional[int] = None
-    completed_time: Optional[int] = None
+    failure_reason: str | None = None
+    submitted_time: int | None = None
+    completed_time: int | None = None
     tasks_started: int = 0
     tasks_succeeded: int = 0
     tasks_failed: int = 0
@@ -103,14 +104,14 @@ class StageAttempt:
 @dataclass
 class Stage:
     stage_id: int
-    name: Optional[str]
-    shuffle_id: Optional[int]
+    name: str | None
+    shuffle_id: int | None
     num_tasks: int
-    parents: Tuple[int, ...]
+    parents: tuple[int, ...]
     determinism: Determinism
     barrier: bool
-    job_ids: Set[int] = field(default_factory=set)
-    attempts: Dict[int, StageAttempt] = field(default_factory=dict)
+    job_ids: set[int] = field(default_factory=set)
+    attempts: dict[int, StageAttempt] = field(default_factory=dict)
 
     @property
     def skipped(self) -> bool:
@@ -120,31 +121,32 @@ class Stage:
 @dataclass
 class Failure:
     """Something went wrong: a failed task, a fetch failure, a lost executor, a failed stage attempt."""
+
     time: int
     kind: str  # task | fetch-failed | executor-lost | stage | job
-    message: Optional[str]
-    stage_id: Optional[int] = None
-    stage_attempt: Optional[int] = None
-    partition: Optional[int] = None
-    task_id: Optional[int] = None
-    executor_id: Optional[str] = None
-    exception_class: Optional[str] = None
-    reason: Optional[str] = None  # TaskEndReason name / executor LossKind
-    shuffle_id: Optional[int] = None
-    map_index: Optional[int] = None
+    message: str | None
+    stage_id: int | None = None
+    stage_attempt: int | None = None
+    partition: int | None = None
+    task_id: int | None = None
+    executor_id: str | None = None
+    exception_class: str | None = None
+    reason: str | None = None  # TaskEndReason name / executor LossKind
+    shuffle_id: int | None = None
+    map_index: int | None = None
 
 
 @dataclass
 class Job:
     job_id: int
-    stage_ids: List[int]
+    stage_ids: list[int]
     submitted_time: int
-    sql_execution_id: Optional[int] = None
-    job_group: Optional[str] = None
+    sql_execution_id: int | None = None
+    job_group: str | None = None
     status: str = "running"  # running | succeeded | failed
-    completed_time: Optional[int] = None
-    error: Optional[str] = None
-    failures: List[Failure] = field(default_factory=list)
+    completed_time: int | None = None
+    error: str | None = None
+    failures: list[Failure] = field(default_factory=list)
 
 
 class LiveModel(RetentionTracking):
@@ -152,13 +154,13 @@ class LiveModel(RetentionTracking):
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self.app_id: Optional[str] = None
-        self.app_name: Optional[str] = None
+        self.app_id: str | None = None
+        self.app_name: str | None = None
         self.app_ended: bool = False
-        self.jobs: Dict[int, Job] = {}
-        self.stages: Dict[int, Stage] = {}
-        self.shuffles: Dict[int, Shuffle] = {}
-        self.executors: Dict[str, ExecutorState] = {}
+        self.jobs: dict[int, Job] = {}
+        self.stages: dict[int, Stage] = {}
+        self.shuffles: dict[int, Shuffle] = {}
+        self.executors: dict[str, ExecutorState] = {}
         self.events_applied = 0
         self.next_seq = 0
         self.dropped_events = 0  # dropped by the JVM event buffer (reported in every batch)
@@ -167,15 +169,21 @@ class LiveModel(RetentionTracking):
         self.tasks_ended = 0
         self.duplicate_executor_removals = 0
         self._init_retention()
-        self._outputs_by_executor: Dict[str, Set[Tuple[int, int]]] = {}
-        self._handlers: Dict[type, Callable] = {
-            ev.AppStart: self._app_start, ev.AppEnd: self._app_end,
-            ev.JobStart: self._job_start, ev.JobEnd: self._job_end,
-            ev.StageSubmitted: self._stage_submitted, ev.StageCompleted: self._stage_completed,
-            ev.TaskStart: self._task_start, ev.TaskEnd: self._task_end,
-            ev.ExecutorAdded: self._executor_added, ev.ExecutorRemoved: self._executor_removed,
+        self._outputs_by_executor: dict[str, set[tuple[int, int]]] = {}
+        self._handlers: dict[type, Callable] = {
+            ev.AppStart: self._app_start,
+            ev.AppEnd: self._app_end,
+            ev.JobStart: self._job_start,
+            ev.JobEnd: self._job_end,
+            ev.StageSubmitted: self._stage_submitted,
+            ev.StageCompleted: self._stage_completed,
+            ev.TaskStart: self._task_start,
+            ev.TaskEnd: self._task_end,
+            ev.ExecutorAdded: self._executor_added,
+            ev.ExecutorRemoved: self._executor_removed,
             ev.BlockManagerRemoved: lambda e: None,
-            ev.ShuffleRegistered: self._shuffle_registered, ev.ShuffleRemoved: self._shuffle_removed,
+            ev.ShuffleRegistered: self._shuffle_registered,
+            ev.ShuffleRemoved: self._shuffle_removed,
             ev.MapOutputCommitted: self._map_output_committed,
             ev.ExecutorPluginStarted: self._executor_plugin_started,
             **self._retention_handlers(),
@@ -196,7 +204,7 @@ class LiveModel(RetentionTracking):
         self.apply_batch(ev.Batch(self.next_seq, self.dropped_events, list(events_)))
 
     # ---- reading -------------------------------------------------------------------------
-    def wait_for(self, predicate: Callable[["LiveModel"], bool], timeout: float) -> bool:
+    def wait_for(self, predicate: Callable[[LiveModel], bool], timeout: float) -> bool:
         """Waits until predicate(model) holds (evaluated under the model's lock)."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -207,25 +215,25 @@ class LiveModel(RetentionTracking):
                 self._cond.wait(left)
             return True
 
-    def read(self, fn: Callable[["LiveModel"], object]):
+    def read(self, fn: Callable[[LiveModel], object]):
         """Runs fn(model) under the lock, for a consistent read while events keep arriving."""
         with self._cond:
             return fn(self)
 
-    def live_executors(self) -> List[str]:
+    def live_executors(self) -> list[str]:
         with self._cond:
             return sorted(e.executor_id for e in self.executors.values() if e.alive)
 
-    def outputs_on(self, executor_id: str) -> List[MapOutput]:
+    def outputs_on(self, executor_id: str) -> list[MapOutput]:
         with self._cond:
             keys = self._outputs_by_executor.get(executor_id, set())
             return [self.shuffles[s].outputs[i] for s, i in sorted(keys)]
 
-    def failures(self) -> List[Failure]:
+    def failures(self) -> list[Failure]:
         with self._cond:
             return [f for j in sorted(self.jobs) for f in self.jobs[j].failures]
 
-    def job_summaries(self) -> List[dict]:
+    def job_summaries(self) -> list[dict]:
         """Per job: outcome, failures by kind, tasks launched and re-executed (beyond one per partition).
 
         A stage listed by several jobs (AQE runs one job per query stage, and later jobs list it as
@@ -244,22 +252,36 @@ class LiveModel(RetentionTracking):
                     launched += started
                     reexecuted += max(0, started - st.num_tasks)
                     ran += 1
-                kinds: Dict[str, int] = {}
+                kinds: dict[str, int] = {}
                 for f in job.failures:
                     kinds[f.kind] = kinds.get(f.kind, 0) + 1
                 wall = None if job.completed_time is None else job.completed_time - job.submitted_time
-                out.append({"job_id": job_id, "status": job.status, "wall_ms": wall, "stages_run": ran,
-                            "stages_listed": len(job.stage_ids), "tasks_launched": launched,
-                            "tasks_reexecuted": reexecuted, "failures": kinds, "error": job.error})
+                out.append(
+                    {
+                        "job_id": job_id,
+                        "status": job.status,
+                        "wall_ms": wall,
+                        "stages_run": ran,
+                        "stages_listed": len(job.stage_ids),
+                        "tasks_launched": launched,
+                        "tasks_reexecuted": reexecuted,
+                        "failures": kinds,
+                        "error": job.error,
+                    }
+                )
             return out
 
     def snapshot(self) -> dict:
         """A JSON-serialisable copy of the whole model."""
         with self._cond:
             return {
-                "app_id": self.app_id, "app_name": self.app_name, "app_ended": self.app_ended,
-                "events_applied": self.events_applied, "dropped_events": self.dropped_events,
-                "tasks_started": self.tasks_started, "map_tasks_started": self.map_tasks_started,
+                "app_id": self.app_id,
+                "app_name": self.app_name,
+                "app_ended": self.app_ended,
+                "events_applied": self.events_applied,
+                "dropped_events": self.dropped_events,
+                "tasks_started": self.tasks_started,
+                "map_tasks_started": self.map_tasks_started,
                 "tasks_ended": self.tasks_ended,
                 "duplicate_executor_removals": self.duplicate_executor_removals,
                 "executors": {k: _plain(asdict(v)) for k, v in self.executors.items()},
@@ -283,8 +305,9 @@ class LiveModel(RetentionTracking):
         for m in e.stages:
             st = self.stages.get(m.stage_id)
             if st is None:
-                st = self.stages[m.stage_id] = Stage(m.stage_id, m.name, m.shuffle_id, m.num_tasks,
-                                                     m.parents, m.determinism, m.barrier)
+                st = self.stages[m.stage_id] = Stage(
+                    m.stage_id, m.name, m.shuffle_id, m.num_tasks, m.parents, m.determinism, m.barrier
+                )
             st.job_ids.add(e.job_id)
             if m.shuffle_id is not None:
                 sh = self._shuffle(m.shuffle_id)
@@ -304,8 +327,15 @@ class LiveModel(RetentionTracking):
     def _stage_submitted(self, e: ev.StageSubmitted) -> None:
         st = self.stages.get(e.stage_id)
         if st is None:  # a stage of a job we did not see start (attached late)
-            st = self.stages[e.stage_id] = Stage(e.stage_id, None, None if e.shuffle_id < 0 else e.shuffle_id,
-                                                 e.num_tasks, (), Determinism.DETERMINATE, False)
+            st = self.stages[e.stage_id] = Stage(
+                e.stage_id,
+                None,
+                None if e.shuffle_id < 0 else e.shuffle_id,
+                e.num_tasks,
+                (),
+                Determinism.DETERMINATE,
+                False,
+            )
         st.attempts[e.attempt] = StageAttempt(e.attempt, e.num_tasks, submitted_time=e.time)
 
     def _stage_completed(self, e: ev.StageCompleted) -> None:
@@ -347,9 +377,18 @@ class LiveModel(RetentionTracking):
         if att:
             att.tasks_failed += 1
         name = TaskEndReason(reason).name.lower().replace("_", "-")
-        failure = Failure(e.time, "fetch-failed" if reason == TaskEndReason.FETCH_FAILED else "task",
-                          e.message, e.stage_id, e.stage_attempt, e.partition, e.task_id, e.executor_id,
-                          e.exception_class, name)
+        failure = Failure(
+            e.time,
+            "fetch-failed" if reason == TaskEndReason.FETCH_FAILED else "task",
+            e.message,
+            e.stage_id,
+            e.stage_attempt,
+            e.partition,
+            e.task_id,
+            e.executor_id,
+            e.exception_class,
+            name,
+        )
         if reason == TaskEndReason.FETCH_FAILED:
             failure.shuffle_id = e.fetch_shuffle_id
             failure.map_index = e.fetch_map_index if e.fetch_map_index >= 0 else None
@@ -359,8 +398,9 @@ class LiveModel(RetentionTracking):
                 sh = self.shuffles.get(e.fetch_shuffle_id)
                 out = sh.outputs.get(e.fetch_map_index) if sh else None
                 if out is not None and (e.lost_executor_id is None or out.executor_id == e.lost_executor_id):
-                    self._lose_output(e.fetch_shuffle_id, e.fetch_map_index,
-                                      f"fetch failed from executor {e.lost_executor_id}")
+                    self._lose_output(
+                        e.fetch_shuffle_id, e.fetch_map_index, f"fetch failed from executor {e.lost_executor_id}"
+                    )
             if e.lost_executor_id is not None:
                 # Spark (unregisterOutputsOnFetchFailedExecutor) then drops every output of that executor.
                 for shuffle_id, map_index in sorted(self._outputs_by_executor.get(e.lost_executor_id, ())):
@@ -430,7 +470,7 @@ class LiveModel(RetentionTracking):
             sh = self.shuffles[shuffle_id] = Shuffle(shuffle_id)
         return sh
 
-    def _attempt(self, stage_id: int, attempt: int) -> Optional[StageAttempt]:
+    def _attempt(self, stage_id: int, attempt: int) -> StageAttempt | None:
         st = self.stages.get(stage_id)
         return st.attempts.get(attempt) if st else None
 
@@ -446,8 +486,16 @@ class LiveModel(RetentionTracking):
             return  # Spark ignores completions from executors it declared lost
         sh = self._shuffle(shuffle_id)
         old = sh.outputs.get(e.partition)
-        out = MapOutput(shuffle_id, e.partition, e.task_id, e.executor_id, e.host, e.shuffle_bytes_written,
-                        e.stage_attempt, e.attempt)
+        out = MapOutput(
+            shuffle_id,
+            e.partition,
+            e.task_id,
+            e.executor_id,
+            e.host,
+            e.shuffle_bytes_written,
+            e.stage_attempt,
+            e.attempt,
+        )
         if e.task_id in sh.pending_commits:
             out.committed_bytes = sh.pending_commits.pop(e.task_id)
         if e.task_id in sh.pending_retained:
@@ -456,8 +504,18 @@ class LiveModel(RetentionTracking):
             out.computations = old.computations + 1
             self._outputs_by_executor.get(old.executor_id, set()).discard((shuffle_id, e.partition))
             if not old.available:
-                sh.recomputations.append(Recomputation(shuffle_id, e.partition, old.executor_id, old.lost_reason,
-                                                       e.executor_id, e.time, old.bytes, out.bytes))
+                sh.recomputations.append(
+                    Recomputation(
+                        shuffle_id,
+                        e.partition,
+                        old.executor_id,
+                        old.lost_reason,
+                        e.executor_id,
+                        e.time,
+                        old.bytes,
+                        out.bytes,
+                    )
+                )
         sh.outputs[e.partition] = out
         self._outputs_by_executor.setdefault(e.executor_id, set()).add((shuffle_id, e.partition))
 

@@ -7,8 +7,9 @@ They run under the model's lock, on the drain thread, like every other handler.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING
 
 from ..jvm import events as ev
 
@@ -21,11 +22,12 @@ if TYPE_CHECKING:
 @dataclass
 class Adoption:
     """A lost executor's retained map output, taken over by a live executor instead of recomputed."""
+
     shuffle_id: int
     map_index: int
     map_id: int
-    from_executor: Optional[str]
-    to_executor: Optional[str]
+    from_executor: str | None
+    to_executor: str | None
     bytes: int
     loss_time: int
     time: int
@@ -34,11 +36,12 @@ class Adoption:
 @dataclass
 class RetainedOutput:
     """A map output whose files are in the retained directory now (they survive its executor)."""
+
     shuffle_id: int
     map_id: int
     map_index: int
-    executor_id: Optional[str]  # whose retained directory holds it (the adopter after an adoption)
-    host: Optional[str]
+    executor_id: str | None  # whose retained directory holds it (the adopter after an adoption)
+    host: str | None
     bytes: int
 
 
@@ -46,15 +49,15 @@ class RetentionTracking:
     """Mixed into LiveModel: retained outputs on disk now, releases and deletions, adoptions."""
 
     # provided by LiveModel
-    shuffles: Dict[int, "Shuffle"]
-    _outputs_by_executor: Dict[str, set]
-    _cond: "threading.Condition"
-    _shuffle: "Callable[[int], Shuffle]"
+    shuffles: dict[int, Shuffle]
+    _outputs_by_executor: dict[str, set]
+    _cond: threading.Condition
+    _shuffle: Callable[[int], Shuffle]
 
     def _init_retention(self) -> None:
-        self.retained_deletions: List[ev.RetainedFilesDeleted] = []
-        self.retained: Dict[Tuple[int, int], RetainedOutput] = {}  # (shuffle id, map id) -> on disk now
-        self.releases: List[ev.MapOutputReleased] = []
+        self.retained_deletions: list[ev.RetainedFilesDeleted] = []
+        self.retained: dict[tuple[int, int], RetainedOutput] = {}  # (shuffle id, map id) -> on disk now
+        self.releases: list[ev.MapOutputReleased] = []
 
     def _retention_handlers(self) -> dict:
         return {
@@ -68,8 +71,15 @@ class RetentionTracking:
     def retained_bytes(self) -> dict:
         """Retained bytes on disk now, per host, executor and shuffle, from the retention events."""
         with self._cond:
-            out = {"total": 0, "outputs": len(self.retained), "hosts": {}, "executors": {}, "shuffles": {},
-                   "released": len(self.releases), "released_bytes": sum(r.bytes for r in self.releases)}
+            out = {
+                "total": 0,
+                "outputs": len(self.retained),
+                "hosts": {},
+                "executors": {},
+                "shuffles": {},
+                "released": len(self.releases),
+                "released_bytes": sum(r.bytes for r in self.releases),
+            }
             for r in self.retained.values():
                 out["total"] += r.bytes
                 for group, key in (("hosts", r.host), ("executors", r.executor_id), ("shuffles", r.shuffle_id)):
@@ -78,8 +88,9 @@ class RetentionTracking:
 
     # ---- handlers (under the model's lock, on the drain thread) -----------------------------
     def _map_output_retained(self, e: ev.MapOutputRetained) -> None:
-        self.retained[(e.shuffle_id, e.map_id)] = RetainedOutput(e.shuffle_id, e.map_id, e.map_index, e.executor_id,
-                                                                 e.host, e.bytes)
+        self.retained[(e.shuffle_id, e.map_id)] = RetainedOutput(
+            e.shuffle_id, e.map_id, e.map_index, e.executor_id, e.host, e.bytes
+        )
         sh = self._shuffle(e.shuffle_id)
         out = sh.outputs.get(e.map_index)
         if out is not None and out.map_id == e.map_id:
@@ -93,8 +104,9 @@ class RetentionTracking:
             kept.executor_id, kept.host = e.to_executor, e.host
         sh = self._shuffle(e.shuffle_id)
         out = sh.outputs.get(e.map_index)
-        sh.adoptions.append(Adoption(e.shuffle_id, e.map_index, e.map_id, e.from_executor, e.to_executor,
-                                     e.bytes, e.loss_time, e.time))
+        sh.adoptions.append(
+            Adoption(e.shuffle_id, e.map_index, e.map_id, e.from_executor, e.to_executor, e.bytes, e.loss_time, e.time)
+        )
         if out is None or out.map_id != e.map_id:
             return  # the model never saw that output (attached late) or it was recomputed meanwhile
         self._outputs_by_executor.get(out.executor_id, set()).discard((e.shuffle_id, e.map_index))

@@ -93,54 +93,99 @@ _REC = FailureKind.RECOVERABLE
 
 DEFAULT_RULES: tuple[Rule, ...] = (
     # 1. Cancellation (DAGScheduler messages).
-    Rule(_NON, None, r"\bJob \d+ cancelled\b|cancelled because SparkContext was shut down"
-         r"|cancelled as part of cancellation of all jobs|part of cancelled job (?:group|tag)", "job-cancelled"),
+    Rule(
+        _NON,
+        None,
+        r"\bJob \d+ cancelled\b|cancelled because SparkContext was shut down"
+        r"|cancelled as part of cancellation of all jobs|part of cancelled job (?:group|tag)",
+        "job-cancelled",
+    ),
     # 2. Lost map outputs.
-    Rule(_LOST, r"(?:^|[.$])(?:FetchFailed|FetchFailedException|MetadataFetchFailedException)$", None,
-         "fetch-failed"),
+    Rule(_LOST, r"(?:^|[.$])(?:FetchFailed|FetchFailedException|MetadataFetchFailedException)$", None, "fetch-failed"),
     Rule(_LOST, None, r"\b(?:Metadata)?FetchFailedException\b", "fetch-failed-in-message"),
     Rule(_LOST, None, r"Missing an output location for shuffle", "missing-output-location"),
     Rule(_LOST, None, r"A pipelined group member failed with a fetch failure", "pipelined-fetch-failure"),
     # 3. Environment: executors, disks, network.
-    Rule(_ENV, r"(?:^|[.$])(?:ExecutorLostFailure|ExecutorShutdownFailure|TaskResultLost)$", None,
-         "executor-lost"),
+    Rule(_ENV, r"(?:^|[.$])(?:ExecutorLostFailure|ExecutorShutdownFailure|TaskResultLost)$", None, "executor-lost"),
     Rule(_ENV, None, r"Executor heartbeat timed out after \d+ ms", "heartbeat-timeout"),
     Rule(_ENV, None, r"Command exited with code -?\d+", "executor-exited"),
-    Rule(_ENV, None, r"Executor Process Lost|Executor killed by driver|Remote RPC client disassociated",
-         "executor-process-lost"),
-    Rule(_ENV, None, r"The executor with id \S+ (?:exited with exit code|was deleted by a user or the framework)",
-         "kubernetes-executor-lost"),
-    Rule(_ENV, None, r"Container killed by YARN|Container marked as failed|Container killed on request",
-         "yarn-container-lost"),
+    Rule(
+        _ENV,
+        None,
+        r"Executor Process Lost|Executor killed by driver|Remote RPC client disassociated",
+        "executor-process-lost",
+    ),
+    Rule(
+        _ENV,
+        None,
+        r"The executor with id \S+ (?:exited with exit code|was deleted by a user or the framework)",
+        "kubernetes-executor-lost",
+    ),
+    Rule(
+        _ENV,
+        None,
+        r"Container killed by YARN|Container marked as failed|Container killed on request",
+        "yarn-container-lost",
+    ),
     Rule(_ENV, None, r"Worker shutting down", "worker-shutdown"),
     Rule(_ENV, None, r"(?i)decommission", "decommission"),
     Rule(_ENV, None, r"Exit as unable to send heartbeats to driver", "heartbeat-give-up"),
     Rule(_ENV, None, r"No space left on device|Disk quota exceeded", "disk-full"),
-    Rule(_ENV, r"^java\.net\.|(?:ConnectException|ConnectTimeoutException|UnknownHostException)$", None,
-         "network-exception"),
-    Rule(_ENV, None, r"\bjava\.net\.\w+(?:Exception|Error)\b|\bConnectException\b|Connection refused"
-         r"|Connection reset by peer|Broken pipe", "network-in-message"),
+    Rule(
+        _ENV,
+        r"^java\.net\.|(?:ConnectException|ConnectTimeoutException|UnknownHostException)$",
+        None,
+        "network-exception",
+    ),
+    Rule(
+        _ENV,
+        None,
+        r"\bjava\.net\.\w+(?:Exception|Error)\b|\bConnectException\b|Connection refused"
+        r"|Connection reset by peer|Broken pipe",
+        "network-in-message",
+    ),
     # 4. Deterministic failures.
     Rule(_NON, r"AnalysisException$", None, "analysis-exception"),
-    Rule(_NON, None, r"\[(?:UNRESOLVED_COLUMN|UNRESOLVED_ROUTINE|TABLE_OR_VIEW_NOT_FOUND|PARSE_SYNTAX_ERROR)[\].]",
-         "unresolved-reference"),
+    Rule(
+        _NON,
+        None,
+        r"\[(?:UNRESOLVED_COLUMN|UNRESOLVED_ROUTINE|TABLE_OR_VIEW_NOT_FOUND|PARSE_SYNTAX_ERROR)[\].]",
+        "unresolved-reference",
+    ),
     Rule(_NON, None, r"\[PATH_NOT_FOUND\]|Path does not exist:", "path-not-found"),
     # Hadoop's input formats (sc.textFile & co.) say it their own way.
     Rule(_NON, r"(?:^|[.$])InvalidInputException$", None, "hadoop-invalid-input"),
     Rule(_NON, None, r"Input path does not exist:|Input Pattern \S+ matches 0 files", "hadoop-input-path-not-found"),
-    Rule(_NON, r"(?:^|[.$])(?:ClassNotFoundException|NoClassDefFoundError|NoSuchMethodError|NoSuchFieldError"
-         r"|AbstractMethodError|IncompatibleClassChangeError)$", None, "class-linkage"),
-    Rule(_NON, None, r"\b(?:java\.lang\.)?(?:ClassNotFoundException|NoClassDefFoundError|NoSuchMethodError"
-         r"|NoSuchFieldError|AbstractMethodError|IncompatibleClassChangeError)\b", "class-linkage-in-message"),
+    Rule(
+        _NON,
+        r"(?:^|[.$])(?:ClassNotFoundException|NoClassDefFoundError|NoSuchMethodError|NoSuchFieldError"
+        r"|AbstractMethodError|IncompatibleClassChangeError)$",
+        None,
+        "class-linkage",
+    ),
+    Rule(
+        _NON,
+        None,
+        r"\b(?:java\.lang\.)?(?:ClassNotFoundException|NoClassDefFoundError|NoSuchMethodError"
+        r"|NoSuchFieldError|AbstractMethodError|IncompatibleClassChangeError)\b",
+        "class-linkage-in-message",
+    ),
     Rule(_NON, r"SparkUpgradeException$", None, "spark-upgrade"),
     Rule(_NON, None, r"\[INCONSISTENT_BEHAVIOR_CROSS_VERSION[\].]", "spark-upgrade-in-message"),
-    Rule(_NON, r"IllegalArgumentException$",
-         r"\bin spark\.[\w.-]+ is invalid\b|\bspark\.[\w.-]+ should be\b|\[INVALID_CONF_VALUE[\].]",
-         "invalid-spark-config"),
-    Rule(_NON, None, r"\[(?:DIVIDE_BY_ZERO|INTERVAL_DIVIDED_BY_ZERO|CAST_INVALID_INPUT|CAST_OVERFLOW"
-         r"|ARITHMETIC_OVERFLOW|BINARY_ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|INVALID_ARRAY_INDEX"
-         r"|INVALID_ARRAY_INDEX_IN_ELEMENT_AT|MALFORMED_RECORD_IN_PARSING|USER_RAISED_EXCEPTION)[\].]",
-         "ansi-data-error"),
+    Rule(
+        _NON,
+        r"IllegalArgumentException$",
+        r"\bin spark\.[\w.-]+ is invalid\b|\bspark\.[\w.-]+ should be\b|\[INVALID_CONF_VALUE[\].]",
+        "invalid-spark-config",
+    ),
+    Rule(
+        _NON,
+        None,
+        r"\[(?:DIVIDE_BY_ZERO|INTERVAL_DIVIDED_BY_ZERO|CAST_INVALID_INPUT|CAST_OVERFLOW"
+        r"|ARITHMETIC_OVERFLOW|BINARY_ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|INVALID_ARRAY_INDEX"
+        r"|INVALID_ARRAY_INDEX_IN_ELEMENT_AT|MALFORMED_RECORD_IN_PARSING|USER_RAISED_EXCEPTION)[\].]",
+        "ansi-data-error",
+    ),
     Rule(_NON, None, r"\bSQLSTATE: ?22[0-9A-Z]{3}\b", "sqlstate-data-exception"),
     Rule(_NON, None, r"\bSQLSTATE: ?42[0-9A-Z]{3}\b", "sqlstate-syntax-or-access"),
     Rule(_NON, None, r"Task not serializable|Failed to serialize task", "task-not-serializable"),
@@ -202,15 +247,15 @@ def parse_spark_error(text: str) -> tuple[str | None, str]:
     reason = _PY4J_ENVELOPE.sub("", text.strip(), count=1)
     start = reason.find(_ABORT)
     if start >= 0:
-        reason = reason[start + len(_ABORT):]
+        reason = reason[start + len(_ABORT) :]
         task = _MOST_RECENT_TASK.search(reason)
         if task:
-            reason = reason[task.end():]
+            reason = reason[task.end() :]
         else:
             for marker in _MOST_RECENT_REASONS:
                 at = reason.find(marker)
                 if at >= 0:
-                    reason = reason[at + len(marker):]
+                    reason = reason[at + len(marker) :]
                     break
         end = reason.find(_DRIVER_STACKTRACE)
         if end >= 0:
@@ -219,10 +264,10 @@ def parse_spark_error(text: str) -> tuple[str | None, str]:
 
     match = _TASK_END_REASON.match(reason)
     if match:
-        return match.group(1), reason[match.end():].strip()
+        return match.group(1), reason[match.end() :].strip()
     match = _EXCEPTION_HEAD.match(reason)
     if match and ("." in match.group(1) or match.group(1).endswith(("Exception", "Error"))):
-        return match.group(1), reason[match.end():]
+        return match.group(1), reason[match.end() :]
     return None, reason
 
 

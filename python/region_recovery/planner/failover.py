@@ -29,9 +29,7 @@ def _always_available(partition: Hashable) -> bool:
 
 
 def _unknown_failed_vertex(vertex: Hashable) -> UnknownVertexError:
-    return UnknownVertexError(
-        f"Can not find the failover region for task {vertex!r}: it is not in the topology"
-    )
+    return UnknownVertexError(f"Can not find the failover region for task {vertex!r}: it is not in the topology")
 
 
 class FailoverStrategy(Protocol):

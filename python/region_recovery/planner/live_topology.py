@@ -6,36 +6,36 @@ Vertices are tasks, named so they survive stage retries and later jobs: a map ta
 stage that reads the shuffle (all-to-all, one shared consumer group per shuffle). All tasks of a
 barrier stage run together, so they are tied into one pipelined region.
 """
+
 from __future__ import annotations
 
-from typing import Dict, Hashable, Iterable, List, Tuple
+from collections.abc import Hashable, Iterable
 
 from ..jvm.events import Determinism
 from ..model.live import LiveModel, Stage
-from .topology import Topology
-from .topology import ConsumerGroup
+from .topology import ConsumerGroup, Topology
 
 
-def task_vertex(stage: Stage, partition: int) -> Tuple:
+def task_vertex(stage: Stage, partition: int) -> tuple:
     if stage.shuffle_id is not None:
         return ("map", stage.shuffle_id, partition)
     return ("result", stage.stage_id, partition)
 
 
-def output_partition(shuffle_id: int, map_index: int) -> Tuple:
+def output_partition(shuffle_id: int, map_index: int) -> tuple:
     return ("out", shuffle_id, map_index)
 
 
-def _tasks(stage: Stage) -> List[Tuple]:
+def _tasks(stage: Stage) -> list[tuple]:
     return [task_vertex(stage, p) for p in range(stage.num_tasks)]
 
 
 def build(model: LiveModel, job_ids: Iterable[int]) -> Topology:
     """The topology of the given jobs' stages (call under the model's lock, e.g. via model.read)."""
-    stages: Dict[int, Stage] = {}
+    stages: dict[int, Stage] = {}
     for j in job_ids:
         job = model.jobs.get(j)
-        for sid in (job.stage_ids if job else ()):
+        for sid in job.stage_ids if job else ():
             if sid in model.stages:
                 stages[sid] = model.stages[sid]
     topo = Topology()
@@ -46,7 +46,7 @@ def build(model: LiveModel, job_ids: Iterable[int]) -> Topology:
         if st.barrier and st.num_tasks > 1:
             first, *rest = _tasks(st)
             topo.add_partition(("barrier", st.stage_id), first, rest, pipelined=True)
-    readers: Dict[int, List[Tuple]] = {}
+    readers: dict[int, list[tuple]] = {}
     for st in stages.values():
         for parent in st.parents:
             p = stages.get(parent) or model.stages.get(parent)
@@ -66,10 +66,12 @@ def build(model: LiveModel, job_ids: Iterable[int]) -> Topology:
 
 def availability(model: LiveModel):
     """is_available(partition) from the model: the map output is registered on a live location."""
+
     def is_available(pid: Hashable) -> bool:
         if not (isinstance(pid, tuple) and pid[0] == "out"):
             return True
         sh = model.shuffles.get(pid[1])
         out = sh.outputs.get(pid[2]) if sh else None
         return bool(out and out.available)
+
     return is_available

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .classify import FailureKind
 from ..config import RecoveryConfig
+from .classify import FailureKind
 
 __all__ = [
     "ExponentialDelayRestart",
@@ -148,8 +148,10 @@ class FailureRateRestart(RestartStrategy):
         delay_ms: int,
         clock: Clock | None = None,
     ) -> None:
-        _require(max_failures_per_interval > 0,
-                 f"max_failures_per_interval must be greater than 0, got {max_failures_per_interval}")
+        _require(
+            max_failures_per_interval > 0,
+            f"max_failures_per_interval must be greater than 0, got {max_failures_per_interval}",
+        )
         _require(interval_ms > 0, f"interval_ms must be greater than 0, got {interval_ms}")
         _require(delay_ms >= 0, f"delay_ms must be at least 0, got {delay_ms}")
         self.max_failures_per_interval = max_failures_per_interval
@@ -219,14 +221,20 @@ class ExponentialDelayRestart(RestartStrategy):
     ) -> None:
         _require(initial_backoff_ms >= 1, f"initial_backoff_ms must be at least 1, got {initial_backoff_ms}")
         _require(max_backoff_ms >= 1, f"max_backoff_ms must be at least 1, got {max_backoff_ms}")
-        _require(initial_backoff_ms <= max_backoff_ms,
-                 f"initial_backoff_ms ({initial_backoff_ms}) cannot be higher than max_backoff_ms ({max_backoff_ms})")
+        _require(
+            initial_backoff_ms <= max_backoff_ms,
+            f"initial_backoff_ms ({initial_backoff_ms}) cannot be higher than max_backoff_ms ({max_backoff_ms})",
+        )
         _require(backoff_multiplier > 1, f"backoff_multiplier must be greater than 1, got {backoff_multiplier}")
-        _require(reset_backoff_threshold_ms >= 1,
-                 f"reset_backoff_threshold_ms must be at least 1, got {reset_backoff_threshold_ms}")
+        _require(
+            reset_backoff_threshold_ms >= 1,
+            f"reset_backoff_threshold_ms must be at least 1, got {reset_backoff_threshold_ms}",
+        )
         _require(0 <= jitter_factor <= 1, f"jitter_factor must be >= 0 and <= 1, got {jitter_factor}")
-        _require(attempts_before_reset_backoff is None or attempts_before_reset_backoff >= 1,
-                 f"attempts_before_reset_backoff must be at least 1 or None, got {attempts_before_reset_backoff}")
+        _require(
+            attempts_before_reset_backoff is None or attempts_before_reset_backoff >= 1,
+            f"attempts_before_reset_backoff must be at least 1 or None, got {attempts_before_reset_backoff}",
+        )
         self.initial_backoff_ms = initial_backoff_ms
         self.max_backoff_ms = max_backoff_ms
         self.backoff_multiplier = backoff_multiplier

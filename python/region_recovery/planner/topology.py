@@ -279,9 +279,19 @@ class Topology:
     def index(self) -> TopologyIndex:
         """The integer form of this topology version (regions computed if needed); O(1)."""
         return TopologyIndex(
-            self._vertex_ids, self._vertex_index, self._partition_ids, self._partition_index, self._producer,
-            self._reconsumable, self._group_of, self._consumes, self._produced, self._deterministic,
-            self._group_members, self._group_partitions, self._region_index(),
+            self._vertex_ids,
+            self._vertex_index,
+            self._partition_ids,
+            self._partition_index,
+            self._producer,
+            self._reconsumable,
+            self._group_of,
+            self._consumes,
+            self._produced,
+            self._deterministic,
+            self._group_members,
+            self._group_partitions,
+            self._region_index(),
         )
 
     def _index_of_vertex(self, vertex: Hashable) -> int:

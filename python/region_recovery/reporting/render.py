@@ -1,8 +1,8 @@
 """Human-readable views of the live model, for the CLI and the demo (plain text, no colours)."""
+
 from __future__ import annotations
 
 from collections import Counter
-from typing import List
 
 from ..model.live import LiveModel
 
@@ -21,8 +21,10 @@ def describe_model(model: LiveModel) -> str:
 
 
 def _describe(m: LiveModel) -> str:
-    lines: List[str] = [f"Application {m.app_id} ({m.app_name}): {m.events_applied} events, "
-                        f"{m.dropped_events} dropped, {m.tasks_started} tasks started, {m.tasks_ended} ended"]
+    lines: list[str] = [
+        f"Application {m.app_id} ({m.app_name}): {m.events_applied} events, "
+        f"{m.dropped_events} dropped, {m.tasks_started} tasks started, {m.tasks_ended} ended"
+    ]
     lines.append("")
     lines.append("Executors")
     for ex in sorted(m.executors.values(), key=lambda e: (len(e.executor_id), e.executor_id)):
@@ -37,8 +39,7 @@ def _describe(m: LiveModel) -> str:
     lines.append("")
     lines.append("Jobs")
     for job in sorted(m.jobs.values(), key=lambda j: j.job_id):
-        took = (f"{(job.completed_time - job.submitted_time) / 1000:.1f} s"
-                if job.completed_time else "running")
+        took = f"{(job.completed_time - job.submitted_time) / 1000:.1f} s" if job.completed_time else "running"
         kinds = Counter(f.kind for f in job.failures)
         failures = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or "none"
         lines.append(f"  job {job.job_id}: {job.status} ({took}); stages {job.stage_ids}; failures: {failures}")
@@ -54,15 +55,17 @@ def _describe(m: LiveModel) -> str:
             atts = "; ".join(
                 f"attempt {a.attempt}: {a.status}, {a.num_tasks} tasks"
                 + (f" ({a.tasks_failed} failed)" if a.tasks_failed else "")
-                for a in sorted(st.attempts.values(), key=lambda a: a.attempt))
+                for a in sorted(st.attempts.values(), key=lambda a: a.attempt)
+            )
             lines.append(f"    stage {sid} ({kind}{parents}): {atts}")
     lines.append("")
     lines.append("Shuffles (map outputs by map index)")
     for sh in sorted(m.shuffles.values(), key=lambda s: s.shuffle_id):
         total = sum(o.bytes for o in sh.outputs.values())
-        lines.append(f"  shuffle {sh.shuffle_id}: {sh.available_count()}/{sh.num_maps} outputs available, "
-                     f"{_fmt_bytes(total)}, {sh.determinism.name.lower()}"
-                     + (", removed" if sh.removed else ""))
+        lines.append(
+            f"  shuffle {sh.shuffle_id}: {sh.available_count()}/{sh.num_maps} outputs available, "
+            f"{_fmt_bytes(total)}, {sh.determinism.name.lower()}" + (", removed" if sh.removed else "")
+        )
         by_exec = Counter(o.executor_id for o in sh.outputs.values() if o.available)
         if by_exec:
             lines.append("    located on: " + ", ".join(f"executor {e} x{n}" for e, n in sorted(by_exec.items())))
@@ -70,55 +73,73 @@ def _describe(m: LiveModel) -> str:
         if missing:
             lines.append(f"    unavailable: map {missing}")
         for r in sh.recomputations:
-            lines.append(f"    map {r.map_index}: lost on executor {r.lost_on} ({r.lost_reason}); "
-                         f"recomputed on executor {r.recomputed_on}")
+            lines.append(
+                f"    map {r.map_index}: lost on executor {r.lost_on} ({r.lost_reason}); "
+                f"recomputed on executor {r.recomputed_on}"
+            )
     return "\n".join(lines)
 
 
 def describe_report(report: dict) -> str:
     """A recovery report (RegionRecovery.report(), or one saved as JSON) as text."""
-    lines = [f"Recovery report for {report.get('app_id')} (configured restart strategy: {report.get('restart_strategy')})"]
+    lines = [
+        f"Recovery report for {report.get('app_id')} (configured restart strategy: {report.get('restart_strategy')})"
+    ]
     runs = report.get("runs", [])
     if not runs:
         lines.append("  no action ran under restarts")
     for run in runs:
         state = "succeeded" if run["succeeded"] else "FAILED"
-        lines.append(f"  '{run['name']}': {state} after {len(run['attempts'])} attempt(s); "
-                     f"backoff waited {run['backoff_waited_ms'] / 1000:.1f} s; "
-                     f"map tasks saved versus rerunning from scratch: {run.get('map_tasks_saved', 0)}; "
-                     f"time lost to failures {run.get('wall_ms_lost', 0) / 1000:.1f} s")
+        lines.append(
+            f"  '{run['name']}': {state} after {len(run['attempts'])} attempt(s); "
+            f"backoff waited {run['backoff_waited_ms'] / 1000:.1f} s; "
+            f"map tasks saved versus rerunning from scratch: {run.get('map_tasks_saved', 0)}; "
+            f"time lost to failures {run.get('wall_ms_lost', 0) / 1000:.1f} s"
+        )
         decisions = {d["attempt"]: d for d in run["restart_decisions"]}
         for a in run["attempts"]:
             outcome = "ok" if a["succeeded"] else f"failed: {a['error']}"
-            lines.append(f"    attempt {a['attempt']} ({a['wall_ms'] / 1000:.1f} s, jobs {a['job_ids']}): "
-                         f"{a['tasks_launched']} tasks, {a['map_tasks_launched']} map tasks run, "
-                         f"{a['map_stages_skipped']} map stage(s) reused"
-                         + (f" ({a['exchanges_reused']} DataFrame exchange(s) taken over)" if a.get("exchanges_reused") else "")
-                         + f"; {outcome}")
+            lines.append(
+                f"    attempt {a['attempt']} ({a['wall_ms'] / 1000:.1f} s, jobs {a['job_ids']}): "
+                f"{a['tasks_launched']} tasks, {a['map_tasks_launched']} map tasks run, "
+                f"{a['map_stages_skipped']} map stage(s) reused"
+                + (f" ({a['exchanges_reused']} DataFrame exchange(s) taken over)" if a.get("exchanges_reused") else "")
+                + f"; {outcome}"
+            )
             d = decisions.get(a["attempt"])
             if d:
                 verdict = f"restart after {d['backoff_ms']} ms" if d["restart"] else "not restarted"
-                lines.append(f"      decision: {d['cause']} (rule {d['rule'] or 'default'}) -> {verdict}: {d['reason']}")
+                lines.append(
+                    f"      decision: {d['cause']} (rule {d['rule'] or 'default'}) -> {verdict}: {d['reason']}"
+                )
                 if d["restart"]:
                     failed = ", ".join(d.get("failed_tasks", [])[:5]) or "none recorded"
-                    lines.append(f"      {d.get('failover', 'region')} failover: failed {failed}; shuffles reused "
-                                 f"{d.get('reused_shuffles', [])}, recomputed {d.get('recomputed_shuffles', [])}")
+                    lines.append(
+                        f"      {d.get('failover', 'region')} failover: failed {failed}; shuffles reused "
+                        f"{d.get('reused_shuffles', [])}, recomputed {d.get('recomputed_shuffles', [])}"
+                    )
     troubled = [j for j in report.get("jobs", []) if j["failures"] or j["tasks_reexecuted"]]
     if troubled:
         lines.append("  jobs with failures or re-executed tasks:")
     for j in troubled:
         kinds = ", ".join(f"{k} x{n}" for k, n in sorted(j["failures"].items())) or "none"
-        lines.append(f"    job {j['job_id']}: {j['status']}; {j['tasks_launched']} tasks launched, "
-                     f"{j['tasks_reexecuted']} re-executed; failures: {kinds}")
+        lines.append(
+            f"    job {j['job_id']}: {j['status']}; {j['tasks_launched']} tasks launched, "
+            f"{j['tasks_reexecuted']} re-executed; failures: {kinds}"
+        )
     for r in report.get("consumer_restarts", []):
-        lines.append(f"  shuffle {r['producer_shuffle']} map {r['map_index']} changed when recomputed "
-                     f"({r['bytes_before']} -> {r['bytes_after']} bytes): consumer shuffles "
-                     f"{r['consumer_shuffles_unregistered']} recomputed")
+        lines.append(
+            f"  shuffle {r['producer_shuffle']} map {r['map_index']} changed when recomputed "
+            f"({r['bytes_before']} -> {r['bytes_after']} bytes): consumer shuffles "
+            f"{r['consumer_shuffles_unregistered']} recomputed"
+        )
     kept = report.get("retained")
     if kept is not None:
         hosts = ", ".join(f"{h}: {_size(b)}" for h, b in sorted(kept["hosts"].items())) or "none"
-        lines.append(f"  retained now: {_size(kept['total'])} in {kept['outputs']} map outputs ({hosts}); "
-                     f"released early: {kept['released']} outputs, {_size(kept['released_bytes'])}")
+        lines.append(
+            f"  retained now: {_size(kept['total'])} in {kept['outputs']} map outputs ({hosts}); "
+            f"released early: {kept['released']} outputs, {_size(kept['released_bytes'])}"
+        )
     return "\n".join(lines)
 
 

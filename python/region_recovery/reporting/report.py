@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import Any, List, Optional
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -20,11 +20,11 @@ def build_report(
     app_id: str,
     restart_strategy: str,
     failover_strategy: str,
-    runs: List[dict],
-    jobs: List[dict],
-    recovery_decisions: List[dict],
-    consumer_restarts: List[dict],
-    retained: Optional[dict],
+    runs: list[dict],
+    jobs: list[dict],
+    recovery_decisions: list[dict],
+    consumer_restarts: list[dict],
+    retained: dict | None,
 ) -> dict:
     """The report document; every argument is already JSON-serialisable."""
     return {

@@ -5,6 +5,7 @@ JVMs it launched (local-cluster executors are children of the driver JVM; standa
 workers are started by the test). A pid outside our own process tree is refused: these helpers
 must never signal someone else's process.
 """
+
 from __future__ import annotations
 
 import glob
@@ -12,7 +13,6 @@ import logging
 import os
 import signal
 import time
-from typing import List, Optional
 
 log = logging.getLogger("region_recovery")
 
@@ -21,7 +21,7 @@ class FaultError(RuntimeError):
     """A fault could not be injected (unknown executor, foreign process, nothing to delete)."""
 
 
-def _stat(pid: int) -> Optional[List[str]]:
+def _stat(pid: int) -> list[str] | None:
     """Fields 3 onward of /proc/<pid>/stat (state, ppid, ...), or None if the process is gone.
 
     The command name (field 2) may contain spaces and parentheses, so fields start after the last ')'.
@@ -31,10 +31,10 @@ def _stat(pid: int) -> Optional[List[str]]:
             stat = f.read()
     except OSError:
         return None
-    return stat[stat.rindex(")") + 2:].split()
+    return stat[stat.rindex(")") + 2 :].split()
 
 
-def _parent(pid: int) -> Optional[int]:
+def _parent(pid: int) -> int | None:
     fields = _stat(pid)
     return None if fields is None else int(fields[1])
 
@@ -45,7 +45,7 @@ def is_gone(pid: int) -> bool:
     return fields is None or fields[0] in ("Z", "X")
 
 
-def is_descendant(pid: int, ancestor: Optional[int] = None) -> bool:
+def is_descendant(pid: int, ancestor: int | None = None) -> bool:
     """Whether `pid` is in the process tree below `ancestor` (default: this process)."""
     ancestor = os.getpid() if ancestor is None else ancestor
     seen = 0
@@ -59,7 +59,7 @@ def is_descendant(pid: int, ancestor: Optional[int] = None) -> bool:
     return False
 
 
-def start_time(pid: int) -> Optional[int]:
+def start_time(pid: int) -> int | None:
     """When the process started (clock ticks since boot), or None if it is gone.
 
     A pid is reused once its process has exited; (pid, start time) names one process for good.
@@ -68,7 +68,7 @@ def start_time(pid: int) -> Optional[int]:
     return None if fields is None else int(fields[19])  # field 22 of proc(5)
 
 
-def signal_if_same(pid: int, started: Optional[int], sig: int = signal.SIGKILL) -> bool:
+def signal_if_same(pid: int, started: int | None, sig: int = signal.SIGKILL) -> bool:
     """Signals `pid` only if it is still the process that started at `started`; True if it was sent.
 
     For clean-ups of processes a test saw earlier and whose parent may since have died (orphans are
@@ -83,7 +83,7 @@ def signal_if_same(pid: int, started: Optional[int], sig: int = signal.SIGKILL) 
     return True
 
 
-def _signal(pid: int, sig: int, owned_pids: Optional[List[int]] = None) -> None:
+def _signal(pid: int, sig: int, owned_pids: list[int] | None = None) -> None:
     if not (is_descendant(pid) or (owned_pids and pid in owned_pids)):
         raise FaultError(f"refusing to signal pid {pid}: it was not started by this process")
     log.info("region-recovery fault: %s -> pid %d", signal.Signals(sig).name, pid)
@@ -92,8 +92,7 @@ def _signal(pid: int, sig: int, owned_pids: Optional[List[int]] = None) -> None:
 
 def executor_pid(rr, executor_id: str, timeout: float = 30.0) -> int:
     """The OS pid of a live executor, as its plugin reported it."""
-    ok = rr.model.wait_for(lambda m: executor_id in m.executors and m.executors[executor_id].pid is not None,
-                           timeout)
+    ok = rr.model.wait_for(lambda m: executor_id in m.executors and m.executors[executor_id].pid is not None, timeout)
     if not ok:
         raise FaultError(f"executor {executor_id} has not reported its pid (is the plugin in spark.plugins?)")
     return rr.model.read(lambda m: m.executors[executor_id].pid)
@@ -121,7 +120,7 @@ def thaw(pid: int) -> None:
         pass
 
 
-def kill_pid(pid: int, owned_pids: Optional[List[int]] = None) -> None:
+def kill_pid(pid: int, owned_pids: list[int] | None = None) -> None:
     """SIGKILL a process this test started (e.g. a standalone worker from subprocess.Popen)."""
     _signal(pid, signal.SIGKILL, owned_pids)
 
@@ -136,7 +135,7 @@ def wait_gone(pid: int, timeout: float = 30.0) -> bool:
     return False
 
 
-def delete_map_output(local_dirs: List[str], shuffle_id: int, map_id: int) -> List[str]:
+def delete_map_output(local_dirs: list[str], shuffle_id: int, map_id: int) -> list[str]:
     """Deletes one map output's files (data, index, checksum) under the given local dirs."""
     pattern = f"shuffle_{shuffle_id}_{map_id}_0.*"
     found = [p for d in local_dirs for p in glob.glob(os.path.join(d, "**", pattern), recursive=True)]
@@ -165,6 +164,7 @@ def transient_failure(state_dir: str, partitions, times: int):
                 os.close(fd)
                 raise RuntimeError(f"injected transient fault {n + 1} of {times} in partition {index}")
         return rows
+
     return fail_then_pass
 
 
@@ -181,9 +181,11 @@ def transient_failure_udf(state_dir: str, partitions, times: int, return_type: s
 
     def passthrough(value):
         from pyspark import TaskContext
+
         ctx = TaskContext.get()
         if ctx.taskAttemptId() not in checked:
             fail(ctx.partitionId(), None)
             checked.add(ctx.taskAttemptId())
         return value
+
     return udf(passthrough, return_type)

@@ -68,7 +68,8 @@ class RecoveryDecision:
         }
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        """A copy: later re-runs change the decision, never a snapshot already taken."""
+        d = {k: list(v) if isinstance(v, list) else v for k, v in self.__dict__.items() if not k.startswith("_")}
         d["comparison"] = self.comparison()
         return d
 
@@ -84,6 +85,9 @@ class DecisionRecorder:
         self._active: list[RecoveryDecision] = []  # not closed yet: still watching for re-runs
         self._open: dict[tuple[int, int], RecoveryDecision] = {}
         self._started: dict[int, set[tuple]] = {}  # running job -> task vertices started so far
+        # jobs whose JobEnd this recorder processed: the model applies a whole batch before the
+        # recorder sees it, so its job status is ahead of the event being handled
+        self._ended: set[int] = set()
         self._lock = threading.Lock()
 
     def snapshot(self) -> list[dict]:
@@ -101,13 +105,13 @@ class DecisionRecorder:
                     for key in [k for k in self._open if k[0] == e.stage_id and k[1] < e.attempt]:
                         del self._open[key]  # a new stage attempt: later failures are new decisions
                 elif isinstance(e, ev.JobEnd):
+                    self._ended.add(e.job_id)
                     self._job_ended(e.job_id)
 
     def _jobs_of(self, stage_id: int) -> list[int]:
+        """Jobs containing the stage that were running at the event being handled."""
         st = self.model.stages.get(stage_id)
-        return sorted(
-            j for j in (st.job_ids if st else ()) if self.model.jobs.get(j) and self.model.jobs[j].status == "running"
-        )
+        return sorted(j for j in (st.job_ids if st else ()) if j in self.model.jobs and j not in self._ended)
 
     def _task_started(self, e: ev.TaskStart) -> None:
         st = self.model.stages.get(e.stage_id)
@@ -168,24 +172,25 @@ class DecisionRecorder:
         skip = RegionFailover(topo, is_available, skip_deterministic_consumers=True)
         planned: set[tuple] = set()
         planned_skip: set[tuple] = set()
-        regions = 0
         for v in d._failed:
-            if v not in topo:
-                continue
-            regions += len(chosen.regions_to_restart(v))
-            planned |= chosen.tasks_to_restart(v)
-            planned_skip |= skip.tasks_to_restart(v)
+            if v in topo:
+                planned |= chosen.tasks_to_restart(v)
+                planned_skip |= skip.tasks_to_restart(v)
+        # Both sides mean "run again": tasks that never started are not restarted, and every
+        # count below is about the tasks that are (Flink's scheduler skips unstarted ones too).
+        restart = planned & d._started_before
         reused, recompute = set(), set()
-        for v in planned:
+        for v in restart:
             for p in topo.partitions_consumed_by(v):
                 if topo.producer_of(p) not in planned:
                     reused.add(p)  # read again from where it is: not recomputed
-                elif not is_available(p):
+            for p in topo.partitions_produced_by(v):
+                if not is_available(p):
                     recompute.add(p)
         d.failed_tasks = sorted(_name(v) for v in d._failed)
         d.lost_outputs = sorted(_name(p) for p in d._lost)
-        d.regions_to_restart = regions
-        d.planned = sorted(_name(v) for v in planned & d._started_before)
+        d.regions_to_restart = len({topo.region_of(v) for v in restart})
+        d.planned = sorted(_name(v) for v in restart)
         d.planned_skip_deterministic = sorted(_name(v) for v in planned_skip & d._started_before)
         d.outputs_reused = len(reused)
         d.outputs_to_recompute = sorted(_name(p) for p in recompute)

@@ -615,7 +615,7 @@ RETAINED_MAX_BYTES = size(
         "shuffles that no running job or SQL execution uses: they are unregistered (Spark recomputes them if "
         "a later action needs them: correct, only slower) and the owning executor deletes their retained and "
         "served files. Outputs of shuffles in use are never released, so one running shuffle larger than the "
-        'cap exceeds it; `rr.retained_ledger()["overCap"]` counts those moments.'
+        'cap exceeds it; `rr.retained_ledger()["over_cap"]` counts those moments.'
     ),
     read_by="jvm",
     section=_RETAINED,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcluster import Cluster
+from sparkcluster import MASTER, Cluster
 
 
 def pytest_collection_modifyitems(items):
@@ -26,11 +26,12 @@ def plugin_jar() -> str:
 
 @pytest.fixture
 def cluster(request, plugin_jar):
-    """Factory: cluster(**conf) starts a fresh application; stopped at the end of the test."""
+    """Factory: cluster(**conf) starts a fresh application (cluster(master=..., **conf) on another
+    master); stopped at the end of the test."""
     made: list[Cluster] = []
 
-    def make(**conf) -> Cluster:
-        c = Cluster(request.node.name[:60], conf)
+    def make(master: str = MASTER, **conf) -> Cluster:
+        c = Cluster(request.node.name[:60], conf, master)
         made.append(c)
         return c
 

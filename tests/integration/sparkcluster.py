@@ -64,11 +64,11 @@ def forget_leaked_plugin_settings() -> None:
 class Cluster:
     """One application on a local multi-process cluster, with the controller's model attached."""
 
-    def __init__(self, app_name: str, conf: dict):
+    def __init__(self, app_name: str, conf: dict, master: str = MASTER):
         import region_recovery
 
         forget_leaked_plugin_settings()
-        self.spark = region_recovery.configure(base_builder(app_name, **conf)).getOrCreate()
+        self.spark = region_recovery.configure(base_builder(app_name, master, **conf)).getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")
         self.sc = self.spark.sparkContext
         self.rr = region_recovery.RegionRecovery.attach(self.spark)

@@ -6,6 +6,8 @@ import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
+import io.regionrecovery.spark.retention.RetentionCoordinator
+
 /**
  * The driver-side state of one application: its event buffer and what is installed. Python holds
  * a reference to it (through RegionRecoveryBridge) and drains its buffer on a thread of its own.

@@ -7,6 +7,8 @@ import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext,
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
+import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionConf, RetentionCoordinator}
+
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
  * own and receives executor reports over the plugin RPC; the executor part gives the shuffle IO
@@ -22,8 +24,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     state = RegionRecovery.startForPlugin(sc)
-    if (Retention.enabled(sc.getConf)) {
-      state.retention = new RetentionCoordinator(sc, new RetainedStore(Retention.root(sc.getConf)), state)
+    if (RetentionConf.enabled(sc.getConf)) {
+      state.retention = new RetentionCoordinator(sc, new RetainedStore(RetentionConf.root(sc.getConf)), state)
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root}")
     }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), RegionRecovery.QueueName)
@@ -39,7 +41,7 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
         state.offer(e)
         if (state.retention != null) state.retention.outputRetained(e)
       case e: Event => state.offer(e)
-      case h: RetentionAgentHello => if (state.retention != null) state.retention.agentRegistered(h)
+      case r: DriverRequest => if (state.retention != null) state.retention.handle(r)
       case other => logWarning(s"region-recovery: ignoring unknown message $other")
     }
     null

@@ -8,6 +8,8 @@ import org.apache.spark.shuffle.api._
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
+import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
+
 /**
  * `spark.shuffle.sort.io.plugin.class` hook: Spark's local-disk shuffle IO, unchanged, plus reports.
  * The driver part reports shuffle registration and removal (ContextCleaner posts no listener event
@@ -90,7 +92,7 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
       host, total, partitionLengths.length, nonEmpty, max))
     retained.foreach { case (files, bytes) =>
       if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
-        if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files, Retention.digest(checksums)))
+        if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files, RetainedStore.digest(checksums)))
     }
   }
 }

@@ -7,6 +7,8 @@ import org.apache.spark.regionrecovery.SparkInternals
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
+
 /** The plugin, the listener and the shuffle IO hook in a real local[2] SparkContext. */
 class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
   import WireReader.decode

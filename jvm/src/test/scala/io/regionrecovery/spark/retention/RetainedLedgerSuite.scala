@@ -1,4 +1,4 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.retention
 
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -105,10 +105,10 @@ class RetainedLedgerSuite extends AnyFunSuite {
   test("an unknown policy or a bad size is a clear error") {
     val e = intercept[IllegalArgumentException](ReleasePolicy.parse("sometimes"))
     assert(e.getMessage.contains("shuffle-cleanup, job-end, consumers-finished"))
-    val conf = new org.apache.spark.SparkConf(false).set(Retention.MaxBytesKey, "lots")
-    assert(intercept[IllegalArgumentException](Retention.maxBytes(conf)).getMessage.contains("512m"))
-    assert(Retention.maxBytes(conf.set(Retention.MaxBytesKey, "2m")) == 2L * 1024 * 1024)
-    val lease = new org.apache.spark.SparkConf(false).set(Retention.LeaseTimeoutKey, "10ms")
-    assert(intercept[IllegalArgumentException](Retention.leaseTimeoutMs(lease)).getMessage.contains("at least 1s"))
+    val conf = new org.apache.spark.SparkConf(false).set(RetentionConf.MaxBytesKey, "lots")
+    assert(intercept[IllegalArgumentException](RetentionConf.maxBytes(conf)).getMessage.contains("512m"))
+    assert(RetentionConf.maxBytes(conf.set(RetentionConf.MaxBytesKey, "2m")) == 2L * 1024 * 1024)
+    val lease = new org.apache.spark.SparkConf(false).set(RetentionConf.LeaseTimeoutKey, "10ms")
+    assert(intercept[IllegalArgumentException](RetentionConf.leaseTimeoutMs(lease)).getMessage.contains("at least 1s"))
   }
 }

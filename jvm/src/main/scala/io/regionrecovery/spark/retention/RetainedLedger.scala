@@ -1,6 +1,8 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.retention
 
 import scala.collection.mutable
+
+import io.regionrecovery.spark.Json
 
 /** When retained outputs are released before Spark cleans their shuffle (issue 5, item 3). */
 sealed abstract class ReleasePolicy(val name: String)
@@ -18,7 +20,7 @@ object ReleasePolicy {
   def parse(raw: String): ReleasePolicy = {
     val v = raw.trim.toLowerCase(java.util.Locale.ROOT)
     all.find(_.name == v).getOrElse(throw new IllegalArgumentException(
-      s"${Retention.ReleaseKey} must be one of ${all.map(_.name).mkString(", ")}, got '$raw'"))
+      s"${RetentionConf.ReleaseKey} must be one of ${all.map(_.name).mkString(", ")}, got '$raw'"))
   }
 }
 

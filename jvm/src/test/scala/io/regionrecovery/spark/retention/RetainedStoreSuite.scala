@@ -1,4 +1,4 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.retention
 
 import java.io.{File, IOException}
 import java.nio.file.{Files, Path}

@@ -2,7 +2,7 @@ package io.regionrecovery.spark.retention
 
 import java.io.{DataInputStream, File, FileInputStream, IOException}
 import java.nio.file.{Files, StandardCopyOption}
-import java.util.concurrent.{Executors, ThreadFactory, TimeUnit}
+import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
 
@@ -54,11 +54,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
   @volatile private var driverRef: AnyRef = _
   @volatile private var lastDriverContact = System.currentTimeMillis()
   @volatile private var droppedForDriverLoss = false
-  private val leaseThread = Executors.newSingleThreadScheduledExecutor(new ThreadFactory {
-    override def newThread(r: Runnable): Thread = {
-      val t = new Thread(r, "region-recovery-lease"); t.setDaemon(true); t
-    }
-  })
+  private val leaseThread = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-lease")
   private def renewEveryMs: Long = math.max(500L, leaseTimeoutMs / 4)
   private def pingTimeoutMs: Long = math.min(renewEveryMs, 10000L)
 

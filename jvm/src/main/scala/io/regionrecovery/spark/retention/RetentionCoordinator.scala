@@ -1,7 +1,7 @@
 package io.regionrecovery.spark.retention
 
 import java.nio.file.Files
-import java.util.concurrent.{ConcurrentHashMap, Executors, ThreadFactory, TimeUnit}
+import java.util.concurrent.{ConcurrentHashMap, TimeUnit}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -30,11 +30,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   })
   private val agents = new ConcurrentHashMap[String, AgentInfo]()
   private val handled = ConcurrentHashMap.newKeySet[String]()
-  private val worker = Executors.newSingleThreadExecutor(new ThreadFactory {
-    override def newThread(r: Runnable): Thread = {
-      val t = new Thread(r, "region-recovery-retention"); t.setDaemon(true); t
-    }
-  })
+  private val worker = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
   @volatile private var stopped = false
   private val history = new java.util.concurrent.ConcurrentLinkedDeque[String]()
 

@@ -1,6 +1,7 @@
 package org.apache.spark.regionrecovery
 
 import java.io.File
+import java.util.concurrent.{ExecutorService, ScheduledExecutorService}
 
 import scala.concurrent.duration._
 import scala.reflect.ClassTag
@@ -10,6 +11,7 @@ import org.apache.spark.rpc.{RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv
 import org.apache.spark.scheduler.{SparkListenerInterface, StageInfo}
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleChecksumUtils}
 import org.apache.spark.storage.BlockManagerId
+import org.apache.spark.util.ThreadUtils
 import org.apache.spark.util.collection.OpenHashSet
 
 /**
@@ -34,6 +36,13 @@ object SparkInternals {
 
   /** Blocks until every listener-bus queue is empty, so listeners have seen all posted events. */
   def waitUntilListenersIdle(sc: SparkContext, timeoutMs: Long): Unit = sc.listenerBus.waitUntilEmpty(timeoutMs)
+
+  /** One daemon thread named exactly `name`, from Spark's own factory (ThreadUtils). */
+  def newDaemonSingleThreadExecutor(name: String): ExecutorService = ThreadUtils.newDaemonSingleThreadExecutor(name)
+
+  /** One daemon thread named exactly `name` that runs delayed and periodic work; cancelled tasks are dropped. */
+  def newDaemonSingleThreadScheduledExecutor(name: String): ScheduledExecutorService =
+    ThreadUtils.newDaemonSingleThreadScheduledExecutor(name)
 
   def shuffleId(stage: StageInfo): Int = stage.shuffleDepId.getOrElse(-1)
 

@@ -6,6 +6,7 @@ import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
+import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.retention.RetentionCoordinator
 
 /**
@@ -73,8 +74,6 @@ final class DriverState(val capacity: Int, val installedBy: String) {
 object RegionRecovery extends Logging {
   val QueueName = "regionRecovery"
   val Version: String = Option(getClass.getPackage).flatMap(p => Option(p.getImplementationVersion)).getOrElse("dev")
-  val CapacityKey = "spark.regionRecovery.eventBuffer.capacity"
-  val DefaultCapacity = 100000
 
   @volatile private var state: DriverState = _
   private val orphans = new AtomicLong(0)
@@ -88,15 +87,7 @@ object RegionRecovery extends Logging {
     if (s != null && !s.stopped) s.offer(e) else orphans.incrementAndGet()
   }
 
-  private def capacity(conf: SparkConf): Int = {
-    val raw = conf.get(CapacityKey, DefaultCapacity.toString).trim
-    val n = try raw.toInt catch {
-      case _: NumberFormatException =>
-        throw new IllegalArgumentException(s"$CapacityKey must be a positive integer, got '$raw'")
-    }
-    if (n <= 0) throw new IllegalArgumentException(s"$CapacityKey must be a positive integer, got '$raw'")
-    n
-  }
+  private def capacity(conf: SparkConf): Int = ConfigKeys.EventBufferCapacity.read(conf.getOption)
 
   /** The plugin starts a fresh state for its application and owns the listener. */
   private[spark] def startForPlugin(sc: SparkContext): DriverState = synchronized {

@@ -7,7 +7,8 @@ import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext,
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
-import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionConf, RetentionCoordinator}
+import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
 
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
@@ -24,8 +25,9 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     state = RegionRecovery.startForPlugin(sc)
-    if (RetentionConf.enabled(sc.getConf)) {
-      state.retention = new RetentionCoordinator(sc, new RetainedStore(RetentionConf.root(sc.getConf)), state)
+    if (ConfigKeys.RetainedEnabled.read(sc.getConf.getOption)) {
+      val root = RetainedStore.root(ConfigKeys.RetainedDir.read(sc.getConf.getOption))
+      state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state)
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root}")
     }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), RegionRecovery.QueueName)

@@ -17,11 +17,9 @@ object ReleasePolicy {
 
   val all: Seq[ReleasePolicy] = Seq(ShuffleCleanup, JobEnd, ConsumersFinished)
 
-  def parse(raw: String): ReleasePolicy = {
-    val v = raw.trim.toLowerCase(java.util.Locale.ROOT)
-    all.find(_.name == v).getOrElse(throw new IllegalArgumentException(
-      s"${RetentionConf.ReleaseKey} must be one of ${all.map(_.name).mkString(", ")}, got '$raw'"))
-  }
+  /** The policy of a canonical name (spark.regionRecovery.retained.release parses what users write). */
+  def byName(name: String): ReleasePolicy =
+    all.find(_.name == name).getOrElse(throw new IllegalArgumentException(s"unknown release policy '$name'"))
 }
 
 /** One retained map output as the driver accounts it. */

@@ -2,7 +2,7 @@ package io.regionrecovery.spark.retention
 
 import java.io.{File, IOException}
 import java.nio.charset.StandardCharsets
-import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException, Path, StandardCopyOption}
+import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException, Path, Paths, StandardCopyOption}
 import java.nio.file.attribute.PosixFilePermissions
 
 import scala.jdk.CollectionConverters._
@@ -10,9 +10,20 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
 
+import io.regionrecovery.spark.config.ConfigKeys
+
 object RetainedStore {
   /** Bytes a copy into the retained directory must leave free on its filesystem. */
   val MinFreeBytes: Long = 64L * 1024 * 1024
+
+  /**
+   * The retained root on every host: the configured directory (absolute: the key's parser refuses a
+   * relative one), or one per OS user under java.io.tmpdir when it is empty.
+   */
+  def root(configured: String): Path =
+    if (configured.nonEmpty) Paths.get(configured).normalize()
+    else Paths.get(System.getProperty("java.io.tmpdir"),
+      "spark-region-recovery-retained-" + System.getProperty("user.name", "user")).toAbsolutePath.normalize()
 
   /** The name Spark gives a map output's files, before the extension. */
   def fileBase(shuffleId: Int, mapId: Long): String = s"shuffle_${shuffleId}_${mapId}_0"
@@ -166,7 +177,7 @@ final class RetainedStore(val root: Path) extends Logging {
       case e: IOException =>
         made.foreach(p => try Files.deleteIfExists(p) catch { case NonFatal(_) => })
         throw new IOException(s"region-recovery: cannot retain map output $base in $dir " +
-          s"(${RetentionConf.DirKey}): $e", e)
+          s"(${ConfigKeys.RetainedDir.name}): $e", e)
     }
   }
 

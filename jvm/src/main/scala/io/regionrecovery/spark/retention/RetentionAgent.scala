@@ -10,6 +10,8 @@ import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
+import io.regionrecovery.spark.config.ConfigKeys
+
 /**
  * Executor side: retains committed outputs (called by the shuffle IO hook on the task thread) and
  * answers the driver's adopt / purge / forget requests (on its RPC endpoint).
@@ -21,10 +23,11 @@ object RetentionAgent extends Logging {
   /** Called by the executor plugin; never throws (a failure only disables retention here). */
   private[spark] def start(conf: SparkConf, executorId: String, host: String): Option[RetentionAgentHello] =
     try {
-      if (!RetentionConf.enabled(conf)) None
+      if (!ConfigKeys.RetainedEnabled.read(conf.getOption)) None
       else {
-        val a = new RetentionAgent(new RetainedStore(RetentionConf.root(conf)), conf.getAppId, executorId,
-          RetentionConf.leaseTimeoutMs(conf))
+        val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
+        val a = new RetentionAgent(new RetainedStore(root), conf.getAppId, executorId,
+          ConfigKeys.RetainedLeaseTimeout.read(conf.getOption))
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
         a.startLease()
         agent = a
@@ -106,7 +109,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
       droppedForDriverLoss = true
       val (files, bytes) = store.deleteApp(appId)
       logWarning(s"region-recovery: the driver has not answered for ${now - lastDriverContact} ms " +
-        s"(${RetentionConf.LeaseTimeoutKey}); deleted this application's $files retained files ($bytes bytes) on this host")
+        s"(${ConfigKeys.RetainedLeaseTimeout.name}); deleted this application's $files retained files ($bytes bytes) on this host")
     }
     sweep()
   } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }

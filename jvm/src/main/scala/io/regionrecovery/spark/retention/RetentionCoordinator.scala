@@ -11,6 +11,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark._
+import io.regionrecovery.spark.config.ConfigKeys
 
 /** The driver's view of one live executor's agent. */
 final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
@@ -22,7 +23,8 @@ final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
  * heartbeat timeout; Python sees every decision as events.
  */
 final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, state: DriverState) extends Logging {
-  val ledger = new RetainedLedger(RetentionConf.maxBytes(sc.getConf), RetentionConf.releasePolicy(sc.getConf))
+  val ledger = new RetainedLedger(ConfigKeys.RetainedMaxBytes.read(sc.getConf.getOption),
+    ReleasePolicy.byName(ConfigKeys.RetainedRelease.read(sc.getConf.getOption)))
   /** Answers the agents' lease pings: while it does, their application is alive. */
   private val driverEndpoint = SparkInternals.registerEndpoint(RetentionProtocol.DriverEndpointName, {
     case r: DriverRequest => handle(r)
@@ -175,7 +177,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   /** An executor retained a committed output (plugin message). */
   def outputRetained(e: MapOutputRetainedEvent): Unit = onWorker("retained") {
     release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes)),
-      s"${RetentionConf.MaxBytesKey}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
+      s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
   }
 
   def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {

@@ -102,13 +102,9 @@ class RetainedLedgerSuite extends AnyFunSuite {
     assert(keys(l.jobEnded(0, succeeded = true)) == Seq((0, 1L)), "stage 2 never ran: dropped at the job's end")
   }
 
-  test("an unknown policy or a bad size is a clear error") {
-    val e = intercept[IllegalArgumentException](ReleasePolicy.parse("sometimes"))
-    assert(e.getMessage.contains("shuffle-cleanup, job-end, consumers-finished"))
-    val conf = new org.apache.spark.SparkConf(false).set(RetentionConf.MaxBytesKey, "lots")
-    assert(intercept[IllegalArgumentException](RetentionConf.maxBytes(conf)).getMessage.contains("512m"))
-    assert(RetentionConf.maxBytes(conf.set(RetentionConf.MaxBytesKey, "2m")) == 2L * 1024 * 1024)
-    val lease = new org.apache.spark.SparkConf(false).set(RetentionConf.LeaseTimeoutKey, "10ms")
-    assert(intercept[IllegalArgumentException](RetentionConf.leaseTimeoutMs(lease)).getMessage.contains("at least 1s"))
+  test("every canonical value of retained.release names a release policy, and no other") {
+    val canonical = io.regionrecovery.spark.config.ConfigKeys.RetainedRelease.tpe.choices.get.map(_._2).distinct
+    assert(canonical.map(ReleasePolicy.byName) == ReleasePolicy.all)
+    intercept[IllegalArgumentException](ReleasePolicy.byName("sometimes"))
   }
 }

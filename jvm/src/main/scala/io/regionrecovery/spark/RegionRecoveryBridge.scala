@@ -7,15 +7,15 @@ import org.apache.spark.SparkContext
  * back: it polls `current().drain(...)` on its own thread.
  */
 object RegionRecoveryBridge {
-  def version(): String = RegionRecovery.Version
+  def version(): String = CurrentApplication.Version
 
   /** The state of the running application, or null when neither the plugin nor the listener is installed. */
-  def current(): DriverState = RegionRecovery.current
+  def current(): DriverState = CurrentApplication.current
 
   /** Lets a listener installed through spark.extraListeners see its SparkContext (for queue metrics). */
   def attach(sc: SparkContext): DriverState = {
-    RegionRecovery.attachContext(sc)
-    RegionRecovery.current
+    CurrentApplication.attachContext(sc)
+    CurrentApplication.current
   }
 
   /** Map outputs of a shuffle that Spark's MapOutputTracker holds (-1 if it does not know the shuffle). */
@@ -53,13 +53,13 @@ object RegionRecoveryBridge {
 
   /** Retained outputs: the last executor losses handled (adopted, unregistered, timings), as JSON; null when off. */
   def retentionJson(): String = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     if (s == null || s.retention == null) null else s.retention.historyJson
   }
 
   /** The driver's retained-bytes ledger (cap, policy, bytes per host / executor / shuffle, releases); null when off. */
   def retainedLedgerJson(): String = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     if (s == null || s.retention == null) null else s.retention.ledgerJson
   }
 }

@@ -24,14 +24,14 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   @volatile private var state: DriverState = _
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
-    state = RegionRecovery.startForPlugin(sc)
+    state = CurrentApplication.startForPlugin(sc)
     if (ConfigKeys.RetainedEnabled.read(sc.getConf.getOption)) {
       val root = RetainedStore.root(ConfigKeys.RetainedDir.read(sc.getConf.getOption))
       state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state)
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root}")
     }
-    SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), RegionRecovery.QueueName)
-    logInfo(s"region-recovery ${RegionRecovery.Version}: listening on queue '${RegionRecovery.QueueName}' " +
+    SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
+    logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +
       s"(event buffer ${state.capacity})")
     Collections.emptyMap()
   }
@@ -76,28 +76,5 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
   override def shutdown(): Unit = {
     RetentionAgent.stop()
     ExecutorSide.context = null
-  }
-}
-
-/** The executor JVM's channel to the driver, shared by the executor plugin and the shuffle IO hook. */
-object ExecutorSide extends Logging {
-  @volatile private[spark] var context: PluginContext = _
-  private val unsent = new java.util.concurrent.atomic.AtomicLong(0)
-
-  def unsentReports: Long = unsent.get
-
-  /** Fire-and-forget; a report that cannot be sent is counted and logged once, never thrown. */
-  def send(e: Event): Unit = {
-    val ctx = context
-    if (ctx == null) {
-      if (unsent.getAndIncrement() == 0)
-        logWarning("region-recovery: the executor plugin is not loaded (add io.regionrecovery.spark." +
-          "RegionRecoveryPlugin to spark.plugins); map outputs are not reported to the driver")
-    } else {
-      try ctx.send(e) catch {
-        case ex: Exception =>
-          if (unsent.getAndIncrement() == 0) logWarning(s"region-recovery: cannot report to the driver: $ex")
-      }
-    }
   }
 }

@@ -23,24 +23,24 @@ class RegionRecoveryShuffleDataIO(conf: SparkConf) extends ShuffleDataIO {
 
 class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends ShuffleDriverComponents {
   override def initializeApplication(): JMap[String, String] = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     if (s != null) s.shuffleIoActive = true
     delegate.initializeApplication()
   }
   override def cleanupApplication(): Unit = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     // SparkContext.stop calls this after it stopped the executors: only the driver host is left to clean.
     if (s != null && s.retention != null) s.retention.applicationEnd()
     delegate.cleanupApplication()
   }
   override def registerShuffle(shuffleId: Int): Unit = {
     delegate.registerShuffle(shuffleId)
-    RegionRecovery.offer(ShuffleRegisteredEvent(System.currentTimeMillis(), shuffleId))
+    CurrentApplication.offer(ShuffleRegisteredEvent(System.currentTimeMillis(), shuffleId))
   }
   override def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = {
-    RegionRecovery.offer(ShuffleRemovedEvent(System.currentTimeMillis(), shuffleId, blocking))
+    CurrentApplication.offer(ShuffleRemovedEvent(System.currentTimeMillis(), shuffleId, blocking))
     delegate.removeShuffle(shuffleId, blocking)
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     if (s != null && s.retention != null) s.retention.shuffleRemoved(shuffleId)
   }
 
@@ -51,7 +51,7 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
    * and TaskSetManager.executorLost skips its Resubmitted path. The coordinator decides instead.
    */
   override def supportsReliableStorage(): Boolean = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     (s != null && !s.stopped && s.retention != null) || delegate.supportsReliableStorage()
   }
 }

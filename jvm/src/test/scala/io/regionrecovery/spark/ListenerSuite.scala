@@ -22,7 +22,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   override def beforeEach(): Unit = {
     super.beforeEach()
-    stateBefore = RegionRecovery.current
+    stateBefore = CurrentApplication.current
   }
 
   override def afterEach(): Unit = {
@@ -73,7 +73,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     events.collect { case e: T => e }
 
   private def freshState(): DriverState = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     assert(s != null, "nothing installed")
     assert(s ne stateBefore, "the application must get a state of its own")
     assert(!s.stopped)
@@ -169,7 +169,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     RegionRecoveryBridge.waitForListeners(sc, 10000)
     val events = drainUntil(state)(evs => ofType[MapOutputCommittedEvent](evs).size >= 4)
 
-    assert(RegionRecovery.current eq state, "the extra listener must not replace the plugin's state")
+    assert(CurrentApplication.current eq state, "the extra listener must not replace the plugin's state")
     assert(ofType[AppStartEvent](events).size == 1)
     assert(ofType[JobStartEvent](events).size == 1)
     assert(ofType[TaskStartEvent](events).size == 8)
@@ -214,15 +214,15 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     sc.stop()
     sc = null
     assert(first.stopped)
-    val orphansBefore = RegionRecovery.orphanEvents
-    RegionRecovery.offer(ShuffleRegisteredEvent(1L, 99))
-    assert(RegionRecovery.orphanEvents == orphansBefore + 1)
+    val orphansBefore = CurrentApplication.orphanEvents
+    CurrentApplication.offer(ShuffleRegisteredEvent(1L, 99))
+    assert(CurrentApplication.orphanEvents == orphansBefore + 1)
     val leftovers = decode(first.drain(100000, 0)).events
     assert(ofType[AppEndEvent](leftovers).size == 1)
     assert(!leftovers.contains(ShuffleRegisteredEvent(1L, 99)))
 
     sc = new SparkContext(pluginConf())
-    val second = RegionRecovery.current
+    val second = CurrentApplication.current
     assert(second ne first)
     assert(!second.stopped && second.installedBy == "plugin")
   }

@@ -50,14 +50,23 @@ final class DriverState(val capacity: Int, val installedBy: String) {
 
   /** A small JSON document for Python's status() and error messages. */
   def statusJson: String = {
-    def q(s: String) = Json.str(s)
-    val appId = Option(sparkContext).map(_.applicationId).orNull
-    s"""{"version": ${q(CurrentApplication.Version)}, "appId": ${q(appId)}, "installedBy": ${q(installedBy)}, """ +
-      s""""queue": ${q(queue)}, "shuffleIo": $shuffleIoActive, "executorsReporting": ${executorsReporting.size}, """ +
-      s""""capacity": $capacity, "accepted": ${buffer.acceptedCount}, "dropped": ${buffer.droppedCount}, """ +
-      s""""pending": ${buffer.pending}, "sparkQueueDropped": $sparkQueueDropped, "stopped": $stopped, """ +
-      s""""orphanEvents": ${CurrentApplication.orphanEvents}, "retention": ${retention != null}, """ +
-      s""""retentionAgents": ${if (retention == null) 0 else retention.liveAgents.size}, """ +
-      s""""retainedRoot": ${q(if (retention == null) null else retention.store.root.toString)}}"""
+    val r = retention
+    Json.obj(
+      "version" -> Json.str(CurrentApplication.Version),
+      "app_id" -> Json.str(Option(sparkContext).map(_.applicationId).orNull),
+      "installed_by" -> Json.str(installedBy),
+      "queue" -> Json.str(queue),
+      "shuffle_io" -> shuffleIoActive.toString,
+      "executors_reporting" -> executorsReporting.size.toString,
+      "capacity" -> capacity.toString,
+      "accepted" -> buffer.acceptedCount.toString,
+      "dropped" -> buffer.droppedCount.toString,
+      "pending" -> buffer.pending.toString,
+      "spark_queue_dropped" -> sparkQueueDropped.toString,
+      "stopped" -> stopped.toString,
+      "orphan_events" -> CurrentApplication.orphanEvents.toString,
+      "retention" -> (r != null).toString,
+      "retention_agents" -> (if (r == null) 0 else r.liveAgents.size).toString,
+      "retained_root" -> Json.str(if (r == null) null else r.store.root.toString))
   }
 }

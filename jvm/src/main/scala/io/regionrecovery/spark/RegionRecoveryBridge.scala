@@ -30,8 +30,9 @@ object RegionRecoveryBridge {
     org.apache.spark.regionrecovery.SparkInternals.listenerTimer(sc, classOf[RegionRecoveryListener].getName) match {
       case Some(t) =>
         val s = t.getSnapshot
-        s"""{"count": ${t.getCount}, "meanNanos": ${s.getMean}, "medianNanos": ${s.getMedian}, """ +
-          s""""p99Nanos": ${s.get99thPercentile}, "maxNanos": ${s.getMax}}"""
+        Json.obj("count" -> t.getCount.toString, "mean_nanos" -> s.getMean.toString,
+          "median_nanos" -> s.getMedian.toString, "p99_nanos" -> s.get99thPercentile.toString,
+          "max_nanos" -> s.getMax.toString)
       case None => "null"
     }
 

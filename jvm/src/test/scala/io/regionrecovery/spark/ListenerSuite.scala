@@ -1,6 +1,7 @@
 package io.regionrecovery.spark
 
 import scala.collection.mutable.ArrayBuffer
+import scala.jdk.CollectionConverters._
 
 import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.regionrecovery.SparkInternals
@@ -129,11 +130,13 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(ofType[JobEndEvent](events).map(e => (e.jobId, e.succeeded)) == Seq((job.jobId, true)))
 
     val status = state.statusJson
-    assert(status.contains("\"installedBy\": \"plugin\""), status)
-    assert(status.contains("\"shuffleIo\": true"), status)
+    assert(status.contains("\"installed_by\": \"plugin\""), status)
+    assert(status.contains("\"shuffle_io\": true"), status)
     assert(status.contains("\"queue\": \"regionRecovery\""), status)
     assert(status.contains("\"dropped\": 0"), status)
-    assert(status.contains(s""""appId": "${sc.applicationId}""""), status)
+    assert(status.contains(s""""app_id": "${sc.applicationId}""""), status)
+    val keys = new com.fasterxml.jackson.databind.ObjectMapper().readTree(status).fieldNames().asScala.toSeq
+    assert(keys.size == 16 && keys.forall(_.matches("[a-z0-9_]+")), s"snake_case keys only: $keys")
     assert(state.buffer.droppedCount == 0)
   }
 
@@ -154,11 +157,11 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(ofType[MapOutputCommittedEvent](events).isEmpty) // no shuffle IO hook configured
 
     val status = state.statusJson
-    assert(status.contains("\"installedBy\": \"extraListeners\""), status)
-    assert(status.contains("\"shuffleIo\": false"), status)
+    assert(status.contains("\"installed_by\": \"extraListeners\""), status)
+    assert(status.contains("\"shuffle_io\": false"), status)
     assert(status.contains("\"queue\": \"shared\""), status)
     assert(RegionRecoveryBridge.attach(sc) eq state)
-    assert(state.statusJson.contains(s""""appId": "${sc.applicationId}""""))
+    assert(state.statusJson.contains(s""""app_id": "${sc.applicationId}""""))
   }
 
   test("plugin and spark.extraListeners together: task events are not duplicated") {
@@ -175,7 +178,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(ofType[TaskStartEvent](events).size == 8)
     assert(ofType[TaskEndEvent](events).size == 8)
     assert(ofType[MapOutputCommittedEvent](events).size == 4)
-    assert(state.statusJson.contains("\"installedBy\": \"plugin\""))
+    assert(state.statusJson.contains("\"installed_by\": \"plugin\""))
   }
 
   test("the executor plugin opens the channel to the driver and says hello with its pid") {
@@ -187,7 +190,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     val Seq(hello) = ofType[ExecutorPluginStartedEvent](events)
     assert(hello.executorId == "driver")
     assert(hello.pid == ProcessHandle.current().pid())
-    assert(state.statusJson.contains("\"executorsReporting\": 1"))
+    assert(state.statusJson.contains("\"executors_reporting\": 1"))
   }
 
   test("a fenced retention agent deletes every map output its block manager serves") {

@@ -196,9 +196,16 @@ final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy)
       .map { case (x, es) => Json.str(x) + ": " + es.map(_.bytes).sum }
     val shuffles = entries.valuesIterator.toSeq.groupBy(_.shuffleId).toSeq.sortBy(_._1)
       .map { case (s, es) => "\"" + s + "\": " + es.map(_.bytes).sum }
-    s"""{"maxBytesPerHost": $maxBytesPerHost, "policy": "${policy.name}", "outputs": ${entries.size}, """ +
-      s""""bytes": $totalBytes, "hosts": {${hosts.mkString(", ")}}, "executors": {${execs.mkString(", ")}}, """ +
-      s""""shuffles": {${shuffles.mkString(", ")}}, "released": $released, "releasedBytes": $releasedBytes, """ +
-      s""""overCap": $overCap}"""
+    Json.obj(
+      "max_bytes_per_host" -> maxBytesPerHost.toString,
+      "policy" -> Json.str(policy.name),
+      "outputs" -> entries.size.toString,
+      "bytes" -> totalBytes.toString,
+      "hosts" -> hosts.mkString("{", ", ", "}"),
+      "executors" -> execs.mkString("{", ", ", "}"),
+      "shuffles" -> shuffles.mkString("{", ", ", "}"),
+      "released" -> released.toString,
+      "released_bytes" -> releasedBytes.toString,
+      "over_cap" -> overCap.toString)
   }
 }

@@ -43,11 +43,16 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
 
   private def record(executorId: String, reason: String, lossTime: Long, startedAt: Long, askMs: Long,
                      adopted: Int, unregistered: Int, adopter: String): Unit = {
-    def q(s: String) = Json.str(s)
     val doneAt = now
-    history.addLast(s"""{"executorId": ${q(executorId)}, "reason": ${q(reason)}, "adopter": ${q(adopter)}, """ +
-      s""""adopted": $adopted, "unregistered": $unregistered, "handoffMs": ${startedAt - lossTime}, """ +
-      s""""askMs": $askMs, "totalMs": ${doneAt - lossTime}}""")
+    history.addLast(Json.obj(
+      "executor_id" -> Json.str(executorId),
+      "reason" -> Json.str(reason),
+      "adopter" -> Json.str(adopter),
+      "adopted" -> adopted.toString,
+      "unregistered" -> unregistered.toString,
+      "handoff_ms" -> (startedAt - lossTime).toString,
+      "ask_ms" -> askMs.toString,
+      "total_ms" -> (doneAt - lossTime).toString))
     while (history.size > 50) history.pollFirst()
   }
 

@@ -102,6 +102,18 @@ class RetainedLedgerSuite extends AnyFunSuite {
     assert(keys(l.jobEnded(0, succeeded = true)) == Seq((0, 1L)), "stage 2 never ran: dropped at the job's end")
   }
 
+  test("the ledger JSON: snake_case keys, bytes per host, executor and shuffle") {
+    val l = new RetainedLedger(100, ReleasePolicy.ShuffleCleanup)
+    runJob(l, 0, 0, shuffle = 0)
+    l.retained(0, 1L, 0, "1", "h", 80); l.retained(0, 2L, 1, "1", "h", 80)
+    val json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(l.json)
+    import scala.jdk.CollectionConverters._
+    assert(json.fieldNames().asScala.toSeq == Seq("max_bytes_per_host", "policy", "outputs", "bytes", "hosts",
+      "executors", "shuffles", "released", "released_bytes", "over_cap"))
+    assert(json.get("max_bytes_per_host").asLong == 100 && json.get("over_cap").asLong == 1)
+    assert(json.get("hosts").get("h").asLong == 160 && json.get("shuffles").get("0").asLong == 160)
+  }
+
   test("every canonical value of retained.release names a release policy, and no other") {
     val canonical = io.regionrecovery.spark.config.ConfigKeys.RetainedRelease.tpe.choices.get.map(_._2).distinct
     assert(canonical.map(ReleasePolicy.byName) == ReleasePolicy.all)

@@ -8,7 +8,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.config.ConfigKeys
-import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
+import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator, RetentionPolicy}
 
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
@@ -27,7 +27,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     state = CurrentApplication.startForPlugin(sc)
     if (ConfigKeys.RetainedEnabled.read(sc.getConf.getOption)) {
       val root = RetainedStore.root(ConfigKeys.RetainedDir.read(sc.getConf.getOption))
-      state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state)
+      state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state,
+        RetentionPolicy.fromConfig(sc.getConf.getOption))
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root}")
     }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)

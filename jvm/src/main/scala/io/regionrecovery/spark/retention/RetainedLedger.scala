@@ -38,7 +38,9 @@ final class RetainedEntry(val shuffleId: Int, val mapId: Long, val mapIndex: Int
  * and [[overCap]] counts it. "Recently used" is a logical clock bumped whenever a job that contains
  * the shuffle starts or ends, one of its stages completes, or one of its outputs is retained.
  */
-final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy) {
+final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleasePolicy) {
+  private var cap = initialMaxBytesPerHost
+  private var releasePolicy = initialPolicy
   private val entries = mutable.HashMap[(Int, Long), RetainedEntry]()
   private val byShuffle = mutable.HashMap[Int, mutable.Set[Long]]()
   private val hostBytes = mutable.HashMap[String, Long]().withDefaultValue(0L)
@@ -56,6 +58,30 @@ final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy)
   var released = 0L
   var releasedBytes = 0L
   var overCap = 0L
+
+  def maxBytesPerHost: Long = cap
+  def policy: ReleasePolicy = releasePolicy
+
+  /** The release policy from now on: it decides at the next lifecycle event; nothing is released at once. */
+  def setPolicy(p: ReleasePolicy): Unit = releasePolicy = p
+
+  /**
+   * A new cap per host (0 = none). A lower cap is enforced at once on every host, by the same rules
+   * as on a commit (least recently used first, never a shuffle in use); returns what it releases.
+   */
+  def setMaxBytesPerHost(bytes: Long): Seq[RetainedEntry] = {
+    require(bytes >= 0, s"max bytes per host must be >= 0, got $bytes")
+    val lowered = bytes > 0 && (cap <= 0 || bytes < cap)
+    cap = bytes
+    if (lowered) hostBytes.keys.toSeq.sorted.flatMap(enforceCap) else Nil
+  }
+
+  /**
+   * Forgets the outputs of a shuffle whose retained copies are deleted while the shuffle lives on
+   * (excluded from retention): not a release (nothing is unregistered), and its lifecycle stays.
+   */
+  def dropShuffle(shuffleId: Int): Seq[RetainedEntry] =
+    byShuffle.get(shuffleId).toList.flatten.sorted.flatMap(remove(shuffleId, _))
 
   private def touch(shuffleId: Int): Unit = { clock += 1; lastUse(shuffleId) = clock }
 

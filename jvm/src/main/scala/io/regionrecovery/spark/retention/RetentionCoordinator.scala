@@ -1,7 +1,6 @@
 package io.regionrecovery.spark.retention
 
-import java.nio.file.Files
-import java.util.concurrent.{ConcurrentHashMap, TimeUnit}
+import java.util.concurrent.{ConcurrentLinkedDeque, ExecutionException, FutureTask, RejectedExecutionException, TimeUnit, TimeoutException}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -13,70 +12,65 @@ import org.apache.spark.regionrecovery.SparkInternals
 import io.regionrecovery.spark._
 import io.regionrecovery.spark.config.ConfigKeys
 
-/** The driver's view of one live executor's agent. */
-final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
-
 /**
  * Driver side: on executor loss, adopts or unregisters the executor's outputs at once, in the JVM,
- * on a thread of its own (never on the listener thread, never waiting for Python). Policy is fixed
- * in this prototype: adopt on a live executor of the same host (lowest id), unless the loss is a
- * heartbeat timeout; Python sees every decision as events.
+ * on a thread of its own (never on the listener thread, never waiting for Python), and keeps the
+ * retained bytes within the cap and the release policy. It decides by the [[RetentionPolicy]]
+ * Python last set (initially the configuration's); every decision reaches Python as an event, and
+ * the history JSON says why each adopter was chosen, or why none was. A heartbeat timeout is never
+ * adopted: the process may come back, so its outputs are not trusted.
  */
-final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, state: DriverState) extends Logging {
-  val ledger = new RetainedLedger(ConfigKeys.RetainedMaxBytes.read(sc.getConf.getOption),
-    ReleasePolicy.byName(ConfigKeys.RetainedRelease.read(sc.getConf.getOption)))
+final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, state: DriverState,
+                                 initialPolicy: RetentionPolicy) extends Logging {
+  @volatile private var currentPolicy = initialPolicy
+  val ledger = new RetainedLedger(initialPolicy.maxBytesPerHost, initialPolicy.release)
+  private val agents = new AgentDirectory(store, () => sc.applicationId)
   /** Answers the agents' lease pings: while it does, their application is alive. */
   private val driverEndpoint = SparkInternals.registerEndpoint(RetentionProtocol.DriverEndpointName, {
     case r: DriverRequest => handle(r)
     case other => throw new IllegalArgumentException(s"region-recovery driver endpoint: unknown message $other")
   })
-  private val agents = new ConcurrentHashMap[String, AgentInfo]()
-  private val handled = ConcurrentHashMap.newKeySet[String]()
   private val worker = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
   @volatile private var stopped = false
-  private val history = new java.util.concurrent.ConcurrentLinkedDeque[String]()
+  private val history = new ConcurrentLinkedDeque[String]()
 
   private def appId: String = sc.applicationId
+  private def now: Long = System.currentTimeMillis()
+
+  def policy: RetentionPolicy = currentPolicy
+  def liveAgents: Seq[AgentInfo] = agents.live
+  def ledgerJson: String = ledger.synchronized(ledger.json)
 
   /** The last executor losses handled (timings in ms since Spark's removal event), as a JSON array. */
   def historyJson: String = history.asScala.mkString("[", ", ", "]")
 
   private def record(executorId: String, reason: String, lossTime: Long, startedAt: Long, askMs: Long,
-                     adopted: Int, unregistered: Int, adopter: String): Unit = {
-    val doneAt = now
+                     adopted: Int, unregistered: Int, adopter: String, adopterReason: String): Unit = {
     history.addLast(Json.obj(
       "executor_id" -> Json.str(executorId),
       "reason" -> Json.str(reason),
       "adopter" -> Json.str(adopter),
+      "adopter_reason" -> Json.str(adopterReason),
       "adopted" -> adopted.toString,
       "unregistered" -> unregistered.toString,
       "handoff_ms" -> (startedAt - lossTime).toString,
       "ask_ms" -> askMs.toString,
-      "total_ms" -> (doneAt - lossTime).toString))
+      "total_ms" -> (now - lossTime).toString))
     while (history.size > 50) history.pollFirst()
   }
 
-  def liveAgents: Seq[AgentInfo] = agents.values().asScala.toSeq.sortBy(a => (a.host, a.executorId))
-
   /** What agents tell the driver: a hello through the plugin channel, lease pings on the driver endpoint. */
   def handle(request: DriverRequest): AnyRef = request match {
-    case h: RetentionAgentHello => agentRegistered(h); null
+    case h: RetentionAgentHello => agents.register(h); null
     case _: LeasePing => LeaseRenewed
   }
 
-  private def agentRegistered(h: RetentionAgentHello): Unit = {
-    if (handled.contains(h.executorId)) {
-      logWarning(s"region-recovery: ignoring the retention agent of executor ${h.executorId}: already removed")
-    } else agents.put(h.executorId, AgentInfo(h.executorId, h.host, h.ref))
-  }
+  // ---- executor loss -------------------------------------------------------------------------------
 
   /** From the listener thread: hand off, return at once. Spark may report one removal twice. */
   def executorRemoved(executorId: String, reason: String, time: Long): Unit =
-    if (!stopped && handled.add(executorId)) {
-      worker.execute(() =>
-        try handleLoss(executorId, reason, time) catch {
-          case NonFatal(e) => logWarning(s"region-recovery: handling the loss of executor $executorId failed: $e", e)
-        })
+    if (!stopped && agents.markRemoved(executorId)) onWorker(s"loss of executor $executorId") {
+      handleLoss(executorId, reason, time)
     }
 
   private def isHeartbeatTimeout(reason: String): Boolean =
@@ -86,7 +80,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     val startedAt = now
     val lost = agents.remove(executorId)
     val outputs = SparkInternals.outputsOnExecutor(executorId)
-    val host = Option(lost).map(_.host).orElse(outputs.headOption.map(_._4.host)).orNull
+    val host = lost.map(_.host).orElse(outputs.headOption.map(_._4.host)).orNull
     if (isHeartbeatTimeout(reason)) {
       // Not trusted: the process may come back. Unregister at once, delete, fence.
       SparkInternals.unregisterOutputsOnExecutor(executorId)
@@ -94,33 +88,31 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
         state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId,
           "heartbeat timeout: retained outputs of a timed-out executor are not trusted"))
       }
-      record(executorId, reason, lossTime, startedAt, 0L, 0, outputs.size, null)
-      purge(host, executorId, fence = true, "heartbeat timeout")
+      record(executorId, reason, lossTime, startedAt, 0L, 0, outputs.size, null,
+        "heartbeat timeout: the outputs of a timed-out executor are not trusted")
+      purge(host, executorId, "heartbeat timeout")
       return
     }
-    if (outputs.isEmpty) {
-      record(executorId, reason, lossTime, startedAt, 0L, 0, 0, null)
-      purge(host, executorId, fence = true, "executor lost, no registered outputs")
-      return
+    val decision = AdoptionDecision.decide(currentPolicy, executorId, host, agents.live, outputs)(_._1)
+    decision.refused.foreach { case ((sid, idx, mapId, location), why) =>
+      SparkInternals.unregisterMapOutput(sid, idx, location)
+      state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, why))
     }
-    val adopter = liveAgents.find(a => a.host == host && a.executorId != executorId)
-    val refs = outputs.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
     val askStart = now
-    val reply: Option[AdoptReply] = adopter.flatMap { a =>
-      try Some(SparkInternals.ask(a.ref, AdoptRequest(appId, executorId, refs), RetentionProtocol.AskTimeoutMs).asInstanceOf[AdoptReply])
-      catch {
+    var adopterReason = decision.reason
+    val reply: Option[AdoptReply] = decision.adopter.flatMap { a =>
+      val refs = decision.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
+      try Some(agents.ask(a, AdoptRequest(appId, executorId, refs)).asInstanceOf[AdoptReply]) catch {
         case NonFatal(e) =>
           logWarning(s"region-recovery: executor ${a.executorId} could not adopt the outputs of $executorId: $e")
+          adopterReason += s"; the adoption failed: $e"
           None
       }
     }
     val askMs = now - askStart
     var adopted = 0
-    outputs.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
-      val failure = reply match {
-        case Some(r) => r.failures(i)
-        case None => if (adopter.isEmpty) s"no live executor with a retention agent on host $host" else "adoption failed"
-      }
+    decision.offered.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
+      val failure = reply.fold("adoption failed")(_.failures(i))
       if (failure == null) {
         val r = reply.get
         SparkInternals.relocateMapOutput(sid, mapId, r.location)
@@ -135,40 +127,62 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     }
     if (adopted > 0) {
       val epoch = SparkInternals.incrementEpoch()
-      val shuffles = outputs.map(_._1).distinct.toArray
-      liveAgents.foreach(a => try SparkInternals.send(a.ref, ForgetMapStatuses(shuffles)) catch { case NonFatal(_) => })
-      logInfo(s"region-recovery: executor $executorId lost ($reason): ${adopted} of ${outputs.size} map outputs " +
-        s"adopted by ${adopter.map(_.executorId).orNull}, epoch now $epoch, " +
+      agents.forgetMapStatuses(decision.offered.map(_._1).distinct.toArray)
+      logInfo(s"region-recovery: executor $executorId lost ($reason): $adopted of ${outputs.size} map outputs " +
+        s"adopted by ${decision.adopter.map(_.executorId).orNull} (${decision.reason}), epoch now $epoch, " +
         s"${System.currentTimeMillis() - lossTime} ms after the removal")
     }
-    record(executorId, reason, lossTime, startedAt, askMs, adopted, outputs.size - adopted, adopter.map(_.executorId).orNull)
+    record(executorId, reason, lossTime, startedAt, askMs, adopted, outputs.size - adopted,
+      decision.adopter.map(_.executorId).orNull, adopterReason)
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
-    purge(host, executorId, fence = true, "executor lost")
+    purge(host, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost")
   }
 
-  private def now: Long = System.currentTimeMillis()
-
-  /** Deletes an executor's retained directory on its host: through a live agent there, else locally. */
-  private def purge(host: String, executorId: String, fence: Boolean, reason: String): Unit = {
-    val agent = liveAgents.find(a => a.host == host && a.executorId != executorId)
-    val (files, bytes) = agent match {
-      case Some(a) =>
-        try {
-          val r = SparkInternals.ask(a.ref, PurgeRequest(appId, executorId, fence), RetentionProtocol.AskTimeoutMs).asInstanceOf[PurgeReply]
-          (r.files, r.bytes)
-        } catch { case NonFatal(e) => logWarning(s"region-recovery: purge through ${a.executorId} failed: $e"); purgeLocally(executorId, fence) }
-      case None => purgeLocally(executorId, fence)
-    }
+  /** Deletes a lost executor's retained directory on its host and fences it. */
+  private def purge(host: String, executorId: String, reason: String): Unit = {
+    val (files, bytes) = agents.purge(host, executorId, fence = true)
     ledger.synchronized(ledger.executorPurged(executorId))
     state.offer(RetainedFilesDeletedEvent(now, executorId, host, files, bytes, reason))
   }
 
-  /** The driver shares the host (local-cluster, client mode on a worker node): delete directly. */
-  private def purgeLocally(executorId: String, fence: Boolean): (Int, Long) = {
-    if (!Files.isDirectory(store.appDir(appId))) return (0, 0L)
-    val r = store.deleteTree(store.executorDir(appId, executorId))
-    if (fence) store.writeFence(appId, executorId)
-    r
+  // ---- policy: set by Python, applied on the coordinator's thread ------------------------------------
+
+  /**
+   * Applies `change` to the current policy on the coordinator's thread (between two decisions, never
+   * during one) and returns the policy in force afterwards. Waits for that thread, which may be busy
+   * with an adoption for up to the ask timeout.
+   */
+  def updatePolicy(change: RetentionPolicy => RetentionPolicy): RetentionPolicy = {
+    val task = new FutureTask[RetentionPolicy](() => applyPolicy(change(currentPolicy)))
+    try { if (stopped) throw new RejectedExecutionException(); worker.execute(task) } catch {
+      case _: RejectedExecutionException =>
+        throw new IllegalArgumentException("retention has stopped: the application is ending")
+    }
+    try task.get(2 * RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS) catch {
+      case e: ExecutionException => throw e.getCause
+      case _: TimeoutException =>
+        throw new IllegalStateException("the retention coordinator is busy; the policy change is applied when it is free")
+    }
+  }
+
+  private def applyPolicy(next: RetentionPolicy): RetentionPolicy = {
+    val before = currentPolicy
+    currentPolicy = next
+    val capped = ledger.synchronized { ledger.setPolicy(next.release); ledger.setMaxBytesPerHost(next.maxBytesPerHost) }
+    release(capped, s"retained bytes per host capped at ${next.maxBytesPerHost} by policy: least recently used")
+    (next.excludedShuffles -- before.excludedShuffles).toSeq.sorted.foreach(deleteRetainedCopies)
+    if (next != before) logInfo(s"region-recovery: retention policy now ${next.json}")
+    next
+  }
+
+  /**
+   * An excluded shuffle gives up survival beyond its executors: its retained copies go on every
+   * host. The executors keep serving their own files and the map outputs stay registered.
+   */
+  private def deleteRetainedCopies(shuffleId: Int): Unit = {
+    ledger.synchronized(ledger.dropShuffle(shuffleId))
+    val (files, bytes) = agents.releaseShuffle(shuffleId)
+    state.offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, RetentionPolicy.excludedReason(shuffleId)))
   }
 
   // ---- lifecycle: the ledger, fed from the listener and the plugin, on the coordinator's thread ------
@@ -176,13 +190,21 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   private def onWorker(what: String)(body: => Unit): Unit = if (!stopped) {
     try worker.execute(() => try body catch {
       case NonFatal(e) => logWarning(s"region-recovery: retention bookkeeping ($what) failed: $e", e)
-    }) catch { case _: java.util.concurrent.RejectedExecutionException => } // stopping
+    }) catch { case _: RejectedExecutionException => } // stopping
   }
 
-  /** An executor retained a committed output (plugin message). */
+  /**
+   * An executor retained a committed output (plugin message). Of an excluded shuffle, only the
+   * retained copy is deleted (with the executor's id left out of the event: its other outputs stay).
+   */
   def outputRetained(e: MapOutputRetainedEvent): Unit = onWorker("retained") {
-    release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes)),
-      s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
+    if (currentPolicy.excludes(e.shuffleId)) {
+      val ref = OutputRef(e.shuffleId, e.mapId, e.mapIndex)
+      val (files, bytes) = agents.releaseOutputs(e.executorId, e.host, Array(ref), served = false)
+      state.offer(RetainedFilesDeletedEvent(now, null, e.host, files, bytes, RetentionPolicy.excludedReason(e.shuffleId)))
+    } else
+      release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes)),
+        s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
   }
 
   def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
@@ -212,35 +234,19 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
         SparkInternals.mapOutputLocation(e.shuffleId, e.mapId)
           .foreach(loc => SparkInternals.unregisterMapOutput(e.shuffleId, e.mapIndex, loc))
       }
-      val refs = es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray
       val host = es.head.host
-      val via = Option(agents.get(executorId)).orElse(liveAgents.find(_.host == host))
-      try via match {
-        case Some(a) =>
-          SparkInternals.ask(a.ref, ReleaseOutputs(appId, executorId, refs, served = a.executorId == executorId),
-            RetentionProtocol.AskTimeoutMs)
-        case None => store.releaseOutputs(appId, executorId, refs.toSeq) // only the driver's own host is reachable
-      } catch { case NonFatal(ex) => logWarning(s"region-recovery: releasing outputs of executor $executorId failed: $ex") }
+      agents.releaseOutputs(executorId, host, es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray,
+        served = true)
       es.foreach(e => state.offer(MapOutputReleasedEvent(now, e.shuffleId, e.mapId, e.mapIndex, executorId, host,
         e.bytes, reason)))
     }
     logInfo(s"region-recovery: released ${entries.size} retained map outputs (${entries.map(_.bytes).sum} bytes): $reason")
   }
 
-  def ledgerJson: String = ledger.synchronized(ledger.json)
-
   /** ContextCleaner removed a shuffle: its retained files go on every host. */
-  def shuffleRemoved(shuffleId: Int): Unit = if (!stopped) worker.execute { () =>
+  def shuffleRemoved(shuffleId: Int): Unit = onWorker(s"removal of shuffle $shuffleId") {
     ledger.synchronized(ledger.shuffleRemoved(shuffleId))
-    val agentsNow = liveAgents
-    var files = 0; var bytes = 0L
-    agentsNow.groupBy(_.host).values.map(_.head).foreach { a =>
-      try {
-        val r = SparkInternals.ask(a.ref, ReleaseShuffle(appId, shuffleId), RetentionProtocol.AskTimeoutMs).asInstanceOf[PurgeReply]
-        files += r.files; bytes += r.bytes
-      } catch { case NonFatal(e) => logWarning(s"region-recovery: releasing shuffle $shuffleId on ${a.host} failed: $e") }
-    }
-    try { val (f, b) = store.releaseShuffle(appId, shuffleId); files += f; bytes += b } catch { case NonFatal(_) => }
+    val (files, bytes) = agents.releaseShuffle(shuffleId)
     state.offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, s"shuffle $shuffleId removed"))
   }
 
@@ -255,17 +261,13 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     worker.shutdown()
     worker.awaitTermination(RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS)
     val id = try appId catch { case NonFatal(_) => null }
-    if (id == null) return
-    liveAgents.groupBy(_.host).values.map(_.head).foreach { a =>
-      try SparkInternals.ask(a.ref, PurgeRequest(id, null, fence = false), 5000L)
-      catch { case NonFatal(e) => logWarning(s"region-recovery: retained files on ${a.host} not deleted: $e") }
-    }
+    if (id != null) agents.purgeApplication(id, 5000L)
   }
 
   /**
    * Application end, last step (ShuffleDriverComponents.cleanupApplication, which SparkContext.stop
    * calls after the executors are gone): delete what is left on the driver's own host. Other hosts
-   * rely on the executors' safety nets (open: issue 5 item 5).
+   * rely on the executors' safety nets: leases that expire, and cleanup when the driver is gone.
    */
   def applicationEnd(): Unit = {
     stopped = true

@@ -4,7 +4,7 @@ import scala.collection.mutable
 
 import io.regionrecovery.spark.Json
 
-/** When retained outputs are released before Spark cleans their shuffle (issue 5, item 3). */
+/** When retained outputs are released before Spark cleans their shuffle, or the application ends. */
 sealed abstract class ReleasePolicy(val name: String)
 
 object ReleasePolicy {

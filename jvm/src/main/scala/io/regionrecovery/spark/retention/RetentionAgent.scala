@@ -62,9 +62,9 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
   private def pingTimeoutMs: Long = math.min(renewEveryMs, 10000L)
 
   /**
-   * Safety nets that do not depend on Python (issue 5, item 5): renew this application's lease on
-   * the host while the driver answers; delete the application's retained files here when it has not
-   * answered for a whole lease; remove the directories of other applications whose lease expired.
+   * Safety nets that do not depend on Python: renew this application's lease on the host while the
+   * driver answers; delete the application's retained files here when it has not answered for a
+   * whole lease; remove the directories of other applications whose lease expired.
    */
   private[spark] def startLease(): Unit = {
     driverRef = try SparkInternals.driverEndpointRef(RetentionProtocol.DriverEndpointName) catch {

@@ -67,7 +67,7 @@ object SparkInternals {
   def unregisterAllMapOutputs(shuffleId: Int): Boolean =
     tracker.containsShuffle(shuffleId) && { tracker.unregisterAllMapAndMergeOutput(shuffleId); true }
 
-  // ---- retention (issue 5): RPC between the driver and executors' retention agents -------------
+  // ---- retention: RPC between the driver and the executors' retention agents --------------------
 
   /**
    * Registers `handler` as an RPC endpoint on this JVM's RpcEnv (an executor's is client-mode: it

@@ -6,6 +6,7 @@ import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Fi
 import java.nio.file.attribute.PosixFilePermissions
 
 import scala.jdk.CollectionConverters._
+import scala.util.Using
 import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
@@ -104,13 +105,19 @@ final class RetainedStore(val root: Path) extends Logging {
 
   /** The expiry a lease file states; a missing or unreadable lease counts from its (or the dir's) mtime. */
   private def leaseExpiry(lease: Path, dir: Path, leaseTimeoutMs: Long): Long = {
-    val stated = try Some(new String(Files.readAllBytes(lease), StandardCharsets.UTF_8).trim.toLong)
+    val stated =
+      try Some(new String(Files.readAllBytes(lease), StandardCharsets.UTF_8).trim.toLong)
       catch { case _: IOException | _: NumberFormatException => None }
-    stated.getOrElse {
-      val anchor = if (Files.exists(lease)) lease else dir
-      (try Files.getLastModifiedTime(anchor).toMillis catch { case _: IOException => 0L }) + leaseTimeoutMs
-    }
+    stated.getOrElse(modifiedAt(if (Files.exists(lease)) lease else dir) + leaseTimeoutMs)
   }
+
+  /** When a file was last modified (ms since the epoch); 0 when that cannot be read (it is gone). */
+  private def modifiedAt(p: Path): Long =
+    try Files.getLastModifiedTime(p).toMillis
+    catch { case _: IOException => 0L }
+
+  private def namesIn(dir: Path): List[String] =
+    Using.resource(Files.list(dir))(_.iterator().asScala.map(_.getFileName.toString).toList)
 
   /**
    * Deletes the directories (and leases) of other applications whose lease expired: their driver
@@ -119,13 +126,12 @@ final class RetainedStore(val root: Path) extends Logging {
   def sweepExpired(ownAppId: String, now: Long, leaseTimeoutMs: Long): Seq[(String, Int, Long)] = {
     if (!Files.isDirectory(root)) return Nil
     val own = if (ownAppId == null) null else safe(ownAppId)
-    val names = { val l = Files.list(root); try l.iterator().asScala.map(_.getFileName.toString).toList finally l.close() }
+    val names = namesIn(root)
     val out = Seq.newBuilder[(String, Int, Long)]
     names.foreach { n =>
       val p = root.resolve(n)
       if (n.endsWith(".tmp")) {
-        val age = try now - Files.getLastModifiedTime(p).toMillis catch { case _: IOException => 0L }
-        if (age > leaseTimeoutMs) try Files.deleteIfExists(p) catch { case NonFatal(_) => }
+        if (now - modifiedAt(p) > leaseTimeoutMs) try Files.deleteIfExists(p) catch { case NonFatal(_) => }
       } else if (n.endsWith(".lease")) {
         val app = n.stripSuffix(".lease")
         if (app != own && !Files.isDirectory(root.resolve(app)) && leaseExpiry(p, p, leaseTimeoutMs) < now)
@@ -190,11 +196,15 @@ final class RetainedStore(val root: Path) extends Logging {
     var files = 0; var bytes = 0L
     def walk(q: Path): Unit = {
       if (Files.isDirectory(q, LinkOption.NOFOLLOW_LINKS)) {
-        val children = try Files.list(q) catch { case _: NoSuchFileException => return }
+        val children =
+          try Files.list(q)
+          catch { case _: NoSuchFileException => return }
         try children.iterator().asScala.foreach(walk) finally children.close()
         try Files.deleteIfExists(q) catch { case _: DirectoryNotEmptyException => }
       } else {
-        val size = try Files.size(q) catch { case _: IOException => 0L }
+        val size =
+          try Files.size(q)
+          catch { case _: IOException => 0L }
         if (Files.deleteIfExists(q)) { files += 1; bytes += size }
       }
     }

@@ -67,22 +67,25 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
    * whole lease; remove the directories of other applications whose lease expired.
    */
   private[spark] def startLease(): Unit = {
-    driverRef = try SparkInternals.driverEndpointRef(RetentionProtocol.DriverEndpointName) catch {
-      case NonFatal(e) =>
-        logWarning(s"region-recovery: no lease endpoint on the driver ($e); the lease is renewed while this executor lives")
-        null
-    }
+    driverRef =
+      try SparkInternals.driverEndpointRef(RetentionProtocol.DriverEndpointName)
+      catch {
+        case NonFatal(e) =>
+          logWarning(s"region-recovery: no lease endpoint on the driver ($e); the lease is renewed while this " +
+            "executor lives")
+          null
+      }
     store.renewLease(appId, System.currentTimeMillis() + leaseTimeoutMs)
     leaseThread.execute(() => sweep())
     leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
     // one file check a second; overdue when a frozen process thaws, so it runs at once then
-    leaseThread.scheduleWithFixedDelay(() => try honourFence() catch {
-      case NonFatal(e) => logWarning(s"region-recovery: honouring the fence failed: $e")
-    }, 1000L, 1000L, TimeUnit.MILLISECONDS)
+    leaseThread.scheduleWithFixedDelay(() => honourFenceLogged(), 1000L, 1000L, TimeUnit.MILLISECONDS)
   }
 
-  private def driverAnswers(timeoutMs: Long): Boolean = driverRef == null ||
-    (try { SparkInternals.ask(driverRef, LeasePing(appId, executorId), timeoutMs); true } catch { case NonFatal(_) => false })
+  private def driverAnswers(timeoutMs: Long): Boolean =
+    driverRef == null ||
+      (try { SparkInternals.ask(driverRef, LeasePing(appId, executorId), timeoutMs); true }
+      catch { case NonFatal(_) => false })
 
   @volatile private var fenceHonoured = false
 
@@ -98,6 +101,10 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     logWarning(s"region-recovery: executor $executorId was fenced (heartbeat timeout) and runs again: " +
       s"deleted the $n map outputs it served; it retains nothing more")
   }
+
+  private def honourFenceLogged(): Unit =
+    try honourFence()
+    catch { case NonFatal(e) => logWarning(s"region-recovery: honouring the fence failed: $e") }
 
   private def leaseTick(): Unit = try {
     val now = System.currentTimeMillis()
@@ -127,7 +134,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
    */
   private[spark] def stopLease(): Unit = {
     leaseThread.shutdownNow()
-    try honourFence() catch { case NonFatal(e) => logWarning(s"region-recovery: honouring the fence failed: $e") }
+    honourFenceLogged()
     try {
       if (!driverAnswers(math.min(pingTimeoutMs, 3000L))) {
         val (files, bytes) = store.deleteApp(appId)
@@ -202,9 +209,9 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(o.shuffleId, o.mapId)
     if (ownChecksum != null && dataLength > 0) {
       if (!checksum.isFile) throw new IOException(s"$base: retained checksum file missing")
-      val ok = try SparkInternals.checksumsMatch(offsets.length - 1, algorithm, checksum, data, index) catch {
-        case NonFatal(e) => throw new IOException(s"$base: checksum verification failed: $e")
-      }
+      val ok =
+        try SparkInternals.checksumsMatch(offsets.length - 1, algorithm, checksum, data, index)
+        catch { case NonFatal(e) => throw new IOException(s"$base: checksum verification failed: $e") }
       if (!ok) throw new IOException(s"$base: checksum mismatch (corrupt retained file)")
     }
     // Serve it: Spark's block resolver finds a map output by file name in its own directories.

@@ -3,6 +3,7 @@ package io.regionrecovery.spark.retention
 import java.util.concurrent.{ConcurrentLinkedDeque, ExecutionException, FutureTask, RejectedExecutionException, TimeUnit, TimeoutException}
 
 import scala.jdk.CollectionConverters._
+import scala.util.Try
 import scala.util.control.NonFatal
 
 import org.apache.spark.SparkContext
@@ -260,8 +261,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     stopped = true
     worker.shutdown()
     worker.awaitTermination(RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS)
-    val id = try appId catch { case NonFatal(_) => null }
-    if (id != null) agents.purgeApplication(id, 5000L)
+    Try(appId).toOption.foreach(agents.purgeApplication(_, 5000L))
   }
 
   /**
@@ -273,7 +273,9 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     stopped = true
     worker.shutdownNow()
     try SparkInternals.unregisterEndpoint(driverEndpoint) catch { case NonFatal(_) => }
-    val id = try appId catch { case NonFatal(_) => null }
-    if (id != null) try store.deleteApp(id) catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }
+    Try(appId).toOption.foreach { id =>
+      try store.deleteApp(id)
+      catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }
+    }
   }
 }

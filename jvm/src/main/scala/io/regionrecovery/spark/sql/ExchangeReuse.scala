@@ -49,7 +49,9 @@ object ExchangeReuse {
   def recordReuse(): Unit = reusedTotal.incrementAndGet()
 
   /** Records every shuffle stage a failed query materialized (called on the listener thread). */
-  def capture(plan: SparkPlan): Int = if (!active) 0 else {
+  def capture(plan: SparkPlan): Int =
+    if (!active) 0
+    else {
     var n = 0
     materializedShuffles(plan).foreach { e =>
       e.getTagValue(KeyTag).foreach { key =>

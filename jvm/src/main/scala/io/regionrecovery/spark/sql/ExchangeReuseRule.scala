@@ -12,7 +12,9 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
  * Top-down, so the largest matching subtree is replaced and nothing below it is planned again.
  */
 class ExchangeReuseRule extends Rule[SparkPlan] {
-  override def apply(plan: SparkPlan): SparkPlan = if (!ExchangeReuse.active) plan else {
+  override def apply(plan: SparkPlan): SparkPlan =
+    if (!ExchangeReuse.active) plan
+    else {
     plan.transformDown {
       case e: ShuffleExchangeExec =>
         val key = e.canonicalized

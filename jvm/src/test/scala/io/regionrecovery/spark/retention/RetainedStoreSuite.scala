@@ -5,6 +5,7 @@ import java.nio.file.{Files, Path}
 import java.nio.file.attribute.PosixFilePermissions
 
 import scala.jdk.CollectionConverters._
+import scala.util.Using
 
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -121,7 +122,7 @@ class RetainedStoreSuite extends AnyFunSuite {
       for (m <- Seq(5L, 50L)) store.retain("app-1", "1", s"shuffle_2_$m", Seq(file(bm, s"shuffle_2_${m}_0.data", 10),
         file(bm, s"shuffle_2_${m}_0.index", 16), file(bm, s"shuffle_2_${m}_0.checksum.ADLER32", 8)))
       assert(store.releaseOutputs("app-1", "1", Seq(OutputRef(2, 5L, 0))) == ((3, 34L)))
-      val left = { val l = Files.list(dir); try l.iterator().asScala.map(_.getFileName.toString).toSet finally l.close() }
+      val left = Using.resource(Files.list(dir))(_.iterator().asScala.map(_.getFileName.toString).toSet)
       assert(left == Set("shuffle_2_50_0.data", "shuffle_2_50_0.index", "shuffle_2_50_0.checksum.ADLER32"))
     }
   }
@@ -143,7 +144,7 @@ class RetainedStoreSuite extends AnyFunSuite {
       assert(swept.map(_._1).toSet == Set("app-dead", "app-nolease"),
         "no lease: its directory's mtime (a minute ago) plus the 30 s timeout has passed")
       assert(swept.find(_._1 == "app-dead").get._2 == 1)
-      val left = { val l = Files.list(root); try l.iterator().asScala.map(_.getFileName.toString).toSet finally l.close() }
+      val left = Using.resource(Files.list(root))(_.iterator().asScala.map(_.getFileName.toString).toSet)
       assert(left == Set("app-live", "app-live.lease", "app-own", "app-own.lease", "app-corrupt", "app-corrupt.lease"),
         "a corrupt lease counts from its mtime: recent, so kept")
     }

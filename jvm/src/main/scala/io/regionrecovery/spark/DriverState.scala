@@ -38,7 +38,8 @@ final class DriverState(val capacity: Int, val installedBy: String) {
   def drainToFile(path: String, maxEvents: Int, timeoutMs: Long): Int = {
     val bytes = buffer.drainBatch(maxEvents, timeoutMs)
     val out = new java.io.FileOutputStream(path)
-    try out.write(bytes) finally out.close()
+    try out.write(bytes)
+    finally out.close()
     bytes.length
   }
 

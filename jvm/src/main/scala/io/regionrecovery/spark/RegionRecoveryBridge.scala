@@ -114,8 +114,9 @@ object RegionRecoveryBridge {
   def setRetentionExcluded(shuffleId: Int, excluded: Boolean): String = {
     val r = retention()
     if (shuffleId < 0) throw new IllegalArgumentException(s"a shuffle id is >= 0, got $shuffleId")
-    r.updatePolicy(p => p.copy(excludedShuffles =
-      if (excluded) p.excludedShuffles + shuffleId else p.excludedShuffles - shuffleId)).json
+    r.updatePolicy(p =>
+      p.copy(excludedShuffles =
+        if (excluded) p.excludedShuffles + shuffleId else p.excludedShuffles - shuffleId)).json
   }
 
   /** When retained outputs are released: shuffle-cleanup, job-end or consumers-finished (from the next event on). */

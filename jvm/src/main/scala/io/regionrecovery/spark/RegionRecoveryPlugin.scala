@@ -95,7 +95,8 @@ object ExecutorSide extends Logging {
         logWarning("region-recovery: the executor plugin is not loaded (add io.regionrecovery.spark." +
           "RegionRecoveryPlugin to spark.plugins); map outputs are not reported to the driver")
     } else {
-      try ctx.send(e) catch {
+      try ctx.send(e)
+      catch {
         case ex: Exception =>
           if (unsent.getAndIncrement() == 0) logWarning(s"region-recovery: cannot report to the driver: $ex")
       }

@@ -68,7 +68,8 @@ class ReportingExecutorComponents(delegate: ShuffleExecutorComponents) extends S
     new ReportingMapOutputWriter(delegate.createMapOutputWriter(shuffleId, mapTaskId, numPartitions),
       new CommitReporter(shuffleId, mapTaskId, executorId))
 
-  override def createSingleFileMapOutputWriter(shuffleId: Int, mapId: Long): Optional[SingleSpillShuffleMapOutputWriter] =
+  override def createSingleFileMapOutputWriter(shuffleId: Int, mapId: Long)
+      : Optional[SingleSpillShuffleMapOutputWriter] =
     delegate.createSingleFileMapOutputWriter(shuffleId, mapId).map { w =>
       new ReportingSingleSpillWriter(w, new CommitReporter(shuffleId, mapId, executorId))
     }
@@ -92,7 +93,8 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
       host, total, partitionLengths.length, nonEmpty, max))
     retained.foreach { case (files, bytes) =>
       if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
-        if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files, RetainedStore.digest(checksums)))
+        if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files,
+        RetainedStore.digest(checksums)))
     }
   }
 }

@@ -78,8 +78,10 @@ object WireReader {
   /** Value equality for events (JobStart holds arrays, which case-class equality compares by reference). */
   def comparable(e: Event): Any = e match {
     case j: JobStartEvent =>
-      (j.time, j.jobId, j.sqlExecutionId, j.jobGroup, j.stages.toSeq.map(s => (s.stageId, s.attempt, s.name,
-        s.numTasks, s.shuffleId, s.determinism, s.barrier, s.parents.toSeq)))
+      (j.time, j.jobId, j.sqlExecutionId, j.jobGroup,
+        j.stages.toSeq.map(s =>
+          (s.stageId, s.attempt, s.name,
+            s.numTasks, s.shuffleId, s.determinism, s.barrier, s.parents.toSeq)))
     case other => other
   }
 
@@ -99,11 +101,12 @@ class BatchEncoderSuite extends AnyFunSuite {
     exceptionClass = "org.apache.spark.shuffle.FetchFailedException", message = "Failed to connect",
     exitCausedByApp = false, countsTowardFailures = true)
 
-  private val jobStart = JobStartEvent(1700000000000L, 5, 17L, "nightly", Array(
-    StageMeta(20, 0, "map at etl.py:10", 200, 7, 0, false, Array()),
-    StageMeta(21, 1, "map at etl.py:20", 50, 8, 1, false, Array()),
-    StageMeta(22, 2, "join at etl.py:30", 64, 9, 2, true, Array(20, 21)),
-    StageMeta(23, 0, null, 8, -1, 0, false, Array(22))))
+  private val jobStart = JobStartEvent(1700000000000L, 5, 17L, "nightly",
+    Array(
+      StageMeta(20, 0, "map at etl.py:10", 200, 7, 0, false, Array()),
+      StageMeta(21, 1, "map at etl.py:20", 50, 8, 1, false, Array()),
+      StageMeta(22, 2, "join at etl.py:30", 64, 9, 2, true, Array(20, 21)),
+      StageMeta(23, 0, null, 8, -1, 0, false, Array(22))))
 
   private val committed = MapOutputCommittedEvent(19L, 21, (1L << 34) + 3, 9, 1, "exec-7", "host-a.example",
     (1L << 32) + 17, 200, 150, (1L << 31) + 1)
@@ -282,9 +285,10 @@ class BatchEncoderSuite extends AnyFunSuite {
   private val goldenEvents: Seq[Event] = Seq(
     AppStartEvent(1000L, "app-1", "golden \u2713", "alice"),
     AppEndEvent(1001L, 1),
-    JobStartEvent(1002L, 1, 7L, "g", Array(
-      StageMeta(0, 0, "map", 4, 0, 0, false, Array()),
-      StageMeta(1, 0, "collect", 2, -1, 1, true, Array(0)))),
+    JobStartEvent(1002L, 1, 7L, "g",
+      Array(
+        StageMeta(0, 0, "map", 4, 0, 0, false, Array()),
+        StageMeta(1, 0, "collect", 2, -1, 1, true, Array(0)))),
     JobEndEvent(1003L, 1, succeeded = false, "boom"),
     StageSubmittedEvent(1004L, 0, 0, 4, 0),
     StageCompletedEvent(1005L, 0, 0, 4, 0, "FetchFailed"),

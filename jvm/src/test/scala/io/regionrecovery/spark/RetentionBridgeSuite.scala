@@ -23,7 +23,8 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
   private val mapper = new ObjectMapper()
 
   override def afterEach(): Unit = {
-    try if (sc != null) sc.stop() finally {
+    try if (sc != null) sc.stop()
+    finally {
       sc = null
       if (root != null) {
         def rm(p: Path): Unit = { if (Files.isDirectory(p)) Files.list(p).forEach(rm); Files.deleteIfExists(p) }
@@ -90,10 +91,12 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
 
     val badPolicy = intercept[IllegalArgumentException](RegionRecoveryBridge.setReleasePolicy("sometimes"))
     assert(badPolicy.getMessage.contains("'sometimes'") && badPolicy.getMessage.contains("consumers-finished"))
-    assert(intercept[IllegalArgumentException](RegionRecoveryBridge.setAvoidedHosts("a b")).getMessage.contains("'a b'"))
+    assert(
+      intercept[IllegalArgumentException](RegionRecoveryBridge.setAvoidedHosts("a b")).getMessage.contains("'a b'"))
     assert(intercept[IllegalArgumentException](RegionRecoveryBridge.setMaxBytesPerHost(-1L)).getMessage.contains("-1"))
     intercept[IllegalArgumentException](RegionRecoveryBridge.setRetentionExcluded(-1, excluded = true))
-    assert(json(RegionRecoveryBridge.retentionPolicyJson()).get("release").asText == "job-end", "refusals change nothing")
+    assert(json(RegionRecoveryBridge.retentionPolicyJson()).get("release").asText == "job-end",
+      "refusals change nothing")
   }
 
   test("excluding a shuffle deletes its retained copies now and whenever one is retained later") {
@@ -116,7 +119,8 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
       case _ => false
     })
     assert(!Files.exists(later) && json(state.retention.ledgerJson).get("outputs").asInt == 1)
-    assert(!seen.exists(_.isInstanceOf[MapOutputReleasedEvent]), "excluded outputs are not released: they stay registered")
+    assert(!seen.exists(_.isInstanceOf[MapOutputReleasedEvent]),
+      "excluded outputs are not released: they stay registered")
 
     assert(json(RegionRecoveryBridge.setRetentionExcluded(7, excluded = false)).get("excluded_shuffles").size == 0)
   }

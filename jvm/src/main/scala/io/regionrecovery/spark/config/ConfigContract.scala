@@ -55,7 +55,8 @@ object ConfigContract {
     ConfigKeys.byName(key) match {
       case None => Json.obj(head :+ ("error" -> Json.str(s"Unknown configuration key $key")): _*)
       case Some(k) =>
-        try Json.obj(head :+ ("value" -> valueJson(k, raw, key)): _*) catch {
+        try Json.obj(head :+ ("value" -> valueJson(k, raw, key)): _*)
+        catch {
           case e: IllegalArgumentException => Json.obj(head :+ ("error" -> Json.str(e.getMessage)): _*)
         }
     }

@@ -33,7 +33,8 @@ final case class ConfigKey[T](
 
   /** Parses a raw value set under `as` (this key's name or a deprecated one). */
   def parse(raw: String, as: String = name): T =
-    try tpe.parse(raw) catch {
+    try tpe.parse(raw)
+    catch {
       case e: IllegalArgumentException =>
         throw new ConfigException(s"Invalid value '$raw' for $as: ${e.getMessage}. Accepted: $accepted.", as, raw)
     }
@@ -42,9 +43,8 @@ final case class ConfigKey[T](
    * The value in a configuration, given as a lookup (`sparkConf.getOption`): the current name wins
    * over deprecated ones; unset means the default.
    */
-  def read(lookup: String => Option[String]): T =
-    (name +: deprecatedNames).iterator
-      .map(n => n -> lookup(n))
-      .collectFirst { case (n, Some(raw)) => parse(raw, n) }
-      .getOrElse(default)
+  def read(lookup: String => Option[String]): T = (name +: deprecatedNames).iterator
+    .map(n => n -> lookup(n))
+    .collectFirst { case (n, Some(raw)) => parse(raw, n) }
+    .getOrElse(default)
 }

@@ -53,7 +53,8 @@ object ConfigType {
     text match {
       case Amount(number, unit) =>
         val perUnit = units.getOrElse(unit, throw new IllegalArgumentException(s"unknown $what unit '$unit'"))
-        try Math.multiplyExact(number.toLong, perUnit) catch {
+        try Math.multiplyExact(number.toLong, perUnit)
+        catch {
           case _: ArithmeticException | _: NumberFormatException =>
             throw new IllegalArgumentException(s"the $what is too large")
         }
@@ -63,7 +64,8 @@ object ConfigType {
 
   private def integer(raw: String): Int = raw.trim match {
     case t @ IntText() =>
-      try Integer.parseInt(t.stripPrefix("+")) catch {
+      try Integer.parseInt(t.stripPrefix("+"))
+      catch {
         case _: NumberFormatException => throw new IllegalArgumentException("the integer is out of range")
       }
     case _ => throw new IllegalArgumentException("not an integer")

@@ -12,7 +12,8 @@ package io.regionrecovery.spark.retention
  * @param offered outputs to ask the adopter for (empty when there is no adopter)
  * @param refused outputs to unregister at once, each with why it is not adopted
  */
-final case class AdoptionDecision[O](adopter: Option[AgentInfo], reason: String, offered: Seq[O], refused: Seq[(O, String)])
+final case class AdoptionDecision[O](adopter: Option[AgentInfo], reason: String, offered: Seq[O],
+    refused: Seq[(O, String)])
 
 object AdoptionDecision {
 
@@ -22,7 +23,7 @@ object AdoptionDecision {
    * that is left wins; otherwise the lowest executor id (string order), as before policies existed.
    */
   def chooseAdopter(policy: RetentionPolicy, lostExecutor: String, host: String,
-                    live: Seq[AgentInfo]): Either[String, (AgentInfo, String)] = {
+      live: Seq[AgentInfo]): Either[String, (AgentInfo, String)] = {
     if (host == null) return Left("the lost executor's host is unknown")
     if (policy.avoidedHosts.contains(host)) return Left(RetentionPolicy.avoidedHostReason(host))
     val onHost = live.filter(a => a.host == host && a.executorId != lostExecutor).sortBy(_.executorId)
@@ -52,7 +53,8 @@ object AdoptionDecision {
     else
       chooseAdopter(policy, lostExecutor, host, live) match {
         case Right((a, why)) => AdoptionDecision(Some(a), why, eligible, excludedRefusals)
-        case Left(why) => AdoptionDecision(None, why, Nil, excludedRefusals ++ eligible.map(_ -> ("not adopted: " + why)))
+        case Left(why) =>
+          AdoptionDecision(None, why, Nil, excludedRefusals ++ eligible.map(_ -> ("not adopted: " + why)))
       }
   }
 }

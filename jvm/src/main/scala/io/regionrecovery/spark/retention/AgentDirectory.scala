@@ -45,7 +45,9 @@ private[retention] final class AgentDirectory(store: RetainedStore, appId: () =>
 
   /** Every live executor drops its cached map statuses of these shuffles (their outputs moved). */
   def forgetMapStatuses(shuffleIds: Array[Int]): Unit =
-    live.foreach(a => try SparkInternals.send(a.ref, ForgetMapStatuses(shuffleIds)) catch { case NonFatal(_) => })
+    live.foreach(a =>
+      try SparkInternals.send(a.ref, ForgetMapStatuses(shuffleIds))
+      catch { case NonFatal(_) => })
 
   /** Deletes an executor's retained directory on its host (and fences it): through a live agent there, else locally. */
   def purge(host: String, executorId: String, fence: Boolean): (Int, Long) =
@@ -74,12 +76,13 @@ private[retention] final class AgentDirectory(store: RetainedStore, appId: () =>
    */
   def releaseOutputs(executorId: String, host: String, refs: Array[OutputRef], served: Boolean): (Int, Long) =
     try get(executorId).orElse(live.find(_.host == host)) match {
-      case Some(a) =>
-        val r = ask(a, ReleaseOutputs(appId(), executorId, refs, served && a.executorId == executorId))
-          .asInstanceOf[PurgeReply]
-        (r.files, r.bytes)
-      case None => store.releaseOutputs(appId(), executorId, refs.toSeq) // only the driver's own host is reachable
-    } catch {
+        case Some(a) =>
+          val r = ask(a, ReleaseOutputs(appId(), executorId, refs, served && a.executorId == executorId))
+            .asInstanceOf[PurgeReply]
+          (r.files, r.bytes)
+        case None => store.releaseOutputs(appId(), executorId, refs.toSeq) // only the driver's own host is reachable
+      }
+    catch {
       case NonFatal(e) =>
         logWarning(s"region-recovery: releasing outputs of executor $executorId failed: $e")
         (0, 0L)
@@ -92,9 +95,12 @@ private[retention] final class AgentDirectory(store: RetainedStore, appId: () =>
       try {
         val r = ask(a, ReleaseShuffle(appId(), shuffleId)).asInstanceOf[PurgeReply]
         files += r.files; bytes += r.bytes
-      } catch { case NonFatal(e) => logWarning(s"region-recovery: releasing shuffle $shuffleId on ${a.host} failed: $e") }
+      } catch {
+        case NonFatal(e) => logWarning(s"region-recovery: releasing shuffle $shuffleId on ${a.host} failed: $e")
+      }
     }
-    try { val (f, b) = store.releaseShuffle(appId(), shuffleId); files += f; bytes += b } catch { case NonFatal(_) => }
+    try { val (f, b) = store.releaseShuffle(appId(), shuffleId); files += f; bytes += b }
+    catch { case NonFatal(_) => }
     (files, bytes)
   }
 

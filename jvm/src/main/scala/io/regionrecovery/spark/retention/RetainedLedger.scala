@@ -24,7 +24,7 @@ object ReleasePolicy {
 
 /** One retained map output as the driver accounts it. */
 final class RetainedEntry(val shuffleId: Int, val mapId: Long, val mapIndex: Int,
-                          var executorId: String, var host: String, val bytes: Long)
+    var executorId: String, var host: String, val bytes: Long)
 
 /**
  * The driver's account of retained bytes, and the decisions of what to release: the size cap per
@@ -51,9 +51,9 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
   private val scopeShuffles = mutable.HashMap[String, mutable.Set[Int]]()
   private val jobScope = mutable.HashMap[Int, String]()
   private val jobStages = mutable.HashMap[Int, Array[Int]]()
-  private val stageShuffle = mutable.HashMap[Int, Int]()        // map stage id -> shuffle it writes
+  private val stageShuffle = mutable.HashMap[Int, Int]() // map stage id -> shuffle it writes
   private val pendingConsumers = mutable.HashMap[Int, mutable.Set[Int]]() // shuffle -> stages to finish
-  private val consumed = mutable.Set[Int]()                      // shuffles read by a finished stage
+  private val consumed = mutable.Set[Int]() // shuffles read by a finished stage
 
   var released = 0L
   var releasedBytes = 0L
@@ -93,7 +93,7 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
 
   /** A committed output was retained. Returns what the cap now releases. */
   def retained(shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, host: String,
-               bytes: Long): Seq[RetainedEntry] = {
+      bytes: Long): Seq[RetainedEntry] = {
     remove(shuffleId, mapId)
     val e = new RetainedEntry(shuffleId, mapId, mapIndex, executorId, host, bytes)
     entries((shuffleId, mapId)) = e
@@ -134,10 +134,11 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
     stages.foreach { case (stageId, shuffleId, _) => if (shuffleId >= 0) stageShuffle(stageId) = shuffleId }
     stages.foreach { case (stageId, shuffleId, parents) =>
       if (shuffleId >= 0) { used += shuffleId; touch(shuffleId) }
-      parents.foreach(p => stageShuffle.get(p).foreach { read =>
-        used += read; touch(read)
-        pendingConsumers.getOrElseUpdate(read, mutable.Set[Int]()) += stageId
-      })
+      parents.foreach(p =>
+        stageShuffle.get(p).foreach { read =>
+          used += read; touch(read)
+          pendingConsumers.getOrElseUpdate(read, mutable.Set[Int]()) += stageId
+        })
     }
   }
 
@@ -163,7 +164,8 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
     val scope = jobScope.remove(jobId).orNull
     var out: Seq[RetainedEntry] = Nil
     if (scope != null && scope.startsWith("j")) out = scopeEnded(scope, succeeded)
-    if (succeeded && policy == ReleasePolicy.ConsumersFinished) out = out ++ affected.toList.flatMap(releasableByConsumers)
+    if (succeeded && policy == ReleasePolicy.ConsumersFinished)
+      out = out ++ affected.toList.flatMap(releasableByConsumers)
     out
   }
 

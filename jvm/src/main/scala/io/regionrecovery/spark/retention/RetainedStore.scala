@@ -60,7 +60,8 @@ final class RetainedStore(val root: Path) extends Logging {
     else if (parent != null) Files.createDirectories(parent)
     try {
       Files.createDirectory(dir)
-      try Files.setPosixFilePermissions(dir, ownerOnlyDir) catch { case _: UnsupportedOperationException => }
+      try Files.setPosixFilePermissions(dir, ownerOnlyDir)
+      catch { case _: UnsupportedOperationException => }
     } catch { case _: FileAlreadyExistsException => }
   }
 
@@ -74,19 +75,23 @@ final class RetainedStore(val root: Path) extends Logging {
    */
   def linkOrCopy(src: Path, target: Path): Unit = {
     Files.deleteIfExists(target)
-    try Files.createLink(target, src) catch {
+    try Files.createLink(target, src)
+    catch {
       case _: IOException | _: UnsupportedOperationException =>
         val need = Files.size(src)
         val free = usableSpace(target.getParent)
         if (free - need < RetainedStore.MinFreeBytes)
           throw new IOException(s"disk full: copying ${src.getFileName} ($need bytes) would leave " +
             s"${math.max(0L, free - need)} of the ${RetainedStore.MinFreeBytes} bytes kept free under $root")
-        try Files.copy(src, target, StandardCopyOption.REPLACE_EXISTING) catch {
+        try Files.copy(src, target, StandardCopyOption.REPLACE_EXISTING)
+        catch {
           case e: IOException =>
-            try Files.deleteIfExists(target) catch { case NonFatal(_) => }
+            try Files.deleteIfExists(target)
+            catch { case NonFatal(_) => }
             throw new IOException(s"disk full or unwritable while copying ${src.getFileName} to $target: $e", e)
         }
-        try Files.setPosixFilePermissions(target, ownerOnlyFile) catch { case _: UnsupportedOperationException => }
+        try Files.setPosixFilePermissions(target, ownerOnlyFile)
+        catch { case _: UnsupportedOperationException => }
     }
   }
 
@@ -131,16 +136,19 @@ final class RetainedStore(val root: Path) extends Logging {
     names.foreach { n =>
       val p = root.resolve(n)
       if (n.endsWith(".tmp")) {
-        if (now - modifiedAt(p) > leaseTimeoutMs) try Files.deleteIfExists(p) catch { case NonFatal(_) => }
+        if (now - modifiedAt(p) > leaseTimeoutMs) try Files.deleteIfExists(p)
+        catch { case NonFatal(_) => }
       } else if (n.endsWith(".lease")) {
         val app = n.stripSuffix(".lease")
         if (app != own && !Files.isDirectory(root.resolve(app)) && leaseExpiry(p, p, leaseTimeoutMs) < now)
-          try Files.deleteIfExists(p) catch { case NonFatal(_) => }
+          try Files.deleteIfExists(p)
+          catch { case NonFatal(_) => }
       } else if (n != own && Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
         val lease = root.resolve(n + ".lease")
         if (leaseExpiry(lease, p, leaseTimeoutMs) < now) {
           val (files, bytes) = deleteTree(p)
-          try Files.deleteIfExists(lease) catch { case NonFatal(_) => }
+          try Files.deleteIfExists(lease)
+          catch { case NonFatal(_) => }
           out += ((n, files, bytes))
         }
       }
@@ -181,9 +189,11 @@ final class RetainedStore(val root: Path) extends Logging {
       } else (made.size, bytes)
     } catch {
       case e: IOException =>
-        made.foreach(p => try Files.deleteIfExists(p) catch { case NonFatal(_) => })
+        made.foreach(p =>
+          try Files.deleteIfExists(p)
+          catch { case NonFatal(_) => })
         throw new IOException(s"region-recovery: cannot retain map output $base in $dir " +
-          s"(${ConfigKeys.RetainedDir.name}): $e", e)
+            s"(${ConfigKeys.RetainedDir.name}): $e", e)
     }
   }
 
@@ -199,8 +209,10 @@ final class RetainedStore(val root: Path) extends Logging {
         val children =
           try Files.list(q)
           catch { case _: NoSuchFileException => return }
-        try children.iterator().asScala.foreach(walk) finally children.close()
-        try Files.deleteIfExists(q) catch { case _: DirectoryNotEmptyException => }
+        try children.iterator().asScala.foreach(walk)
+        finally children.close()
+        try Files.deleteIfExists(q)
+        catch { case _: DirectoryNotEmptyException => }
       } else {
         val size =
           try Files.size(q)
@@ -215,7 +227,8 @@ final class RetainedStore(val root: Path) extends Logging {
   /** Writes the fence of an executor: its hook will retain nothing more in this application. */
   def writeFence(appId: String, executorId: String): Unit = {
     ensureDir(appDir(appId))
-    try Files.createFile(fence(appId, executorId)) catch { case _: FileAlreadyExistsException => }
+    try Files.createFile(fence(appId, executorId))
+    catch { case _: FileAlreadyExistsException => }
   }
 
   /** Deletes the retained files of some outputs of one executor; returns (files, bytes) deleted. */
@@ -226,10 +239,13 @@ final class RetainedStore(val root: Path) extends Logging {
     var files = 0; var bytes = 0L
     val entries = Files.list(dir)
     try entries.iterator().asScala.toList.foreach { f =>
-      val n = f.getFileName.toString
-      val cut = n.indexOf('.')
-      if (cut > 0 && prefixes.contains(n.substring(0, cut + 1))) { val (k, b) = deleteTree(f); files += k; bytes += b }
-    } finally entries.close()
+        val n = f.getFileName.toString
+        val cut = n.indexOf('.')
+        if (cut > 0 && prefixes.contains(n.substring(0, cut + 1))) {
+          val (k, b) = deleteTree(f); files += k; bytes += b
+        }
+      }
+    finally entries.close()
     (files, bytes)
   }
 
@@ -241,11 +257,13 @@ final class RetainedStore(val root: Path) extends Logging {
     var files = 0; var bytes = 0L
     val dirs = Files.list(app)
     try dirs.iterator().asScala.filter(Files.isDirectory(_)).foreach { d =>
-      val entries = Files.list(d)
-      try entries.iterator().asScala.filter(_.getFileName.toString.startsWith(prefix)).foreach { f =>
-        val (n, b) = deleteTree(f); files += n; bytes += b
-      } finally entries.close()
-    } finally dirs.close()
+        val entries = Files.list(d)
+        try entries.iterator().asScala.filter(_.getFileName.toString.startsWith(prefix)).foreach { f =>
+            val (n, b) = deleteTree(f); files += n; bytes += b
+          }
+        finally entries.close()
+      }
+    finally dirs.close()
     (files, bytes)
   }
 }

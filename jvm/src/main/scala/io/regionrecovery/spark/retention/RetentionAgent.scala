@@ -31,7 +31,8 @@ object RetentionAgent extends Logging {
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
         a.startLease()
         agent = a
-        logInfo(s"region-recovery: retaining map outputs of executor $executorId in ${a.store.executorDir(a.appId, executorId)}")
+        logInfo(
+          s"region-recovery: retaining map outputs of executor $executorId in ${a.store.executorDir(a.appId, executorId)}")
         Some(RetentionAgentHello(executorId, host, a.ref))
       }
     } catch {
@@ -46,13 +47,14 @@ object RetentionAgent extends Logging {
     agent = null
     if (a != null) {
       a.stopLease()
-      if (a.ref != null) try SparkInternals.unregisterEndpoint(a.ref) catch { case NonFatal(_) => }
+      if (a.ref != null) try SparkInternals.unregisterEndpoint(a.ref)
+      catch { case NonFatal(_) => }
     }
   }
 }
 
 final class RetentionAgent(val store: RetainedStore, val appId: String, val executorId: String,
-                           val leaseTimeoutMs: Long) extends Logging {
+    val leaseTimeoutMs: Long) extends Logging {
   @volatile private[spark] var ref: AnyRef = _
   @volatile private var driverRef: AnyRef = _
   @volatile private var lastDriverContact = System.currentTimeMillis()
@@ -160,7 +162,8 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     case r: AdoptRequest => adopt(r)
     case p: PurgeRequest =>
       val (files, bytes) =
-        if (p.executorId == null) store.deleteApp(p.appId) else store.deleteTree(store.executorDir(p.appId, p.executorId))
+        if (p.executorId == null) store.deleteApp(p.appId)
+        else store.deleteTree(store.executorDir(p.appId, p.executorId))
       if (p.fence && p.executorId != null) store.writeFence(p.appId, p.executorId)
       logInfo(s"region-recovery: deleted $files retained files ($bytes bytes) of " +
         s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appId)}")
@@ -183,13 +186,15 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     val failures = new Array[String](r.outputs.length)
     val bytes = new Array[Long](r.outputs.length)
     r.outputs.zipWithIndex.foreach { case (o, i) =>
-      try bytes(i) = adoptOne(r.appId, r.fromExecutor, o) catch {
+      try bytes(i) = adoptOne(r.appId, r.fromExecutor, o)
+      catch {
         case NonFatal(e) => failures(i) = e.getMessage
       }
     }
     val adopted = failures.count(_ == null)
     logInfo(s"region-recovery: adopted $adopted of ${r.outputs.length} map outputs of lost executor " +
-      s"${r.fromExecutor}" + (if (adopted < r.outputs.length) s"; not adopted: ${failures.filter(_ != null).distinct.mkString("; ")}" else ""))
+      s"${r.fromExecutor}" +
+      (if (adopted < r.outputs.length) s"; not adopted: ${failures.filter(_ != null).distinct.mkString("; ")}" else ""))
     AdoptReply(me, failures, bytes)
   }
 

@@ -22,15 +22,16 @@ import io.regionrecovery.spark.config.ConfigKeys
  * adopted: the process may come back, so its outputs are not trusted.
  */
 final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, state: DriverState,
-                                 initialPolicy: RetentionPolicy) extends Logging {
+    initialPolicy: RetentionPolicy) extends Logging {
   @volatile private var currentPolicy = initialPolicy
   val ledger = new RetainedLedger(initialPolicy.maxBytesPerHost, initialPolicy.release)
   private val agents = new AgentDirectory(store, () => sc.applicationId)
   /** Answers the agents' lease pings: while it does, their application is alive. */
-  private val driverEndpoint = SparkInternals.registerEndpoint(RetentionProtocol.DriverEndpointName, {
-    case r: DriverRequest => handle(r)
-    case other => throw new IllegalArgumentException(s"region-recovery driver endpoint: unknown message $other")
-  })
+  private val driverEndpoint = SparkInternals.registerEndpoint(RetentionProtocol.DriverEndpointName,
+    {
+      case r: DriverRequest => handle(r)
+      case other => throw new IllegalArgumentException(s"region-recovery driver endpoint: unknown message $other")
+    })
   private val worker = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
   @volatile private var stopped = false
   private val history = new ConcurrentLinkedDeque[String]()
@@ -46,17 +47,17 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   def historyJson: String = history.asScala.mkString("[", ", ", "]")
 
   private def record(executorId: String, reason: String, lossTime: Long, startedAt: Long, askMs: Long,
-                     adopted: Int, unregistered: Int, adopter: String, adopterReason: String): Unit = {
+      adopted: Int, unregistered: Int, adopter: String, adopterReason: String): Unit = {
     history.addLast(Json.obj(
-      "executor_id" -> Json.str(executorId),
-      "reason" -> Json.str(reason),
-      "adopter" -> Json.str(adopter),
-      "adopter_reason" -> Json.str(adopterReason),
-      "adopted" -> adopted.toString,
-      "unregistered" -> unregistered.toString,
-      "handoff_ms" -> (startedAt - lossTime).toString,
-      "ask_ms" -> askMs.toString,
-      "total_ms" -> (now - lossTime).toString))
+        "executor_id" -> Json.str(executorId),
+        "reason" -> Json.str(reason),
+        "adopter" -> Json.str(adopter),
+        "adopter_reason" -> Json.str(adopterReason),
+        "adopted" -> adopted.toString,
+        "unregistered" -> unregistered.toString,
+        "handoff_ms" -> (startedAt - lossTime).toString,
+        "ask_ms" -> askMs.toString,
+        "total_ms" -> (now - lossTime).toString))
     while (history.size > 50) history.pollFirst()
   }
 
@@ -103,7 +104,8 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     var adopterReason = decision.reason
     val reply: Option[AdoptReply] = decision.adopter.flatMap { a =>
       val refs = decision.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
-      try Some(agents.ask(a, AdoptRequest(appId, executorId, refs)).asInstanceOf[AdoptReply]) catch {
+      try Some(agents.ask(a, AdoptRequest(appId, executorId, refs)).asInstanceOf[AdoptReply])
+      catch {
         case NonFatal(e) =>
           logWarning(s"region-recovery: executor ${a.executorId} could not adopt the outputs of $executorId: $e")
           adopterReason += s"; the adoption failed: $e"
@@ -155,14 +157,17 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
    */
   def updatePolicy(change: RetentionPolicy => RetentionPolicy): RetentionPolicy = {
     val task = new FutureTask[RetentionPolicy](() => applyPolicy(change(currentPolicy)))
-    try { if (stopped) throw new RejectedExecutionException(); worker.execute(task) } catch {
+    try { if (stopped) throw new RejectedExecutionException(); worker.execute(task) }
+    catch {
       case _: RejectedExecutionException =>
         throw new IllegalArgumentException("retention has stopped: the application is ending")
     }
-    try task.get(2 * RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS) catch {
+    try task.get(2 * RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS)
+    catch {
       case e: ExecutionException => throw e.getCause
       case _: TimeoutException =>
-        throw new IllegalStateException("the retention coordinator is busy; the policy change is applied when it is free")
+        throw new IllegalStateException(
+          "the retention coordinator is busy; the policy change is applied when it is free")
     }
   }
 
@@ -189,9 +194,12 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   // ---- lifecycle: the ledger, fed from the listener and the plugin, on the coordinator's thread ------
 
   private def onWorker(what: String)(body: => Unit): Unit = if (!stopped) {
-    try worker.execute(() => try body catch {
-      case NonFatal(e) => logWarning(s"region-recovery: retention bookkeeping ($what) failed: $e", e)
-    }) catch { case _: RejectedExecutionException => } // stopping
+    try worker.execute(() =>
+        try body
+        catch {
+          case NonFatal(e) => logWarning(s"region-recovery: retention bookkeeping ($what) failed: $e", e)
+        })
+    catch { case _: RejectedExecutionException => } // stopping
   }
 
   /**
@@ -202,14 +210,16 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     if (currentPolicy.excludes(e.shuffleId)) {
       val ref = OutputRef(e.shuffleId, e.mapId, e.mapIndex)
       val (files, bytes) = agents.releaseOutputs(e.executorId, e.host, Array(ref), served = false)
-      state.offer(RetainedFilesDeletedEvent(now, null, e.host, files, bytes, RetentionPolicy.excludedReason(e.shuffleId)))
+      state.offer(RetainedFilesDeletedEvent(now, null, e.host, files, bytes,
+        RetentionPolicy.excludedReason(e.shuffleId)))
     } else
       release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes)),
         s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
   }
 
   def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
-    ledger.synchronized(ledger.jobStarted(jobId, sqlExecutionId, stages.map(m => (m.stageId, m.shuffleId, m.parents)).toSeq))
+    ledger.synchronized(ledger.jobStarted(jobId, sqlExecutionId,
+      stages.map(m => (m.stageId, m.shuffleId, m.parents)).toSeq))
   }
 
   def stageCompleted(stageId: Int, succeeded: Boolean): Unit = onWorker("stage completed") {
@@ -238,10 +248,12 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       val host = es.head.host
       agents.releaseOutputs(executorId, host, es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray,
         served = true)
-      es.foreach(e => state.offer(MapOutputReleasedEvent(now, e.shuffleId, e.mapId, e.mapIndex, executorId, host,
-        e.bytes, reason)))
+      es.foreach(e =>
+        state.offer(MapOutputReleasedEvent(now, e.shuffleId, e.mapId, e.mapIndex, executorId, host,
+          e.bytes, reason)))
     }
-    logInfo(s"region-recovery: released ${entries.size} retained map outputs (${entries.map(_.bytes).sum} bytes): $reason")
+    logInfo(
+      s"region-recovery: released ${entries.size} retained map outputs (${entries.map(_.bytes).sum} bytes): $reason")
   }
 
   /** ContextCleaner removed a shuffle: its retained files go on every host. */
@@ -272,7 +284,8 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   def applicationEnd(): Unit = {
     stopped = true
     worker.shutdownNow()
-    try SparkInternals.unregisterEndpoint(driverEndpoint) catch { case NonFatal(_) => }
+    try SparkInternals.unregisterEndpoint(driverEndpoint)
+    catch { case NonFatal(_) => }
     Try(appId).toOption.foreach { id =>
       try store.deleteApp(id)
       catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }

@@ -52,16 +52,16 @@ object ExchangeReuse {
   def capture(plan: SparkPlan): Int =
     if (!active) 0
     else {
-    var n = 0
-    materializedShuffles(plan).foreach { e =>
-      e.getTagValue(KeyTag).foreach { key =>
-        completed.put(key, e)
-        n += 1
+      var n = 0
+      materializedShuffles(plan).foreach { e =>
+        e.getTagValue(KeyTag).foreach { key =>
+          completed.put(key, e)
+          n += 1
+        }
       }
+      capturedTotal.addAndGet(n.toLong)
+      n
     }
-    capturedTotal.addAndGet(n.toLong)
-    n
-  }
 
   /** Materialized shuffle exchanges anywhere in an executed plan, including inside AQE and commands. */
   private def materializedShuffles(plan: SparkPlan): Seq[ShuffleExchangeExec] = {

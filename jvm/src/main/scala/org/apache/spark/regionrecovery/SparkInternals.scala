@@ -97,7 +97,8 @@ object SparkInternals {
     override def receive: PartialFunction[Any, Unit] = { case m: AnyRef => handler(m) }
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
       case m: AnyRef =>
-        try context.reply(handler(m)) catch {
+        try context.reply(handler(m))
+        catch {
           case scala.util.control.NonFatal(e) => context.sendFailure(e)
         }
     }

@@ -37,7 +37,8 @@ class ConfigContractSuite extends AnyFunSuite {
     assert(restart.get("deprecated_names").get(0).asText == "spark.regionRecovery.restart-strategy")
     assert(restart.get("read_by").asText == "python" && restart.get("default").asText == "none")
     assert(key("restart-strategy.fixed-delay.delay").get("default").asText == "1 s")
-    assert(key("retained.maxBytes").get("type").asText == "bytes" && key("retained.maxBytes").get("default").asText == "0")
+    assert(
+      key("retained.maxBytes").get("type").asText == "bytes" && key("retained.maxBytes").get("default").asText == "0")
     assert(key("eventBuffer.capacity").get("minimum").asLong == 1L)
     assert(key("restart-strategy.fixed-delay.attempts").get("minimum").asLong == 0L)
   }
@@ -46,16 +47,19 @@ class ConfigContractSuite extends AnyFunSuite {
     val k = ConfigKeys.Prefix
     val out = parseLines(s"${k}retained.enabled\t TRUE ", s"${k}retained.leaseTimeout\t2 min",
       s"${k}retained.maxBytes\t512 MiB", s"${k}restart-strategy.exponential-delay.backoff-multiplier\t2",
-      s"${k}restart-strategy\tFixedDelay", s"${k}restart-strategy.exponential-delay.attempts-before-reset-backoff\tinfinite",
+      s"${k}restart-strategy\tFixedDelay",
+      s"${k}restart-strategy.exponential-delay.attempts-before-reset-backoff\tinfinite",
       s"${k}restart-strategy.exponential-delay.attempts-before-reset-backoff\t4", s"${k}retained.dir\t /data/r ",
       s"${k}eventBuffer.capacity\t0", s"${k}retained.dir\trelative\tdir", s"${k}no.such.key\t1", "no tab here")
     assert(out.size == 12)
-    assert(out.head.get("value").asBoolean && out.head.get("raw").asText == " TRUE " && out.head.get("key").asText == s"${k}retained.enabled")
+    assert(out.head.get("value").asBoolean && out.head.get("raw").asText == " TRUE " &&
+      out.head.get("key").asText == s"${k}retained.enabled")
     assert(out(1).get("value").asLong == 120000L && out(2).get("value").asLong == (512L << 20))
     assert(out(3).get("value").isDouble && out(3).get("value").asDouble == 2.0)
     assert(out(4).get("value").asText == "fixed-delay" && out(4).get("key").asText == s"${k}restart-strategy")
     assert(out(5).get("value").isNull && out(6).get("value").asInt == 4 && out(7).get("value").asText == "/data/r")
-    assert(out(8).get("error").asText.startsWith(s"Invalid value '0' for ${k}eventBuffer.capacity: must be at least 1."))
+    assert(
+      out(8).get("error").asText.startsWith(s"Invalid value '0' for ${k}eventBuffer.capacity: must be at least 1."))
     assert(!out(8).has("value"))
     assert(out(9).get("raw").asText == "relative\tdir" && out(9).get("error").asText.contains("not an absolute path"))
     assert(out(10).get("error").asText == s"Unknown configuration key ${k}no.such.key")

@@ -112,7 +112,8 @@ class RetainedLedgerSuite extends AnyFunSuite {
     assert(l.bytesOnHost("a") == 100 && l.bytesOnHost("b") == 100 && l.maxBytesPerHost == 150 && l.overCap == 0)
     assert(keys(l.setMaxBytesPerHost(50)) == Seq((0, 2L)), "host b goes under the cap; host a only has shuffle 2")
     assert(l.overCap == 1, "host a is over the cap with an output in use")
-    assert(l.setMaxBytesPerHost(1000).isEmpty && l.setMaxBytesPerHost(0).isEmpty, "a higher cap or none releases nothing")
+    assert(l.setMaxBytesPerHost(1000).isEmpty && l.setMaxBytesPerHost(0).isEmpty,
+      "a higher cap or none releases nothing")
     assert(l.released == 3)
   }
 

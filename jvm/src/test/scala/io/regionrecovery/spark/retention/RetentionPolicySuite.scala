@@ -11,7 +11,8 @@ class RetentionPolicySuite extends AnyFunSuite {
   test("the initial policy comes from the configuration: release and cap, nothing avoided or excluded") {
     val conf = Map(ConfigKeys.RetainedRelease.name -> "Job-End", ConfigKeys.RetainedMaxBytes.name -> "2 MiB")
     assert(RetentionPolicy.fromConfig(conf.get) == RetentionPolicy(ReleasePolicy.JobEnd, 2L << 20))
-    assert(RetentionPolicy.fromConfig(Map.empty[String, String].get) == RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L))
+    assert(RetentionPolicy.fromConfig(Map.empty[String, String].get) ==
+      RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L))
   }
 
   test("the JSON: snake_case keys, sets sorted, preferred executors in their order") {

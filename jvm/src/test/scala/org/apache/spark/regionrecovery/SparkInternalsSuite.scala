@@ -6,7 +6,8 @@ import org.scalatest.funsuite.AnyFunSuite
 
 /** The parts of SparkInternals that need no SparkContext. */
 class SparkInternalsSuite extends AnyFunSuite {
-  private val whoAmI: Callable[(String, Boolean)] = () => (Thread.currentThread().getName, Thread.currentThread().isDaemon)
+  private val whoAmI: Callable[(String, Boolean)] =
+    () => (Thread.currentThread().getName, Thread.currentThread().isDaemon)
 
   test("single-thread executors from Spark's ThreadUtils keep the exact thread name and are daemons") {
     val plain = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")

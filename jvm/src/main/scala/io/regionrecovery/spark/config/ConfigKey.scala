@@ -43,8 +43,8 @@ final case class ConfigKey[T](
    * The value in a configuration, given as a lookup (`sparkConf.getOption`): the current name wins
    * over deprecated ones; unset means the default.
    */
-  def read(lookup: String => Option[String]): T = (name +: deprecatedNames).iterator
-    .map(n => n -> lookup(n))
-    .collectFirst { case (n, Some(raw)) => parse(raw, n) }
-    .getOrElse(default)
+  def read(lookup: String => Option[String]): T = {
+    val set = (name +: deprecatedNames).iterator.map(n => n -> lookup(n))
+    set.collectFirst { case (n, Some(raw)) => parse(raw, n) }.getOrElse(default)
+  }
 }

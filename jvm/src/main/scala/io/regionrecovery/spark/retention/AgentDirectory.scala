@@ -74,19 +74,22 @@ private[retention] final class AgentDirectory(store: RetainedStore, appId: () =>
    * Deletes the retained files of some outputs of `executorId` on `host`, and with `served` also the
    * files its block manager serves (when that executor is alive to do it). Returns (files, bytes).
    */
-  def releaseOutputs(executorId: String, host: String, refs: Array[OutputRef], served: Boolean): (Int, Long) =
-    try get(executorId).orElse(live.find(_.host == host)) match {
+  def releaseOutputs(executorId: String, host: String, refs: Array[OutputRef], served: Boolean): (Int, Long) = {
+    val via = get(executorId).orElse(live.find(_.host == host))
+    try {
+      via match {
         case Some(a) =>
-          val r = ask(a, ReleaseOutputs(appId(), executorId, refs, served && a.executorId == executorId))
-            .asInstanceOf[PurgeReply]
+          val request = ReleaseOutputs(appId(), executorId, refs, served && a.executorId == executorId)
+          val r = ask(a, request).asInstanceOf[PurgeReply]
           (r.files, r.bytes)
         case None => store.releaseOutputs(appId(), executorId, refs.toSeq) // only the driver's own host is reachable
       }
-    catch {
+    } catch {
       case NonFatal(e) =>
         logWarning(s"region-recovery: releasing outputs of executor $executorId failed: $e")
         (0, 0L)
     }
+  }
 
   /** Deletes the retained files of one shuffle on every host (agents, and the driver's own host). */
   def releaseShuffle(shuffleId: Int): (Int, Long) = {

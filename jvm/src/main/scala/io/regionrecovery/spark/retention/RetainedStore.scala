@@ -124,6 +124,8 @@ final class RetainedStore(val root: Path) extends Logging {
   private def namesIn(dir: Path): List[String] =
     Using.resource(Files.list(dir))(_.iterator().asScala.map(_.getFileName.toString).toList)
 
+  private def sum(deleted: Seq[(Int, Long)]): (Int, Long) = (deleted.map(_._1).sum, deleted.map(_._2).sum)
+
   /**
    * Deletes the directories (and leases) of other applications whose lease expired: their driver
    * is gone and no executor of theirs on this host renews it. Returns (appDir, files, bytes) deleted.
@@ -236,17 +238,11 @@ final class RetainedStore(val root: Path) extends Logging {
     val dir = executorDir(appId, executorId)
     if (!Files.isDirectory(dir)) return (0, 0L)
     val prefixes = outputs.map(o => RetainedStore.fileBase(o.shuffleId, o.mapId) + ".").toSet
-    var files = 0; var bytes = 0L
-    val entries = Files.list(dir)
-    try entries.iterator().asScala.toList.foreach { f =>
-        val n = f.getFileName.toString
-        val cut = n.indexOf('.')
-        if (cut > 0 && prefixes.contains(n.substring(0, cut + 1))) {
-          val (k, b) = deleteTree(f); files += k; bytes += b
-        }
-      }
-    finally entries.close()
-    (files, bytes)
+    val chosen = namesIn(dir).filter { n =>
+      val cut = n.indexOf('.')
+      cut > 0 && prefixes.contains(n.substring(0, cut + 1))
+    }
+    sum(chosen.map(n => deleteTree(dir.resolve(n))))
   }
 
   /** Deletes the retained files of one shuffle, in every executor directory of the application. */
@@ -254,16 +250,7 @@ final class RetainedStore(val root: Path) extends Logging {
     val app = appDir(appId)
     if (!Files.isDirectory(app)) return (0, 0L)
     val prefix = s"shuffle_${shuffleId}_"
-    var files = 0; var bytes = 0L
-    val dirs = Files.list(app)
-    try dirs.iterator().asScala.filter(Files.isDirectory(_)).foreach { d =>
-        val entries = Files.list(d)
-        try entries.iterator().asScala.filter(_.getFileName.toString.startsWith(prefix)).foreach { f =>
-            val (n, b) = deleteTree(f); files += n; bytes += b
-          }
-        finally entries.close()
-      }
-    finally dirs.close()
-    (files, bytes)
+    val dirs = namesIn(app).map(app.resolve).filter(Files.isDirectory(_))
+    sum(dirs.flatMap(d => namesIn(d).filter(_.startsWith(prefix)).map(n => deleteTree(d.resolve(n)))))
   }
 }

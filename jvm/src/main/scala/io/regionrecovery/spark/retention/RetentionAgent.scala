@@ -192,9 +192,9 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
       }
     }
     val adopted = failures.count(_ == null)
+    val notAdopted = failures.filter(_ != null).distinct
     logInfo(s"region-recovery: adopted $adopted of ${r.outputs.length} map outputs of lost executor " +
-      s"${r.fromExecutor}" +
-      (if (adopted < r.outputs.length) s"; not adopted: ${failures.filter(_ != null).distinct.mkString("; ")}" else ""))
+      r.fromExecutor + (if (notAdopted.isEmpty) "" else s"; not adopted: ${notAdopted.mkString("; ")}"))
     AdoptReply(me, failures, bytes)
   }
 

@@ -72,7 +72,7 @@ object RegionRecoveryBridge {
   // policy as JSON; bad input, or retention off, is an IllegalArgumentException saying what to change.
   // Lists travel as comma-separated strings (py4j passes strings and numbers without conversion).
 
-  /** The policy in force (release, max_bytes_per_host, avoided/preferred executors and hosts, excluded shuffles); null when off. */
+  /** The policy in force, as JSON (see RetentionPolicy.json); null when retention is off. */
   def retentionPolicyJson(): String = {
     val s = CurrentApplication.current
     if (s == null || s.retention == null) null else s.retention.policy.json
@@ -93,7 +93,7 @@ object RegionRecoveryBridge {
     r.updatePolicy(_.copy(avoidedHosts = hosts)).json
   }
 
-  /** Executors tried first, in this order, when a lost executor's outputs are adopted on its host. Replaces the list. */
+  /** Executors tried first, in this order, to adopt a lost executor's outputs on its host. Replaces the list. */
   def setPreferredExecutors(csv: String): String = {
     val r = retention()
     val ids = RetentionPolicy.names(csv, "executor id")

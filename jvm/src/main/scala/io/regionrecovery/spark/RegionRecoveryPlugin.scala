@@ -8,7 +8,8 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.config.ConfigKeys
-import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator, RetentionPolicy}
+import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
+import io.regionrecovery.spark.retention.RetentionPolicy
 
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its

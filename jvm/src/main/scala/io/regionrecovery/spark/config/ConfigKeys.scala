@@ -27,7 +27,8 @@ object ConfigKeys {
       "failure-rate" -> Seq("failure-rate", "failurerate"),
       "exponential-delay" -> Seq("exponential-delay", "exponentialdelay"))),
     "none", "none",
-    "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; exponential-delay, exponentialdelay (any case)",
+    "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; " +
+      "exponential-delay, exponentialdelay (any case)",
     "Restart strategy for failed jobs. Unset means none (Flink's default without checkpointing): " +
       "users opt in to restarts.",
     ReadBy.Python, deprecatedNames = Seq(Prefix + "restart-strategy"))

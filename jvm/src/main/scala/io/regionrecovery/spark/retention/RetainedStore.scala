@@ -2,7 +2,8 @@ package io.regionrecovery.spark.retention
 
 import java.io.{File, IOException}
 import java.nio.charset.StandardCharsets
-import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException, Path, Paths, StandardCopyOption}
+import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException}
+import java.nio.file.{Path, Paths, StandardCopyOption}
 import java.nio.file.attribute.PosixFilePermissions
 
 import scala.jdk.CollectionConverters._
@@ -86,8 +87,7 @@ final class RetainedStore(val root: Path) extends Logging {
         try Files.copy(src, target, StandardCopyOption.REPLACE_EXISTING)
         catch {
           case e: IOException =>
-            try Files.deleteIfExists(target)
-            catch { case NonFatal(_) => }
+            deleteQuietly(target)
             throw new IOException(s"disk full or unwritable while copying ${src.getFileName} to $target: $e", e)
         }
         try Files.setPosixFilePermissions(target, ownerOnlyFile)
@@ -124,6 +124,11 @@ final class RetainedStore(val root: Path) extends Logging {
   private def namesIn(dir: Path): List[String] =
     Using.resource(Files.list(dir))(_.iterator().asScala.map(_.getFileName.toString).toList)
 
+  /** Best-effort removal of a file of ours (a partial copy, an expired lease); a failure is left to the next sweep. */
+  private def deleteQuietly(p: Path): Unit =
+    try Files.deleteIfExists(p)
+    catch { case NonFatal(_) => }
+
   private def sum(deleted: Seq[(Int, Long)]): (Int, Long) = (deleted.map(_._1).sum, deleted.map(_._2).sum)
 
   /**
@@ -138,19 +143,16 @@ final class RetainedStore(val root: Path) extends Logging {
     names.foreach { n =>
       val p = root.resolve(n)
       if (n.endsWith(".tmp")) {
-        if (now - modifiedAt(p) > leaseTimeoutMs) try Files.deleteIfExists(p)
-        catch { case NonFatal(_) => }
+        if (now - modifiedAt(p) > leaseTimeoutMs) deleteQuietly(p)
       } else if (n.endsWith(".lease")) {
         val app = n.stripSuffix(".lease")
         if (app != own && !Files.isDirectory(root.resolve(app)) && leaseExpiry(p, p, leaseTimeoutMs) < now)
-          try Files.deleteIfExists(p)
-          catch { case NonFatal(_) => }
+          deleteQuietly(p)
       } else if (n != own && Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
         val lease = root.resolve(n + ".lease")
         if (leaseExpiry(lease, p, leaseTimeoutMs) < now) {
           val (files, bytes) = deleteTree(p)
-          try Files.deleteIfExists(lease)
-          catch { case NonFatal(_) => }
+          deleteQuietly(lease)
           out += ((n, files, bytes))
         }
       }
@@ -191,9 +193,7 @@ final class RetainedStore(val root: Path) extends Logging {
       } else (made.size, bytes)
     } catch {
       case e: IOException =>
-        made.foreach(p =>
-          try Files.deleteIfExists(p)
-          catch { case NonFatal(_) => })
+        made.foreach(deleteQuietly)
         throw new IOException(s"region-recovery: cannot retain map output $base in $dir " +
             s"(${ConfigKeys.RetainedDir.name}): $e", e)
     }

@@ -31,8 +31,8 @@ object RetentionAgent extends Logging {
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
         a.startLease()
         agent = a
-        logInfo(
-          s"region-recovery: retaining map outputs of executor $executorId in ${a.store.executorDir(a.appId, executorId)}")
+        logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
+          a.store.executorDir(a.appId, executorId))
         Some(RetentionAgentHello(executorId, host, a.ref))
       }
     } catch {
@@ -47,8 +47,10 @@ object RetentionAgent extends Logging {
     agent = null
     if (a != null) {
       a.stopLease()
-      if (a.ref != null) try SparkInternals.unregisterEndpoint(a.ref)
-      catch { case NonFatal(_) => }
+      if (a.ref != null) {
+        try SparkInternals.unregisterEndpoint(a.ref)
+        catch { case NonFatal(_) => }
+      }
     }
   }
 }
@@ -118,7 +120,8 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
       droppedForDriverLoss = true
       val (files, bytes) = store.deleteApp(appId)
       logWarning(s"region-recovery: the driver has not answered for ${now - lastDriverContact} ms " +
-        s"(${ConfigKeys.RetainedLeaseTimeout.name}); deleted this application's $files retained files ($bytes bytes) on this host")
+        s"(${ConfigKeys.RetainedLeaseTimeout.name}); deleted this application's $files retained files " +
+        s"($bytes bytes) on this host")
     }
     sweep()
   } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }

@@ -1,6 +1,7 @@
 package io.regionrecovery.spark.retention
 
-import java.util.concurrent.{ConcurrentLinkedDeque, ExecutionException, FutureTask, RejectedExecutionException, TimeUnit, TimeoutException}
+import java.util.concurrent.{ConcurrentLinkedDeque, ExecutionException, FutureTask, TimeUnit}
+import java.util.concurrent.{RejectedExecutionException, TimeoutException}
 
 import scala.jdk.CollectionConverters._
 import scala.util.Try

@@ -89,7 +89,7 @@ object SparkInternals {
   /** Blocking ask of an endpoint ref received from an executor; throws on timeout or remote failure. */
   def ask(ref: AnyRef, message: AnyRef, timeoutMs: Long): AnyRef =
     ref.asInstanceOf[RpcEndpointRef].askSync[AnyRef](message,
-      new RpcTimeout(timeoutMs.millis, "spark.regionRecovery.retained (adoption ask timeout)"))(ClassTag.AnyRef)
+      new RpcTimeout(timeoutMs.millis, "region-recovery's retention ask timeout (not configurable)"))(ClassTag.AnyRef)
 
   def send(ref: AnyRef, message: AnyRef): Unit = ref.asInstanceOf[RpcEndpointRef].send(message)
 

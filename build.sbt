@@ -34,7 +34,9 @@ lazy val root = (project in file("."))
       (dir * "*.jar").classpath
     },
     libraryDependencies += "org.scalatest" %% "scalatest" % "3.2.19" % Test,
-    scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", "-unchecked"),
+    // A match over a sealed protocol (RetentionMessages) that misses a message does not compile.
+    scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", "-unchecked",
+      "-Wconf:cat=other-match-analysis:error"),
     javacOptions ++= Seq("--release", "17"),
     Test / fork := true,
     Test / parallelExecution := false,

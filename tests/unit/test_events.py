@@ -8,7 +8,9 @@ its fixed fields (strings as i32 indexes into the table, -1 for null); JobStart 
 
 from __future__ import annotations
 
+import dataclasses
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -307,32 +309,71 @@ def test_accepts_bytearray_and_memoryview():
 # ---- golden bytes shared with the JVM suite ------------------------------------------------
 
 # BatchEncoderSuite ("golden batch shared with the Python decoder's tests") asserts that
-# BatchEncoder.encode writes exactly these bytes for these events (first_seq 3, dropped 1).
-GOLDEN_BATCH = bytes.fromhex(
-    "52524231000100000000000000030000000000000001000000060000000167000000036d617000000007636f6c6c6563"
-    "74000000013100000002683100000020436f6d6d616e6420657869746564207769746820636f64652031333720e29c97"
-    "000000040300000000000003e800000001ffffffffffffffff0000000000000002000000000000000000000001000000"
-    "040000000000000000000000000001000000000000000200000002ffffffff0101000000010000000008000000000000"
-    "03e900000000000000000000000000000005000000020000000000000003000000040001000000000000001e00000000"
-    "00000200000000000000000a00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
-    "ff00000e00000000000003ea000000000000000000000005000000020000000000000003000000040000000000000200"
-    "000000020000000100000000000001900a00000000000003eb0000000300000005"
-)
+# BatchEncoder.encode writes exactly the bytes of tests/golden/event-batch.hex for its goldenEvents
+# (first_seq 3, dropped 1): one event of every wire code, every field set. These are those events
+# as the Python decoder must return them.
+GOLDEN_FILE = Path(__file__).resolve().parents[1] / "golden" / "event-batch.hex"
 GOLDEN_EVENTS = [
-    ev.JobStart(1000, 1, None, "g", [
-        ev.StageMeta(0, 0, "map", 4, 0, Determinism.DETERMINATE, False, ()),
-        ev.StageMeta(1, 0, "collect", 2, None, Determinism.UNORDERED, True, (0,)),
+    ev.AppStart(time=1000, app_id="app-1", app_name="golden \u2713", user="alice"),
+    ev.AppEnd(time=1001, exit_code=1),
+    ev.JobStart(time=1002, job_id=1, sql_execution_id=7, job_group="g", stages=[
+        ev.StageMeta(stage_id=0, attempt=0, name="map", num_tasks=4, shuffle_id=0,
+                     determinism=Determinism.DETERMINATE, barrier=False, parents=()),
+        ev.StageMeta(stage_id=1, attempt=0, name="collect", num_tasks=2, shuffle_id=None,
+                     determinism=Determinism.UNORDERED, barrier=True, parents=(0,)),
     ]),
-    ev.TaskEnd(1001, 0, 0, 5, 2, 0, "1", "h1", False, True, 30, 512, 10, ev.TaskEndReason.SUCCESS,
-               -1, -1, -1, -1, None, None, None, None, False, False),
-    ev.MapOutputCommitted(1002, 0, 5, 2, 0, "1", "h1", 512, 2, 1, 400),
-    ev.ExecutorRemoved(1003, "1", "Command exited with code 137 \u2717"),
+    ev.JobEnd(time=1003, job_id=1, succeeded=False, error="boom"),
+    ev.StageSubmitted(time=1004, stage_id=0, attempt=0, num_tasks=4, shuffle_id=0),
+    ev.StageCompleted(time=1005, stage_id=0, attempt=0, num_tasks=4, shuffle_id=0, failure_reason="FetchFailed"),
+    ev.TaskStart(time=1006, stage_id=0, stage_attempt=0, task_id=5, partition=2, attempt=0, executor_id="1",
+                 host="h1", speculative=False),
+    ev.TaskEnd(time=1007, stage_id=0, stage_attempt=1, task_id=6, partition=3, attempt=1, executor_id="1",
+               host="h1", speculative=True, is_shuffle_map=True, duration_ms=30, shuffle_bytes_written=512,
+               shuffle_records_written=10, reason=ev.TaskEndReason.FETCH_FAILED, fetch_shuffle_id=0,
+               fetch_map_id=4, fetch_map_index=1, fetch_reduce_id=3, lost_executor_id="2",
+               block_manager_host="h2", exception_class="org.apache.spark.shuffle.FetchFailedException",
+               message="lost", exit_caused_by_app=False, counts_toward_failures=False),
+    ev.ExecutorAdded(time=1008, executor_id="3", host="h2", cores=4),
+    ev.ExecutorRemoved(time=1009, executor_id="1", reason="Command exited with code 137 \u2717"),
+    ev.BlockManagerRemoved(time=1010, executor_id="1", host="h1", port=7337),
+    ev.ShuffleRegistered(time=1011, shuffle_id=0),
+    ev.ShuffleRemoved(time=1012, shuffle_id=0, blocking=True),
+    ev.MapOutputCommitted(time=1013, shuffle_id=0, map_id=5, map_index=2, stage_attempt=0, executor_id="1",
+                          host="h1", bytes=512, num_partitions=2, non_empty_partitions=1, max_partition_bytes=400),
+    ev.ExecutorPluginStarted(time=1014, executor_id="3", host="h2", pid=4242),
+    ev.MapOutputRetained(time=1015, shuffle_id=0, map_id=5, map_index=2, executor_id="1", host="h1", bytes=512,
+                         files=3, checksum=-7),
+    ev.MapOutputAdopted(time=1016, shuffle_id=0, map_id=5, map_index=2, from_executor="1", to_executor="4",
+                        host="h1", bytes=512, loss_time=1009),
+    ev.MapOutputUnregistered(time=1017, shuffle_id=0, map_id=6, map_index=3, executor_id="1",
+                             reason="not adopted: host h2 is avoided by policy"),
+    ev.RetainedFilesDeleted(time=1018, executor_id=None, host="h1", files=1, bytes=512,
+                            reason="shuffle 0 is excluded from retention"),
+    ev.MapOutputReleased(time=1019, shuffle_id=0, map_id=5, map_index=2, executor_id="4", host="h1", bytes=512,
+                         reason="consumers finished"),
 ]
 
 
+def golden_batch() -> bytes:
+    """The bytes of tests/golden/event-batch.hex ('#' lines are comments, whitespace is layout)."""
+    lines = GOLDEN_FILE.read_text(encoding="ascii").splitlines()
+    return bytes.fromhex("".join("".join(line.split()) for line in lines if not line.lstrip().startswith("#")))
+
+
+def test_golden_batch_covers_every_event_code():
+    codes = {FIELDS[type(e)][0] if type(e) in FIELDS else JOB_START for e in GOLDEN_EVENTS}
+    assert codes == set(range(1, 21))
+
+
 def test_golden_batch_from_the_jvm_encoder():
-    batch = decode_batch(GOLDEN_BATCH)
+    batch = decode_batch(golden_batch())
     assert (batch.first_seq, batch.dropped_total) == (3, 1)
+    assert [type(e) for e in batch.events] == [type(e) for e in GOLDEN_EVENTS]
+    for got, want in zip(batch.events, GOLDEN_EVENTS):
+        for f in dataclasses.fields(want):
+            assert getattr(got, f.name) == getattr(want, f.name), f"{type(want).__name__}.{f.name}"
+    job = batch.events[2]
+    assert [dataclasses.astuple(s) for s in job.stages] == [dataclasses.astuple(s) for s in GOLDEN_EVENTS[2].stages]
     assert batch.events == GOLDEN_EVENTS
 
 
@@ -340,7 +381,7 @@ def test_test_encoder_matches_the_golden_batch():
     enc = Encoder()
     for e in GOLDEN_EVENTS:
         enc.add(e)
-    assert enc.encode(first_seq=3, dropped=1) == GOLDEN_BATCH
+    assert enc.encode(first_seq=3, dropped=1) == golden_batch()
 
 
 # ---- errors --------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ object BatchEncoder {
       if (s == null) -1
       else {
         val t = if (s.length <= MaxMessageChars) s
-          else if (Character.isHighSurrogate(s.charAt(MaxMessageChars - 1))) s.substring(0, MaxMessageChars - 1)
-          else s.substring(0, MaxMessageChars) // never split a surrogate pair
+        else if (Character.isHighSurrogate(s.charAt(MaxMessageChars - 1))) s.substring(0, MaxMessageChars - 1)
+        else s.substring(0, MaxMessageChars) // never split a surrogate pair
         val known = strings.get(t)
         if (known != null) known.intValue
         else { val i = table.size; strings.put(t, i); table.add(t); i }

@@ -2,20 +2,23 @@ package io.regionrecovery.spark
 
 import org.apache.spark.SparkContext
 
+import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.retention.{ReleasePolicy, RetentionCoordinator, RetentionPolicy}
+
 /**
  * What Python calls through py4j (static forwarders of a Scala object). Python never gets called
  * back: it polls `current().drain(...)` on its own thread.
  */
 object RegionRecoveryBridge {
-  def version(): String = RegionRecovery.Version
+  def version(): String = CurrentApplication.Version
 
   /** The state of the running application, or null when neither the plugin nor the listener is installed. */
-  def current(): DriverState = RegionRecovery.current
+  def current(): DriverState = CurrentApplication.current
 
   /** Lets a listener installed through spark.extraListeners see its SparkContext (for queue metrics). */
   def attach(sc: SparkContext): DriverState = {
-    RegionRecovery.attachContext(sc)
-    RegionRecovery.current
+    CurrentApplication.attachContext(sc)
+    CurrentApplication.current
   }
 
   /** Map outputs of a shuffle that Spark's MapOutputTracker holds (-1 if it does not know the shuffle). */
@@ -30,8 +33,9 @@ object RegionRecoveryBridge {
     org.apache.spark.regionrecovery.SparkInternals.listenerTimer(sc, classOf[RegionRecoveryListener].getName) match {
       case Some(t) =>
         val s = t.getSnapshot
-        s"""{"count": ${t.getCount}, "meanNanos": ${s.getMean}, "medianNanos": ${s.getMedian}, """ +
-          s""""p99Nanos": ${s.get99thPercentile}, "maxNanos": ${s.getMax}}"""
+        Json.obj("count" -> t.getCount.toString, "mean_nanos" -> s.getMean.toString,
+          "median_nanos" -> s.getMedian.toString, "p99_nanos" -> s.get99thPercentile.toString,
+          "max_nanos" -> s.getMax.toString)
       case None => "null"
     }
 
@@ -53,13 +57,79 @@ object RegionRecoveryBridge {
 
   /** Retained outputs: the last executor losses handled (adopted, unregistered, timings), as JSON; null when off. */
   def retentionJson(): String = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     if (s == null || s.retention == null) null else s.retention.historyJson
   }
 
   /** The driver's retained-bytes ledger (cap, policy, bytes per host / executor / shuffle, releases); null when off. */
   def retainedLedgerJson(): String = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     if (s == null || s.retention == null) null else s.retention.ledgerJson
+  }
+
+  // ---- the retention policy: Python decides, the driver JVM follows it --------------------------------
+  // Each setter replaces one part of the policy on the coordinator's thread and returns the whole new
+  // policy as JSON; bad input, or retention off, is an IllegalArgumentException saying what to change.
+  // Lists travel as comma-separated strings (py4j passes strings and numbers without conversion).
+
+  /** The policy in force, as JSON (see RetentionPolicy.json); null when retention is off. */
+  def retentionPolicyJson(): String = {
+    val s = CurrentApplication.current
+    if (s == null || s.retention == null) null else s.retention.policy.json
+  }
+
+  private def retention(): RetentionCoordinator = {
+    val s = CurrentApplication.current
+    if (s == null || s.retention == null)
+      throw new IllegalArgumentException(s"retention is off: set ${ConfigKeys.RetainedEnabled.name}=true (and " +
+        "spark.plugins to the region-recovery plugin) before the application starts")
+    s.retention
+  }
+
+  /** Hosts whose lost executors' outputs are not adopted (Spark recomputes them). Replaces the list. */
+  def setAvoidedHosts(csv: String): String = {
+    val r = retention()
+    val hosts = RetentionPolicy.names(csv, "host").toSet
+    r.updatePolicy(_.copy(avoidedHosts = hosts)).json
+  }
+
+  /** Executors tried first, in this order, to adopt a lost executor's outputs on its host. Replaces the list. */
+  def setPreferredExecutors(csv: String): String = {
+    val r = retention()
+    val ids = RetentionPolicy.names(csv, "executor id")
+    r.updatePolicy(_.copy(preferredExecutors = ids)).json
+  }
+
+  /** Executors never chosen to adopt outputs. Replaces the list. */
+  def setAvoidedExecutors(csv: String): String = {
+    val r = retention()
+    val ids = RetentionPolicy.names(csv, "executor id").toSet
+    r.updatePolicy(_.copy(avoidedExecutors = ids)).json
+  }
+
+  /**
+   * Opts one shuffle out of retention (or back in): its outputs are never adopted, and its retained
+   * copies are deleted now and whenever one is retained later; executors keep serving their own files.
+   */
+  def setRetentionExcluded(shuffleId: Int, excluded: Boolean): String = {
+    val r = retention()
+    if (shuffleId < 0) throw new IllegalArgumentException(s"a shuffle id is >= 0, got $shuffleId")
+    r.updatePolicy(p =>
+      p.copy(excludedShuffles =
+        if (excluded) p.excludedShuffles + shuffleId else p.excludedShuffles - shuffleId)).json
+  }
+
+  /** When retained outputs are released: shuffle-cleanup, job-end or consumers-finished (from the next event on). */
+  def setReleasePolicy(name: String): String = {
+    val r = retention()
+    val policy = ReleasePolicy.byName(ConfigKeys.RetainedRelease.parse(Option(name).getOrElse("")))
+    r.updatePolicy(_.copy(release = policy)).json
+  }
+
+  /** Cap on retained bytes per host (0 = none); a lower cap is enforced at once on every host. */
+  def setMaxBytesPerHost(bytes: Long): String = {
+    val r = retention()
+    if (bytes < 0) throw new IllegalArgumentException(s"max bytes per host must be >= 0 (0 = no cap), got $bytes")
+    r.updatePolicy(_.copy(maxBytesPerHost = bytes)).json
   }
 }

@@ -14,7 +14,7 @@ import org.apache.spark.scheduler._
 class RegionRecoveryListener private[spark] (state: DriverState) extends SparkListener {
 
   /** For spark.extraListeners (Spark prefers the SparkConf constructor). */
-  def this(conf: SparkConf) = this(RegionRecovery.startForExtraListener(conf))
+  def this(conf: SparkConf) = this(CurrentApplication.startForExtraListener(conf))
   def this() = this(new SparkConf(false))
 
   private def offer(e: Event): Unit = state.offer(e)

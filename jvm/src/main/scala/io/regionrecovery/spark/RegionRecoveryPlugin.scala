@@ -7,6 +7,10 @@ import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext,
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
+import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
+import io.regionrecovery.spark.retention.RetentionPolicy
+
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
  * own and receives executor reports over the plugin RPC; the executor part gives the shuffle IO
@@ -21,13 +25,15 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   @volatile private var state: DriverState = _
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
-    state = RegionRecovery.startForPlugin(sc)
-    if (Retention.enabled(sc.getConf)) {
-      state.retention = new RetentionCoordinator(sc, new RetainedStore(Retention.root(sc.getConf)), state)
+    state = CurrentApplication.startForPlugin(sc)
+    if (ConfigKeys.RetainedEnabled.read(sc.getConf.getOption)) {
+      val root = RetainedStore.root(ConfigKeys.RetainedDir.read(sc.getConf.getOption))
+      state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state,
+        RetentionPolicy.fromConfig(sc.getConf.getOption))
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root}")
     }
-    SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), RegionRecovery.QueueName)
-    logInfo(s"region-recovery ${RegionRecovery.Version}: listening on queue '${RegionRecovery.QueueName}' " +
+    SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
+    logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +
       s"(event buffer ${state.capacity})")
     Collections.emptyMap()
   }
@@ -39,7 +45,7 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
         state.offer(e)
         if (state.retention != null) state.retention.outputRetained(e)
       case e: Event => state.offer(e)
-      case h: RetentionAgentHello => if (state.retention != null) state.retention.agentRegistered(h)
+      case r: DriverRequest => if (state.retention != null) state.retention.handle(r)
       case other => logWarning(s"region-recovery: ignoring unknown message $other")
     }
     null
@@ -90,7 +96,8 @@ object ExecutorSide extends Logging {
         logWarning("region-recovery: the executor plugin is not loaded (add io.regionrecovery.spark." +
           "RegionRecoveryPlugin to spark.plugins); map outputs are not reported to the driver")
     } else {
-      try ctx.send(e) catch {
+      try ctx.send(e)
+      catch {
         case ex: Exception =>
           if (unsent.getAndIncrement() == 0) logWarning(s"region-recovery: cannot report to the driver: $ex")
       }

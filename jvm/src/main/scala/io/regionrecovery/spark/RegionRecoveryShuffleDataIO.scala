@@ -8,6 +8,8 @@ import org.apache.spark.shuffle.api._
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
+import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
+
 /**
  * `spark.shuffle.sort.io.plugin.class` hook: Spark's local-disk shuffle IO, unchanged, plus reports.
  * The driver part reports shuffle registration and removal (ContextCleaner posts no listener event
@@ -21,24 +23,24 @@ class RegionRecoveryShuffleDataIO(conf: SparkConf) extends ShuffleDataIO {
 
 class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends ShuffleDriverComponents {
   override def initializeApplication(): JMap[String, String] = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     if (s != null) s.shuffleIoActive = true
     delegate.initializeApplication()
   }
   override def cleanupApplication(): Unit = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     // SparkContext.stop calls this after it stopped the executors: only the driver host is left to clean.
     if (s != null && s.retention != null) s.retention.applicationEnd()
     delegate.cleanupApplication()
   }
   override def registerShuffle(shuffleId: Int): Unit = {
     delegate.registerShuffle(shuffleId)
-    RegionRecovery.offer(ShuffleRegisteredEvent(System.currentTimeMillis(), shuffleId))
+    CurrentApplication.offer(ShuffleRegisteredEvent(System.currentTimeMillis(), shuffleId))
   }
   override def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = {
-    RegionRecovery.offer(ShuffleRemovedEvent(System.currentTimeMillis(), shuffleId, blocking))
+    CurrentApplication.offer(ShuffleRemovedEvent(System.currentTimeMillis(), shuffleId, blocking))
     delegate.removeShuffle(shuffleId, blocking)
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     if (s != null && s.retention != null) s.retention.shuffleRemoved(shuffleId)
   }
 
@@ -49,7 +51,7 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
    * and TaskSetManager.executorLost skips its Resubmitted path. The coordinator decides instead.
    */
   override def supportsReliableStorage(): Boolean = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     (s != null && !s.stopped && s.retention != null) || delegate.supportsReliableStorage()
   }
 }
@@ -66,7 +68,8 @@ class ReportingExecutorComponents(delegate: ShuffleExecutorComponents) extends S
     new ReportingMapOutputWriter(delegate.createMapOutputWriter(shuffleId, mapTaskId, numPartitions),
       new CommitReporter(shuffleId, mapTaskId, executorId))
 
-  override def createSingleFileMapOutputWriter(shuffleId: Int, mapId: Long): Optional[SingleSpillShuffleMapOutputWriter] =
+  override def createSingleFileMapOutputWriter(shuffleId: Int, mapId: Long)
+      : Optional[SingleSpillShuffleMapOutputWriter] =
     delegate.createSingleFileMapOutputWriter(shuffleId, mapId).map { w =>
       new ReportingSingleSpillWriter(w, new CommitReporter(shuffleId, mapId, executorId))
     }
@@ -90,7 +93,8 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
       host, total, partitionLengths.length, nonEmpty, max))
     retained.foreach { case (files, bytes) =>
       if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
-        if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files, Retention.digest(checksums)))
+        if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files,
+        RetainedStore.digest(checksums)))
     }
   }
 }

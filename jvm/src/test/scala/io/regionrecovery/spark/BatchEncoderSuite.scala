@@ -1,6 +1,6 @@
 package io.regionrecovery.spark
 
-import java.io.{ByteArrayInputStream, DataInputStream, EOFException}
+import java.io.{ByteArrayInputStream, DataInputStream}
 import java.nio.charset.StandardCharsets.UTF_8
 
 import scala.jdk.CollectionConverters._
@@ -78,8 +78,10 @@ object WireReader {
   /** Value equality for events (JobStart holds arrays, which case-class equality compares by reference). */
   def comparable(e: Event): Any = e match {
     case j: JobStartEvent =>
-      (j.time, j.jobId, j.sqlExecutionId, j.jobGroup, j.stages.toSeq.map(s => (s.stageId, s.attempt, s.name,
-        s.numTasks, s.shuffleId, s.determinism, s.barrier, s.parents.toSeq)))
+      (j.time, j.jobId, j.sqlExecutionId, j.jobGroup,
+        j.stages.toSeq.map(s =>
+          (s.stageId, s.attempt, s.name,
+            s.numTasks, s.shuffleId, s.determinism, s.barrier, s.parents.toSeq)))
     case other => other
   }
 
@@ -99,11 +101,12 @@ class BatchEncoderSuite extends AnyFunSuite {
     exceptionClass = "org.apache.spark.shuffle.FetchFailedException", message = "Failed to connect",
     exitCausedByApp = false, countsTowardFailures = true)
 
-  private val jobStart = JobStartEvent(1700000000000L, 5, 17L, "nightly", Array(
-    StageMeta(20, 0, "map at etl.py:10", 200, 7, 0, false, Array()),
-    StageMeta(21, 1, "map at etl.py:20", 50, 8, 1, false, Array()),
-    StageMeta(22, 2, "join at etl.py:30", 64, 9, 2, true, Array(20, 21)),
-    StageMeta(23, 0, null, 8, -1, 0, false, Array(22))))
+  private val jobStart = JobStartEvent(1700000000000L, 5, 17L, "nightly",
+    Array(
+      StageMeta(20, 0, "map at etl.py:10", 200, 7, 0, false, Array()),
+      StageMeta(21, 1, "map at etl.py:20", 50, 8, 1, false, Array()),
+      StageMeta(22, 2, "join at etl.py:30", 64, 9, 2, true, Array(20, 21)),
+      StageMeta(23, 0, null, 8, -1, 0, false, Array(22))))
 
   private val committed = MapOutputCommittedEvent(19L, 21, (1L << 34) + 3, 9, 1, "exec-7", "host-a.example",
     (1L << 32) + 17, 200, 150, (1L << 31) + 1)
@@ -275,28 +278,61 @@ class BatchEncoderSuite extends AnyFunSuite {
   }
 
   /**
-   * The same bytes are pinned in tests/unit/test_events.py (GOLDEN_BATCH), where the Python decoder
-   * must turn them back into these events: the two sides of the wire cannot drift apart unnoticed.
+   * One event of every code, with every field set to a value of its own. tests/unit/test_events.py
+   * (GOLDEN_EVENTS) lists the same events as the Python decoder must return them; both suites read
+   * the bytes from tests/golden/event-batch.hex, so the two sides of the wire cannot drift apart.
    */
-  test("golden batch shared with the Python decoder's tests") {
-    val events = Seq(
-      JobStartEvent(1000L, 1, -1L, "g", Array(
+  private val goldenEvents: Seq[Event] = Seq(
+    AppStartEvent(1000L, "app-1", "golden \u2713", "alice"),
+    AppEndEvent(1001L, 1),
+    JobStartEvent(1002L, 1, 7L, "g",
+      Array(
         StageMeta(0, 0, "map", 4, 0, 0, false, Array()),
         StageMeta(1, 0, "collect", 2, -1, 1, true, Array(0)))),
-      TaskEndEvent(1001L, 0, 0, 5L, 2, 0, "1", "h1", false, true, 30L, 512L, 10L, Event.Reason.Success,
-        -1, -1L, -1, -1, null, null, null, null, false, false),
-      MapOutputCommittedEvent(1002L, 0, 5L, 2, 0, "1", "h1", 512L, 2, 1, 400L),
-      ExecutorRemovedEvent(1003L, "1", "Command exited with code 137 \u2717"))
-    val golden =
-      "52524231000100000000000000030000000000000001000000060000000167000000036d617000000007636f6c6c6563" +
-      "74000000013100000002683100000020436f6d6d616e6420657869746564207769746820636f64652031333720e29c97" +
-      "000000040300000000000003e800000001ffffffffffffffff0000000000000002000000000000000000000001000000" +
-      "040000000000000000000000000001000000000000000200000002ffffffff0101000000010000000008000000000000" +
-      "03e900000000000000000000000000000005000000020000000000000003000000040001000000000000001e00000000" +
-      "00000200000000000000000a00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff" +
-      "ff00000e00000000000003ea000000000000000000000005000000020000000000000003000000040000000000000200" +
-      "000000020000000100000000000001900a00000000000003eb0000000300000005"
-    val hex = encode(events: _*)(firstSeq = 3L, dropped = 1L).map(b => f"${b & 0xff}%02x").mkString
-    assert(hex == golden)
+    JobEndEvent(1003L, 1, succeeded = false, "boom"),
+    StageSubmittedEvent(1004L, 0, 0, 4, 0),
+    StageCompletedEvent(1005L, 0, 0, 4, 0, "FetchFailed"),
+    TaskStartEvent(1006L, 0, 0, 5L, 2, 0, "1", "h1", false),
+    TaskEndEvent(1007L, 0, 1, 6L, 3, 1, "1", "h1", true, true, 30L, 512L, 10L, Event.Reason.FetchFailed,
+      0, 4L, 1, 3, "2", "h2", "org.apache.spark.shuffle.FetchFailedException", "lost", false, false),
+    ExecutorAddedEvent(1008L, "3", "h2", 4),
+    ExecutorRemovedEvent(1009L, "1", "Command exited with code 137 \u2717"),
+    BlockManagerRemovedEvent(1010L, "1", "h1", 7337),
+    ShuffleRegisteredEvent(1011L, 0),
+    ShuffleRemovedEvent(1012L, 0, blocking = true),
+    MapOutputCommittedEvent(1013L, 0, 5L, 2, 0, "1", "h1", 512L, 2, 1, 400L),
+    ExecutorPluginStartedEvent(1014L, "3", "h2", 4242L),
+    MapOutputRetainedEvent(1015L, 0, 5L, 2, "1", "h1", 512L, 3, -7L),
+    MapOutputAdoptedEvent(1016L, 0, 5L, 2, "1", "4", "h1", 512L, 1009L),
+    MapOutputUnregisteredEvent(1017L, 0, 6L, 3, "1", "not adopted: host h2 is avoided by policy"),
+    RetainedFilesDeletedEvent(1018L, null, "h1", 1, 512L, "shuffle 0 is excluded from retention"),
+    MapOutputReleasedEvent(1019L, 0, 5L, 2, "4", "h1", 512L, "consumers finished"))
+
+  /** tests/golden/event-batch.hex, found from the working directory (sbt forks tests in the repo root) upwards. */
+  private def goldenFile: java.nio.file.Path = {
+    val relative = java.nio.file.Paths.get("tests", "golden", "event-batch.hex")
+    Iterator.iterate(java.nio.file.Paths.get(System.getProperty("user.dir")).toAbsolutePath)(_.getParent)
+      .takeWhile(_ != null).map(_.resolve(relative)).find(java.nio.file.Files.isRegularFile(_))
+      .getOrElse(fail(s"$relative not found from ${System.getProperty("user.dir")} upwards"))
+  }
+
+  /** The hex digits of a golden file: '#' lines are comments, whitespace is layout. */
+  private def goldenHex(text: String): String =
+    text.linesIterator.filterNot(_.trim.startsWith("#")).mkString.filterNot(_.isWhitespace)
+
+  test("golden batch shared with the Python decoder's tests covers every event code") {
+    assert(goldenEvents.map(_.code).sorted == (1 to 20), "one event of every code in Events.scala")
+    val hex = encode(goldenEvents: _*)(firstSeq = 3L, dropped = 1L).map(b => f"${b & 0xff}%02x").mkString
+    if (sys.env.get("REGION_RECOVERY_WRITE_GOLDEN").contains("1")) { // regenerate after a deliberate format change
+      val header = "# BatchEncoder.encode of BatchEncoderSuite's goldenEvents (first seq 3, dropped 1); the Python\n" +
+        "# decoder must return tests/unit/test_events.py's GOLDEN_EVENTS from it. Regenerate with\n" +
+        "# REGION_RECOVERY_WRITE_GOLDEN=1 build/sbt \"testOnly *BatchEncoderSuite\", never by hand.\n"
+      java.nio.file.Files.writeString(java.nio.file.Paths.get("tests", "golden", "event-batch.hex").toAbsolutePath,
+        header + hex.grouped(96).mkString("", "\n", "\n"))
+    }
+    val golden = goldenHex(java.nio.file.Files.readString(goldenFile))
+    assert(hex == golden, "BatchEncoder's output differs from tests/golden/event-batch.hex")
+    assert(decode(golden.grouped(2).map(Integer.parseInt(_, 16).toByte).toArray).events.map(comparable) ==
+      goldenEvents.map(comparable))
   }
 }

@@ -115,7 +115,7 @@ class EventBufferSuite extends AnyFunSuite {
   }
 
   private final case class RunResult(offered: Long, accepted: Long, dropped: Long, drained: Vector[Event],
-                                     seqContiguous: Boolean)
+      seqContiguous: Boolean)
 
   /** 4 producers x 50k offers, one drainer draining concurrently until everything accepted is out. */
   private def concurrentRun(capacity: Int): RunResult = {

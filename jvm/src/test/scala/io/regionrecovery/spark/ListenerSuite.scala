@@ -1,11 +1,14 @@
 package io.regionrecovery.spark
 
 import scala.collection.mutable.ArrayBuffer
+import scala.jdk.CollectionConverters._
 
 import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.regionrecovery.SparkInternals
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
+
+import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 
 /** The plugin, the listener and the shuffle IO hook in a real local[2] SparkContext. */
 class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
@@ -20,7 +23,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   override def beforeEach(): Unit = {
     super.beforeEach()
-    stateBefore = RegionRecovery.current
+    stateBefore = CurrentApplication.current
   }
 
   override def afterEach(): Unit = {
@@ -71,7 +74,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     events.collect { case e: T => e }
 
   private def freshState(): DriverState = {
-    val s = RegionRecovery.current
+    val s = CurrentApplication.current
     assert(s != null, "nothing installed")
     assert(s ne stateBefore, "the application must get a state of its own")
     assert(!s.stopped)
@@ -127,11 +130,13 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(ofType[JobEndEvent](events).map(e => (e.jobId, e.succeeded)) == Seq((job.jobId, true)))
 
     val status = state.statusJson
-    assert(status.contains("\"installedBy\": \"plugin\""), status)
-    assert(status.contains("\"shuffleIo\": true"), status)
+    assert(status.contains("\"installed_by\": \"plugin\""), status)
+    assert(status.contains("\"shuffle_io\": true"), status)
     assert(status.contains("\"queue\": \"regionRecovery\""), status)
     assert(status.contains("\"dropped\": 0"), status)
-    assert(status.contains(s""""appId": "${sc.applicationId}""""), status)
+    assert(status.contains(s""""app_id": "${sc.applicationId}""""), status)
+    val keys = new com.fasterxml.jackson.databind.ObjectMapper().readTree(status).fieldNames().asScala.toSeq
+    assert(keys.size == 16 && keys.forall(_.matches("[a-z0-9_]+")), s"snake_case keys only: $keys")
     assert(state.buffer.droppedCount == 0)
   }
 
@@ -152,11 +157,11 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(ofType[MapOutputCommittedEvent](events).isEmpty) // no shuffle IO hook configured
 
     val status = state.statusJson
-    assert(status.contains("\"installedBy\": \"extraListeners\""), status)
-    assert(status.contains("\"shuffleIo\": false"), status)
+    assert(status.contains("\"installed_by\": \"extraListeners\""), status)
+    assert(status.contains("\"shuffle_io\": false"), status)
     assert(status.contains("\"queue\": \"shared\""), status)
     assert(RegionRecoveryBridge.attach(sc) eq state)
-    assert(state.statusJson.contains(s""""appId": "${sc.applicationId}""""))
+    assert(state.statusJson.contains(s""""app_id": "${sc.applicationId}""""))
   }
 
   test("plugin and spark.extraListeners together: task events are not duplicated") {
@@ -167,13 +172,13 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     RegionRecoveryBridge.waitForListeners(sc, 10000)
     val events = drainUntil(state)(evs => ofType[MapOutputCommittedEvent](evs).size >= 4)
 
-    assert(RegionRecovery.current eq state, "the extra listener must not replace the plugin's state")
+    assert(CurrentApplication.current eq state, "the extra listener must not replace the plugin's state")
     assert(ofType[AppStartEvent](events).size == 1)
     assert(ofType[JobStartEvent](events).size == 1)
     assert(ofType[TaskStartEvent](events).size == 8)
     assert(ofType[TaskEndEvent](events).size == 8)
     assert(ofType[MapOutputCommittedEvent](events).size == 4)
-    assert(state.statusJson.contains("\"installedBy\": \"plugin\""))
+    assert(state.statusJson.contains("\"installed_by\": \"plugin\""))
   }
 
   test("the executor plugin opens the channel to the driver and says hello with its pid") {
@@ -185,7 +190,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     val Seq(hello) = ofType[ExecutorPluginStartedEvent](events)
     assert(hello.executorId == "driver")
     assert(hello.pid == ProcessHandle.current().pid())
-    assert(state.statusJson.contains("\"executorsReporting\": 1"))
+    assert(state.statusJson.contains("\"executors_reporting\": 1"))
   }
 
   test("a fenced retention agent deletes every map output its block manager serves") {
@@ -212,15 +217,15 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     sc.stop()
     sc = null
     assert(first.stopped)
-    val orphansBefore = RegionRecovery.orphanEvents
-    RegionRecovery.offer(ShuffleRegisteredEvent(1L, 99))
-    assert(RegionRecovery.orphanEvents == orphansBefore + 1)
+    val orphansBefore = CurrentApplication.orphanEvents
+    CurrentApplication.offer(ShuffleRegisteredEvent(1L, 99))
+    assert(CurrentApplication.orphanEvents == orphansBefore + 1)
     val leftovers = decode(first.drain(100000, 0)).events
     assert(ofType[AppEndEvent](leftovers).size == 1)
     assert(!leftovers.contains(ShuffleRegisteredEvent(1L, 99)))
 
     sc = new SparkContext(pluginConf())
-    val second = RegionRecovery.current
+    val second = CurrentApplication.current
     assert(second ne first)
     assert(!second.stopped && second.installedBy == "plugin")
   }

@@ -49,17 +49,19 @@ object ExchangeReuse {
   def recordReuse(): Unit = reusedTotal.incrementAndGet()
 
   /** Records every shuffle stage a failed query materialized (called on the listener thread). */
-  def capture(plan: SparkPlan): Int = if (!active) 0 else {
-    var n = 0
-    materializedShuffles(plan).foreach { e =>
-      e.getTagValue(KeyTag).foreach { key =>
-        completed.put(key, e)
-        n += 1
+  def capture(plan: SparkPlan): Int =
+    if (!active) 0
+    else {
+      var n = 0
+      materializedShuffles(plan).foreach { e =>
+        e.getTagValue(KeyTag).foreach { key =>
+          completed.put(key, e)
+          n += 1
+        }
       }
+      capturedTotal.addAndGet(n.toLong)
+      n
     }
-    capturedTotal.addAndGet(n.toLong)
-    n
-  }
 
   /** Materialized shuffle exchanges anywhere in an executed plan, including inside AQE and commands. */
   private def materializedShuffles(plan: SparkPlan): Seq[ShuffleExchangeExec] = {

@@ -12,24 +12,27 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
  * Top-down, so the largest matching subtree is replaced and nothing below it is planned again.
  */
 class ExchangeReuseRule extends Rule[SparkPlan] {
-  override def apply(plan: SparkPlan): SparkPlan = if (!ExchangeReuse.active) plan else {
-    plan.transformDown {
-      case e: ShuffleExchangeExec =>
-        val key = e.canonicalized
-        ExchangeReuse.lookup(key) match {
-          case Some(done) =>
-            ExchangeReuse.recordReuse()
-            val reused = ReusedShuffleExchangeExec(e.outputPartitioning, done, ReusedShuffleSourceExec(e.child.output))
-            // AQE links each new query stage to a logical node (asserted), found on the exchange or
-            // below it; the subtree below is gone here, so carry the link over.
-            e.logicalLink.orElse(e.collectFirst { case p if p.logicalLink.isDefined => p.logicalLink.get })
-              .foreach(reused.setLogicalLink)
-            reused.setTagValue(ExchangeReuse.KeyTag, key)
-            reused
-          case None =>
-            e.setTagValue(ExchangeReuse.KeyTag, key)
-            e
-        }
+  override def apply(plan: SparkPlan): SparkPlan =
+    if (!ExchangeReuse.active) plan
+    else {
+      plan.transformDown {
+        case e: ShuffleExchangeExec =>
+          val key = e.canonicalized
+          ExchangeReuse.lookup(key) match {
+            case Some(done) =>
+              ExchangeReuse.recordReuse()
+              val reused =
+                ReusedShuffleExchangeExec(e.outputPartitioning, done, ReusedShuffleSourceExec(e.child.output))
+              // AQE links each new query stage to a logical node (asserted), found on the exchange or
+              // below it; the subtree below is gone here, so carry the link over.
+              e.logicalLink.orElse(e.collectFirst { case p if p.logicalLink.isDefined => p.logicalLink.get })
+                .foreach(reused.setLogicalLink)
+              reused.setTagValue(ExchangeReuse.KeyTag, key)
+              reused
+            case None =>
+              e.setTagValue(ExchangeReuse.KeyTag, key)
+              e
+          }
+      }
     }
-  }
 }

@@ -1,6 +1,7 @@
 package org.apache.spark.regionrecovery
 
 import java.io.File
+import java.util.concurrent.{ExecutorService, ScheduledExecutorService}
 
 import scala.concurrent.duration._
 import scala.reflect.ClassTag
@@ -10,6 +11,7 @@ import org.apache.spark.rpc.{RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv
 import org.apache.spark.scheduler.{SparkListenerInterface, StageInfo}
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleChecksumUtils}
 import org.apache.spark.storage.BlockManagerId
+import org.apache.spark.util.ThreadUtils
 import org.apache.spark.util.collection.OpenHashSet
 
 /**
@@ -35,6 +37,13 @@ object SparkInternals {
   /** Blocks until every listener-bus queue is empty, so listeners have seen all posted events. */
   def waitUntilListenersIdle(sc: SparkContext, timeoutMs: Long): Unit = sc.listenerBus.waitUntilEmpty(timeoutMs)
 
+  /** One daemon thread named exactly `name`, from Spark's own factory (ThreadUtils). */
+  def newDaemonSingleThreadExecutor(name: String): ExecutorService = ThreadUtils.newDaemonSingleThreadExecutor(name)
+
+  /** One daemon thread named exactly `name` that runs delayed and periodic work; cancelled tasks are dropped. */
+  def newDaemonSingleThreadScheduledExecutor(name: String): ScheduledExecutorService =
+    ThreadUtils.newDaemonSingleThreadScheduledExecutor(name)
+
   def shuffleId(stage: StageInfo): Int = stage.shuffleDepId.getOrElse(-1)
 
   /** 0 = DETERMINATE, 1 = UNORDERED, 2 = INDETERMINATE: the output level of the stage's last RDD. */
@@ -58,7 +67,7 @@ object SparkInternals {
   def unregisterAllMapOutputs(shuffleId: Int): Boolean =
     tracker.containsShuffle(shuffleId) && { tracker.unregisterAllMapAndMergeOutput(shuffleId); true }
 
-  // ---- retention (issue 5): RPC between the driver and executors' retention agents -------------
+  // ---- retention: RPC between the driver and the executors' retention agents --------------------
 
   /**
    * Registers `handler` as an RPC endpoint on this JVM's RpcEnv (an executor's is client-mode: it
@@ -80,7 +89,7 @@ object SparkInternals {
   /** Blocking ask of an endpoint ref received from an executor; throws on timeout or remote failure. */
   def ask(ref: AnyRef, message: AnyRef, timeoutMs: Long): AnyRef =
     ref.asInstanceOf[RpcEndpointRef].askSync[AnyRef](message,
-      new RpcTimeout(timeoutMs.millis, "spark.regionRecovery.retained (adoption ask timeout)"))(ClassTag.AnyRef)
+      new RpcTimeout(timeoutMs.millis, "region-recovery's retention ask timeout (not configurable)"))(ClassTag.AnyRef)
 
   def send(ref: AnyRef, message: AnyRef): Unit = ref.asInstanceOf[RpcEndpointRef].send(message)
 
@@ -88,7 +97,8 @@ object SparkInternals {
     override def receive: PartialFunction[Any, Unit] = { case m: AnyRef => handler(m) }
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
       case m: AnyRef =>
-        try context.reply(handler(m)) catch {
+        try context.reply(handler(m))
+        catch {
           case scala.util.control.NonFatal(e) => context.sendFailure(e)
         }
     }

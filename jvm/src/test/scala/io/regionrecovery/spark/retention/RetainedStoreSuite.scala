@@ -1,10 +1,11 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.retention
 
 import java.io.{File, IOException}
 import java.nio.file.{Files, Path}
 import java.nio.file.attribute.PosixFilePermissions
 
 import scala.jdk.CollectionConverters._
+import scala.util.Using
 
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -12,7 +13,8 @@ class RetainedStoreSuite extends AnyFunSuite {
   private def withRoot(f: (Path, RetainedStore) => Unit): Unit = {
     val tmp = Files.createTempDirectory("rr-store-")
     val root = tmp.resolve("retained")
-    try f(root, new RetainedStore(root.toAbsolutePath.normalize())) finally {
+    try f(root, new RetainedStore(root.toAbsolutePath.normalize()))
+    finally {
       def rm(p: Path): Unit = { if (Files.isDirectory(p)) Files.list(p).forEach(rm); Files.deleteIfExists(p) }
       rm(tmp)
     }
@@ -28,7 +30,8 @@ class RetainedStoreSuite extends AnyFunSuite {
       val blockmgr = root.getParent.resolve("blockmgr")
       val data = file(blockmgr, "shuffle_1_5_0.data", 100)
       val index = file(blockmgr, "shuffle_1_5_0.index", 24)
-      val (files, bytes) = store.retain("app-1", "3", "shuffle_1_5", Seq(data, index, new File(blockmgr.toFile, "absent")))
+      val (files, bytes) =
+        store.retain("app-1", "3", "shuffle_1_5", Seq(data, index, new File(blockmgr.toFile, "absent")))
       assert(files == 2 && bytes == 124)
       val kept = root.resolve("app-1").resolve("3").resolve("shuffle_1_5_0.data")
       assert(Files.isSameFile(kept, data.toPath), "a hard link, not a copy")
@@ -94,7 +97,8 @@ class RetainedStoreSuite extends AnyFunSuite {
     val shm = java.nio.file.Paths.get("/dev/shm")
     Files.createDirectories(root)
     if (Files.isDirectory(shm) && Files.getFileStore(shm) != Files.getFileStore(root))
-      Some(Files.createTempDirectory(shm, "rr-src-")) else None
+      Some(Files.createTempDirectory(shm, "rr-src-"))
+    else None
   }
 
   test("a full disk fails the copy with a clear error before writing a byte") {
@@ -118,10 +122,11 @@ class RetainedStoreSuite extends AnyFunSuite {
     withRoot { (root, store) =>
       val bm = root.getParent.resolve("bm")
       val dir = store.executorDir("app-1", "1")
-      for (m <- Seq(5L, 50L)) store.retain("app-1", "1", s"shuffle_2_$m", Seq(file(bm, s"shuffle_2_${m}_0.data", 10),
-        file(bm, s"shuffle_2_${m}_0.index", 16), file(bm, s"shuffle_2_${m}_0.checksum.ADLER32", 8)))
+      for (m <- Seq(5L, 50L)) store.retain("app-1", "1", s"shuffle_2_$m",
+        Seq(file(bm, s"shuffle_2_${m}_0.data", 10),
+          file(bm, s"shuffle_2_${m}_0.index", 16), file(bm, s"shuffle_2_${m}_0.checksum.ADLER32", 8)))
       assert(store.releaseOutputs("app-1", "1", Seq(OutputRef(2, 5L, 0))) == ((3, 34L)))
-      val left = { val l = Files.list(dir); try l.iterator().asScala.map(_.getFileName.toString).toSet finally l.close() }
+      val left = Using.resource(Files.list(dir))(_.iterator().asScala.map(_.getFileName.toString).toSet)
       assert(left == Set("shuffle_2_50_0.data", "shuffle_2_50_0.index", "shuffle_2_50_0.checksum.ADLER32"))
     }
   }
@@ -143,7 +148,7 @@ class RetainedStoreSuite extends AnyFunSuite {
       assert(swept.map(_._1).toSet == Set("app-dead", "app-nolease"),
         "no lease: its directory's mtime (a minute ago) plus the 30 s timeout has passed")
       assert(swept.find(_._1 == "app-dead").get._2 == 1)
-      val left = { val l = Files.list(root); try l.iterator().asScala.map(_.getFileName.toString).toSet finally l.close() }
+      val left = Using.resource(Files.list(root))(_.iterator().asScala.map(_.getFileName.toString).toSet)
       assert(left == Set("app-live", "app-live.lease", "app-own", "app-own.lease", "app-corrupt", "app-corrupt.lease"),
         "a corrupt lease counts from its mtime: recent, so kept")
     }

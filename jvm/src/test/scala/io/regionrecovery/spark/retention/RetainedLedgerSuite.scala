@@ -1,4 +1,4 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.retention
 
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -10,7 +10,7 @@ class RetainedLedgerSuite extends AnyFunSuite {
     l.jobStarted(job, sql, Seq((stage, shuffle, Array.empty[Int]), (stage + 1, -1, Array(stage))))
 
   test("the cap releases the least recently used outputs of shuffles no running job uses") {
-    val l = new RetainedLedger(maxBytesPerHost = 250, ReleasePolicy.ShuffleCleanup)
+    val l = new RetainedLedger(initialMaxBytesPerHost = 250, ReleasePolicy.ShuffleCleanup)
     runJob(l, 0, 0, shuffle = 0)
     assert(l.retained(0, 10L, 0, "1", "h", 100).isEmpty)
     assert(l.retained(0, 11L, 1, "1", "h", 100).isEmpty)
@@ -22,7 +22,7 @@ class RetainedLedgerSuite extends AnyFunSuite {
   }
 
   test("outputs of shuffles in use are never released: the cap is exceeded and counted") {
-    val l = new RetainedLedger(maxBytesPerHost = 100, ReleasePolicy.ShuffleCleanup)
+    val l = new RetainedLedger(initialMaxBytesPerHost = 100, ReleasePolicy.ShuffleCleanup)
     runJob(l, 0, 0, shuffle = 0)
     assert(l.retained(0, 1L, 0, "1", "h", 80).isEmpty)
     assert(l.retained(0, 2L, 1, "1", "h", 80).isEmpty)
@@ -34,7 +34,7 @@ class RetainedLedgerSuite extends AnyFunSuite {
   }
 
   test("the cap is per host") {
-    val l = new RetainedLedger(maxBytesPerHost = 100, ReleasePolicy.ShuffleCleanup)
+    val l = new RetainedLedger(initialMaxBytesPerHost = 100, ReleasePolicy.ShuffleCleanup)
     assert(l.retained(0, 1L, 0, "1", "a", 90).isEmpty)
     assert(l.retained(0, 2L, 1, "2", "b", 90).isEmpty)
     assert(keys(l.retained(1, 3L, 0, "1", "a", 20)) == Seq((0, 1L)))
@@ -42,7 +42,7 @@ class RetainedLedgerSuite extends AnyFunSuite {
   }
 
   test("recently used shuffles are kept longer: a job reading shuffle 0 again makes shuffle 1 the oldest") {
-    val l = new RetainedLedger(maxBytesPerHost = 250, ReleasePolicy.ShuffleCleanup)
+    val l = new RetainedLedger(initialMaxBytesPerHost = 250, ReleasePolicy.ShuffleCleanup)
     runJob(l, 0, 0, shuffle = 0); l.retained(0, 1L, 0, "1", "h", 100); l.jobEnded(0, succeeded = true)
     runJob(l, 1, 2, shuffle = 1); l.retained(1, 2L, 0, "1", "h", 100); l.jobEnded(1, succeeded = true)
     l.jobStarted(2, -1L, Seq((4, 0, Array.empty[Int]), (5, -1, Array(4)))); l.jobEnded(2, succeeded = true)
@@ -102,13 +102,56 @@ class RetainedLedgerSuite extends AnyFunSuite {
     assert(keys(l.jobEnded(0, succeeded = true)) == Seq((0, 1L)), "stage 2 never ran: dropped at the job's end")
   }
 
-  test("an unknown policy or a bad size is a clear error") {
-    val e = intercept[IllegalArgumentException](ReleasePolicy.parse("sometimes"))
-    assert(e.getMessage.contains("shuffle-cleanup, job-end, consumers-finished"))
-    val conf = new org.apache.spark.SparkConf(false).set(Retention.MaxBytesKey, "lots")
-    assert(intercept[IllegalArgumentException](Retention.maxBytes(conf)).getMessage.contains("512m"))
-    assert(Retention.maxBytes(conf.set(Retention.MaxBytesKey, "2m")) == 2L * 1024 * 1024)
-    val lease = new org.apache.spark.SparkConf(false).set(Retention.LeaseTimeoutKey, "10ms")
-    assert(intercept[IllegalArgumentException](Retention.leaseTimeoutMs(lease)).getMessage.contains("at least 1s"))
+  test("a lower cap at runtime is enforced at once on every host, least recently used first, never a shuffle in use") {
+    val l = new RetainedLedger(0, ReleasePolicy.ShuffleCleanup)
+    runJob(l, 0, 0, shuffle = 0); l.retained(0, 1L, 0, "1", "a", 100); l.retained(0, 2L, 1, "2", "b", 100)
+    l.jobEnded(0, succeeded = true)
+    runJob(l, 1, 2, shuffle = 1); l.retained(1, 3L, 0, "1", "a", 100); l.jobEnded(1, succeeded = true)
+    runJob(l, 2, 4, shuffle = 2); l.retained(2, 4L, 0, "1", "a", 100) // shuffle 2 stays in use
+    assert(keys(l.setMaxBytesPerHost(150)) == Seq((0, 1L), (1, 3L)), "host a: shuffle 0, then 1; 2 is in use")
+    assert(l.bytesOnHost("a") == 100 && l.bytesOnHost("b") == 100 && l.maxBytesPerHost == 150 && l.overCap == 0)
+    assert(keys(l.setMaxBytesPerHost(50)) == Seq((0, 2L)), "host b goes under the cap; host a only has shuffle 2")
+    assert(l.overCap == 1, "host a is over the cap with an output in use")
+    assert(l.setMaxBytesPerHost(1000).isEmpty && l.setMaxBytesPerHost(0).isEmpty,
+      "a higher cap or none releases nothing")
+    assert(l.released == 3)
+  }
+
+  test("the release policy changes at runtime and decides from the next lifecycle event on") {
+    val l = new RetainedLedger(0, ReleasePolicy.ShuffleCleanup)
+    runJob(l, 0, 0, shuffle = 0); l.retained(0, 1L, 0, "1", "h", 10)
+    assert(l.jobEnded(0, succeeded = true).isEmpty, "shuffle-cleanup keeps it")
+    l.setPolicy(ReleasePolicy.JobEnd)
+    assert(l.policy == ReleasePolicy.JobEnd && l.size == 1, "nothing is released when the policy changes")
+    runJob(l, 1, 2, shuffle = 0)
+    assert(keys(l.jobEnded(1, succeeded = true)) == Seq((0, 1L)))
+  }
+
+  test("dropping an excluded shuffle's outputs forgets their bytes and keeps its lifecycle") {
+    val l = new RetainedLedger(0, ReleasePolicy.ConsumersFinished)
+    l.jobStarted(0, -1L, Seq((0, 0, Array.empty[Int]), (1, -1, Array(0))))
+    l.retained(0, 1L, 0, "1", "h", 10); l.retained(0, 2L, 1, "1", "h", 10)
+    assert(keys(l.dropShuffle(0)) == Seq((0, 1L), (0, 2L)))
+    assert(l.size == 0 && l.bytesOnHost("h") == 0 && l.released == 0, "not a release")
+    l.retained(0, 3L, 2, "1", "h", 10) // e.g. retained again after the shuffle is included again
+    assert(keys(l.stageCompleted(1, succeeded = true)) == Seq((0, 3L)), "its consumers are still tracked")
+  }
+
+  test("the ledger JSON: snake_case keys, bytes per host, executor and shuffle") {
+    val l = new RetainedLedger(100, ReleasePolicy.ShuffleCleanup)
+    runJob(l, 0, 0, shuffle = 0)
+    l.retained(0, 1L, 0, "1", "h", 80); l.retained(0, 2L, 1, "1", "h", 80)
+    val json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(l.json)
+    import scala.jdk.CollectionConverters._
+    assert(json.fieldNames().asScala.toSeq == Seq("max_bytes_per_host", "policy", "outputs", "bytes", "hosts",
+      "executors", "shuffles", "released", "released_bytes", "over_cap"))
+    assert(json.get("max_bytes_per_host").asLong == 100 && json.get("over_cap").asLong == 1)
+    assert(json.get("hosts").get("h").asLong == 160 && json.get("shuffles").get("0").asLong == 160)
+  }
+
+  test("every canonical value of retained.release names a release policy, and no other") {
+    val canonical = io.regionrecovery.spark.config.ConfigKeys.RetainedRelease.tpe.choices.get.map(_._2).distinct
+    assert(canonical.map(ReleasePolicy.byName) == ReleasePolicy.all)
+    intercept[IllegalArgumentException](ReleasePolicy.byName("sometimes"))
   }
 }

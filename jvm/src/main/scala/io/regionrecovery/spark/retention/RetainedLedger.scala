@@ -1,8 +1,10 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.retention
 
 import scala.collection.mutable
 
-/** When retained outputs are released before Spark cleans their shuffle (issue 5, item 3). */
+import io.regionrecovery.spark.Json
+
+/** When retained outputs are released before Spark cleans their shuffle, or the application ends. */
 sealed abstract class ReleasePolicy(val name: String)
 
 object ReleasePolicy {
@@ -15,16 +17,14 @@ object ReleasePolicy {
 
   val all: Seq[ReleasePolicy] = Seq(ShuffleCleanup, JobEnd, ConsumersFinished)
 
-  def parse(raw: String): ReleasePolicy = {
-    val v = raw.trim.toLowerCase(java.util.Locale.ROOT)
-    all.find(_.name == v).getOrElse(throw new IllegalArgumentException(
-      s"${Retention.ReleaseKey} must be one of ${all.map(_.name).mkString(", ")}, got '$raw'"))
-  }
+  /** The policy of a canonical name (spark.regionRecovery.retained.release parses what users write). */
+  def byName(name: String): ReleasePolicy =
+    all.find(_.name == name).getOrElse(throw new IllegalArgumentException(s"unknown release policy '$name'"))
 }
 
 /** One retained map output as the driver accounts it. */
 final class RetainedEntry(val shuffleId: Int, val mapId: Long, val mapIndex: Int,
-                          var executorId: String, var host: String, val bytes: Long)
+    var executorId: String, var host: String, val bytes: Long)
 
 /**
  * The driver's account of retained bytes, and the decisions of what to release: the size cap per
@@ -38,7 +38,9 @@ final class RetainedEntry(val shuffleId: Int, val mapId: Long, val mapIndex: Int
  * and [[overCap]] counts it. "Recently used" is a logical clock bumped whenever a job that contains
  * the shuffle starts or ends, one of its stages completes, or one of its outputs is retained.
  */
-final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy) {
+final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleasePolicy) {
+  private var cap = initialMaxBytesPerHost
+  private var releasePolicy = initialPolicy
   private val entries = mutable.HashMap[(Int, Long), RetainedEntry]()
   private val byShuffle = mutable.HashMap[Int, mutable.Set[Long]]()
   private val hostBytes = mutable.HashMap[String, Long]().withDefaultValue(0L)
@@ -49,13 +51,37 @@ final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy)
   private val scopeShuffles = mutable.HashMap[String, mutable.Set[Int]]()
   private val jobScope = mutable.HashMap[Int, String]()
   private val jobStages = mutable.HashMap[Int, Array[Int]]()
-  private val stageShuffle = mutable.HashMap[Int, Int]()        // map stage id -> shuffle it writes
+  private val stageShuffle = mutable.HashMap[Int, Int]() // map stage id -> shuffle it writes
   private val pendingConsumers = mutable.HashMap[Int, mutable.Set[Int]]() // shuffle -> stages to finish
-  private val consumed = mutable.Set[Int]()                      // shuffles read by a finished stage
+  private val consumed = mutable.Set[Int]() // shuffles read by a finished stage
 
   var released = 0L
   var releasedBytes = 0L
   var overCap = 0L
+
+  def maxBytesPerHost: Long = cap
+  def policy: ReleasePolicy = releasePolicy
+
+  /** The release policy from now on: it decides at the next lifecycle event; nothing is released at once. */
+  def setPolicy(p: ReleasePolicy): Unit = releasePolicy = p
+
+  /**
+   * A new cap per host (0 = none). A lower cap is enforced at once on every host, by the same rules
+   * as on a commit (least recently used first, never a shuffle in use); returns what it releases.
+   */
+  def setMaxBytesPerHost(bytes: Long): Seq[RetainedEntry] = {
+    require(bytes >= 0, s"max bytes per host must be >= 0, got $bytes")
+    val lowered = bytes > 0 && (cap <= 0 || bytes < cap)
+    cap = bytes
+    if (lowered) hostBytes.keys.toSeq.sorted.flatMap(enforceCap) else Nil
+  }
+
+  /**
+   * Forgets the outputs of a shuffle whose retained copies are deleted while the shuffle lives on
+   * (excluded from retention): not a release (nothing is unregistered), and its lifecycle stays.
+   */
+  def dropShuffle(shuffleId: Int): Seq[RetainedEntry] =
+    byShuffle.get(shuffleId).toList.flatten.sorted.flatMap(remove(shuffleId, _))
 
   private def touch(shuffleId: Int): Unit = { clock += 1; lastUse(shuffleId) = clock }
 
@@ -67,7 +93,7 @@ final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy)
 
   /** A committed output was retained. Returns what the cap now releases. */
   def retained(shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, host: String,
-               bytes: Long): Seq[RetainedEntry] = {
+      bytes: Long): Seq[RetainedEntry] = {
     remove(shuffleId, mapId)
     val e = new RetainedEntry(shuffleId, mapId, mapIndex, executorId, host, bytes)
     entries((shuffleId, mapId)) = e
@@ -108,10 +134,11 @@ final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy)
     stages.foreach { case (stageId, shuffleId, _) => if (shuffleId >= 0) stageShuffle(stageId) = shuffleId }
     stages.foreach { case (stageId, shuffleId, parents) =>
       if (shuffleId >= 0) { used += shuffleId; touch(shuffleId) }
-      parents.foreach(p => stageShuffle.get(p).foreach { read =>
-        used += read; touch(read)
-        pendingConsumers.getOrElseUpdate(read, mutable.Set[Int]()) += stageId
-      })
+      parents.foreach(p =>
+        stageShuffle.get(p).foreach { read =>
+          used += read; touch(read)
+          pendingConsumers.getOrElseUpdate(read, mutable.Set[Int]()) += stageId
+        })
     }
   }
 
@@ -137,7 +164,8 @@ final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy)
     val scope = jobScope.remove(jobId).orNull
     var out: Seq[RetainedEntry] = Nil
     if (scope != null && scope.startsWith("j")) out = scopeEnded(scope, succeeded)
-    if (succeeded && policy == ReleasePolicy.ConsumersFinished) out = out ++ affected.toList.flatMap(releasableByConsumers)
+    if (succeeded && policy == ReleasePolicy.ConsumersFinished)
+      out = out ++ affected.toList.flatMap(releasableByConsumers)
     out
   }
 
@@ -196,9 +224,16 @@ final class RetainedLedger(val maxBytesPerHost: Long, val policy: ReleasePolicy)
       .map { case (x, es) => Json.str(x) + ": " + es.map(_.bytes).sum }
     val shuffles = entries.valuesIterator.toSeq.groupBy(_.shuffleId).toSeq.sortBy(_._1)
       .map { case (s, es) => "\"" + s + "\": " + es.map(_.bytes).sum }
-    s"""{"maxBytesPerHost": $maxBytesPerHost, "policy": "${policy.name}", "outputs": ${entries.size}, """ +
-      s""""bytes": $totalBytes, "hosts": {${hosts.mkString(", ")}}, "executors": {${execs.mkString(", ")}}, """ +
-      s""""shuffles": {${shuffles.mkString(", ")}}, "released": $released, "releasedBytes": $releasedBytes, """ +
-      s""""overCap": $overCap}"""
+    Json.obj(
+      "max_bytes_per_host" -> maxBytesPerHost.toString,
+      "policy" -> Json.str(policy.name),
+      "outputs" -> entries.size.toString,
+      "bytes" -> totalBytes.toString,
+      "hosts" -> hosts.mkString("{", ", ", "}"),
+      "executors" -> execs.mkString("{", ", ", "}"),
+      "shuffles" -> shuffles.mkString("{", ", ", "}"),
+      "released" -> released.toString,
+      "released_bytes" -> releasedBytes.toString,
+      "over_cap" -> overCap.toString)
   }
 }

@@ -1,0 +1,149 @@
+package io.regionrecovery.spark.config
+
+import io.regionrecovery.spark.config.ConfigType._
+
+/**
+ * Every `spark.regionRecovery.*` key, declared once for the JVM side. The Python side declares the
+ * same keys (python/region_recovery/config.py); the texts here are copied from there, so that both
+ * document a key alike, and ConfigContract prints these declarations for the test that compares.
+ * Restart-strategy keys keep Flink's names, values and defaults after the prefix.
+ */
+object ConfigKeys {
+  val Prefix = "spark.regionRecovery."
+  private val RS = Prefix + "restart-strategy."
+
+  val DurationForms: String =
+    "a whole number with a unit ms, s, min, h or d (e.g. '10 s', '1min', '500ms'); a bare number means milliseconds"
+  val BytesForms: String =
+    "a whole number with a unit b, k, m, g, t or p (binary; e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
+
+  private def aliases(groups: (String, Seq[String])*): Seq[(String, String)] =
+    groups.flatMap { case (canonical, names) => names.map(_ -> canonical) }
+
+  // ---- restart strategy and failover (read by the Python controller) -----------------------------
+
+  val RestartStrategyType: ConfigKey[String] = ConfigKey(RS + "type",
+    ChoiceType(aliases("none" -> Seq("none", "off", "disable"), "fixed-delay" -> Seq("fixed-delay", "fixeddelay"),
+      "failure-rate" -> Seq("failure-rate", "failurerate"),
+      "exponential-delay" -> Seq("exponential-delay", "exponentialdelay"))),
+    "none", "none",
+    "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; " +
+      "exponential-delay, exponentialdelay (any case)",
+    "Restart strategy for failed jobs. Unset means none (Flink's default without checkpointing): " +
+      "users opt in to restarts.",
+    ReadBy.Python, deprecatedNames = Seq(Prefix + "restart-strategy"))
+
+  val FixedDelayAttempts: ConfigKey[Int] = ConfigKey(RS + "fixed-delay.attempts", IntType(Some(0L)), 1, "1",
+    "an integer >= 0", "Restarts allowed before the job is declared failed (fixed-delay).", ReadBy.Python)
+
+  val FixedDelayDelay: ConfigKey[Long] = ConfigKey(RS + "fixed-delay.delay", DurationType(None), 1000L, "1 s",
+    DurationForms, "Delay between two consecutive restart attempts (fixed-delay).", ReadBy.Python)
+
+  val FailureRateMaxFailures: ConfigKey[Int] = ConfigKey(RS + "failure-rate.max-failures-per-interval",
+    IntType(Some(1L)), 1, "1", "an integer >= 1",
+    "Restarts allowed within one failure-rate interval before the job is declared failed.", ReadBy.Python)
+
+  val FailureRateInterval: ConfigKey[Long] = ConfigKey(RS + "failure-rate.failure-rate-interval",
+    DurationType(Some(1L)), 60000L, "1 min", DurationForms + "; at least 1 ms",
+    "Sliding time window in which failures are counted (failure-rate).", ReadBy.Python)
+
+  val FailureRateDelay: ConfigKey[Long] = ConfigKey(RS + "failure-rate.delay", DurationType(None), 1000L, "1 s",
+    DurationForms, "Delay between two consecutive restart attempts (failure-rate).", ReadBy.Python)
+
+  val ExponentialInitialBackoff: ConfigKey[Long] = ConfigKey(RS + "exponential-delay.initial-backoff",
+    DurationType(Some(1L)), 1000L, "1 s", DurationForms + "; at least 1 ms",
+    "Backoff before the first restart after a reset (exponential-delay).", ReadBy.Python)
+
+  val ExponentialMaxBackoff: ConfigKey[Long] = ConfigKey(RS + "exponential-delay.max-backoff",
+    DurationType(Some(1L)), 60000L, "1 min", DurationForms + "; at least 1 ms and not below initial-backoff",
+    "Highest backoff between restarts (exponential-delay).", ReadBy.Python)
+
+  val ExponentialMultiplier: ConfigKey[Double] = ConfigKey(RS + "exponential-delay.backoff-multiplier",
+    DoubleType(v => if (v <= 1) Some("must be greater than 1") else None), 1.5, "1.5", "a number > 1",
+    "Factor applied to the backoff after every counted restart attempt (exponential-delay).", ReadBy.Python)
+
+  val ExponentialResetThreshold: ConfigKey[Long] = ConfigKey(RS + "exponential-delay.reset-backoff-threshold",
+    DurationType(Some(1L)), 3600000L, "1 h", DurationForms + "; at least 1 ms",
+    "A failure this long after the previously scheduled restart resets the backoff and the attempt count " +
+      "(exponential-delay).", ReadBy.Python)
+
+  val ExponentialJitter: ConfigKey[Double] = ConfigKey(RS + "exponential-delay.jitter-factor",
+    DoubleType(v => if (v < 0 || v > 1) Some("must be between 0 and 1") else None), 0.1, "0.1",
+    "a number between 0 and 1",
+    "Random offset of up to this fraction of the backoff, added or subtracted (exponential-delay).", ReadBy.Python)
+
+  val ExponentialAttempts: ConfigKey[Option[Int]] = ConfigKey(RS + "exponential-delay.attempts-before-reset-backoff",
+    IntOrUnlimitedType, None, "unlimited", "an integer >= 1, or infinite / unlimited",
+    "Restart attempts allowed until the backoff is reset (exponential-delay).", ReadBy.Python)
+
+  val FailoverStrategy: ConfigKey[String] = ConfigKey(Prefix + "failover-strategy",
+    ChoiceType(Seq("region" -> "region", "full" -> "full")), "region", "region", "region, full (any case)",
+    "Which tasks a task failure restarts: its pipelined region and the regions Flink's rules pull in (region), " +
+      "or every task of the job (full).", ReadBy.Python)
+
+  val SkipDeterministicConsumers: ConfigKey[Boolean] = ConfigKey(Prefix + "failover.skip-deterministic-consumers",
+    BooleanType, false, "false", "true, false",
+    "Beyond Flink: do not restart consumers of a restarted deterministic producer's re-readable output, because " +
+      "the rerun writes identical data. false keeps Flink's behaviour.", ReadBy.Python)
+
+  val RestartConsumersOfChangedOutputs: ConfigKey[Boolean] = ConfigKey(
+    Prefix + "failover.restart-consumers-of-changed-outputs", BooleanType, true, "true", "true, false",
+    "Flink's rule 3 where Spark does not apply it: when a recomputed map output differs from the one it replaces " +
+      "although Spark labels its stage deterministic, every consumer shuffle that read the old output is " +
+      "unregistered so that Spark recomputes it.", ReadBy.Python)
+
+  // ---- the plugin (read by the JVM on the driver and the executors) ----------------------------------
+
+  val EventBufferCapacity: ConfigKey[Int] = ConfigKey(Prefix + "eventBuffer.capacity", IntType(Some(1L)),
+    100000, "100000", "an integer >= 1",
+    "Events the driver JVM buffers for the Python controller between two drains. When the buffer is full, " +
+      "further events are dropped and counted, and the controller reports its model as incomplete.",
+    ReadBy.Jvm)
+
+  val RetainedEnabled: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.enabled", BooleanType, false, "false",
+    "true, false",
+    "Keep every committed map output in a retained directory that survives the executor process, and let a live " +
+      "executor on the same host adopt a lost executor's outputs instead of Spark recomputing them. Read by the " +
+      "plugin (JVM) on the driver and the executors.", ReadBy.Jvm)
+
+  val RetainedDir: ConfigKey[String] = ConfigKey(Prefix + "retained.dir", PathType, "",
+    "<java.io.tmpdir>/spark-region-recovery-retained-<user>", "an absolute path",
+    "Root of the retained directories on every host: <dir>/<appId>/<executorId>/, owner-only. Should be on the " +
+      "filesystem of spark.local.dir, so retaining is a hard link, not a copy.", ReadBy.Jvm)
+
+  val RetainedMaxBytes: ConfigKey[Long] = ConfigKey(Prefix + "retained.maxBytes", BytesType, 0L, "0",
+    BytesForms + "; 0 = no cap",
+    "Cap on retained bytes per host. Past it, the driver releases the least recently used outputs of shuffles no " +
+      "running job or SQL execution uses: unregistered (Spark recomputes them if they are needed again: correct, " +
+      "only slower), their retained and served files deleted. Outputs of shuffles in use are never released, so " +
+      "a single running shuffle larger than the cap exceeds it (counted as overCap in rr.retained_ledger()).",
+    ReadBy.Jvm)
+
+  val RetainedRelease: ConfigKey[String] = ConfigKey(Prefix + "retained.release",
+    ChoiceType(Seq("shuffle-cleanup", "job-end", "consumers-finished").map(n => n -> n)),
+    "shuffle-cleanup", "shuffle-cleanup", "shuffle-cleanup, job-end, consumers-finished",
+    "When retained outputs are released before the application ends: when Spark's ContextCleaner removes the " +
+      "shuffle (shuffle-cleanup, Spark's own lifetime); when the action that used it succeeds, i.e. its SQL " +
+      "execution or, for RDD actions, its job ends (job-end; a failed action keeps its outputs for the restart); " +
+      "or as in Flink, once every stage that reads the shuffle has finished (consumers-finished). Released " +
+      "outputs are unregistered and their files deleted; a later action that needs them recomputes them.",
+    ReadBy.Jvm)
+
+  val RetainedLeaseTimeout: ConfigKey[Long] = ConfigKey(Prefix + "retained.leaseTimeout", DurationType(Some(1000L)),
+    120000L, "120s", DurationForms + "; at least 1 s",
+    "Executors renew their application's lease on its retained directory while the driver answers. An executor " +
+      "whose driver has not answered for this long deletes the application's retained files on its host, and any " +
+      "executor removes the directories of other applications whose lease expired (a driver that crashed). An " +
+      "executor that stops while its driver does not answer deletes them at once.", ReadBy.Jvm)
+
+  /** Every key, sorted by name. */
+  val all: Seq[ConfigKey[_]] = Seq[ConfigKey[_]](
+    RestartStrategyType, FixedDelayAttempts, FixedDelayDelay, FailureRateMaxFailures, FailureRateInterval,
+    FailureRateDelay, ExponentialInitialBackoff, ExponentialMaxBackoff, ExponentialMultiplier,
+    ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
+    RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
+    RetainedRelease, RetainedLeaseTimeout).sortBy(_.name)
+
+  /** A key by its name or one of its deprecated names. */
+  def byName(name: String): Option[ConfigKey[_]] = all.find(k => k.name == name || k.deprecatedNames.contains(name))
+}

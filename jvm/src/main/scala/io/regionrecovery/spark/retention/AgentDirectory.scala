@@ -1,0 +1,115 @@
+package io.regionrecovery.spark.retention
+
+import java.nio.file.Files
+import java.util.concurrent.ConcurrentHashMap
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.regionrecovery.SparkInternals
+
+/** The driver's view of one live executor's agent. */
+final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
+
+/**
+ * The driver's directory of live retention agents, and the deletions carried out through them.
+ * Retained files live on the executors' hosts, so an agent on the right host deletes them; the
+ * driver deletes directly only where it shares the host (local-cluster, client mode on a worker
+ * node), which is also the fallback when no agent is left there.
+ */
+private[retention] final class AgentDirectory(store: RetainedStore, appId: () => String) extends Logging {
+  private val agents = new ConcurrentHashMap[String, AgentInfo]()
+  private val removed = ConcurrentHashMap.newKeySet[String]()
+
+  /** Live agents, sorted by host and executor id. */
+  def live: Seq[AgentInfo] = agents.values().asScala.toSeq.sortBy(a => (a.host, a.executorId))
+
+  def get(executorId: String): Option[AgentInfo] = Option(agents.get(executorId))
+
+  /** A hello from an executor that Spark already removed is stale (it raced with the removal). */
+  def register(h: RetentionAgentHello): Unit =
+    if (removed.contains(h.executorId))
+      logWarning(s"region-recovery: ignoring the retention agent of executor ${h.executorId}: already removed")
+    else agents.put(h.executorId, AgentInfo(h.executorId, h.host, h.ref))
+
+  /** Marks an executor removed; true only the first time (Spark may report one removal twice). */
+  def markRemoved(executorId: String): Boolean = removed.add(executorId)
+
+  def remove(executorId: String): Option[AgentInfo] = Option(agents.remove(executorId))
+
+  private def onePerHost: Seq[AgentInfo] = live.groupBy(_.host).values.map(_.head).toSeq.sortBy(_.host)
+
+  def ask(a: AgentInfo, request: AgentRequest, timeoutMs: Long = RetentionProtocol.AskTimeoutMs): AnyRef =
+    SparkInternals.ask(a.ref, request, timeoutMs)
+
+  /** Every live executor drops its cached map statuses of these shuffles (their outputs moved). */
+  def forgetMapStatuses(shuffleIds: Array[Int]): Unit =
+    live.foreach(a =>
+      try SparkInternals.send(a.ref, ForgetMapStatuses(shuffleIds))
+      catch { case NonFatal(_) => })
+
+  /** Deletes an executor's retained directory on its host (and fences it): through a live agent there, else locally. */
+  def purge(host: String, executorId: String, fence: Boolean): (Int, Long) =
+    live.find(a => a.host == host && a.executorId != executorId) match {
+      case Some(a) =>
+        try { val r = ask(a, PurgeRequest(appId(), executorId, fence)).asInstanceOf[PurgeReply]; (r.files, r.bytes) }
+        catch {
+          case NonFatal(e) =>
+            logWarning(s"region-recovery: purge through ${a.executorId} failed: $e")
+            purgeLocally(executorId, fence)
+        }
+      case None => purgeLocally(executorId, fence)
+    }
+
+  private def purgeLocally(executorId: String, fence: Boolean): (Int, Long) = {
+    val app = appId()
+    if (!Files.isDirectory(store.appDir(app))) return (0, 0L)
+    val r = store.deleteTree(store.executorDir(app, executorId))
+    if (fence) store.writeFence(app, executorId)
+    r
+  }
+
+  /**
+   * Deletes the retained files of some outputs of `executorId` on `host`, and with `served` also the
+   * files its block manager serves (when that executor is alive to do it). Returns (files, bytes).
+   */
+  def releaseOutputs(executorId: String, host: String, refs: Array[OutputRef], served: Boolean): (Int, Long) = {
+    val via = get(executorId).orElse(live.find(_.host == host))
+    try {
+      via match {
+        case Some(a) =>
+          val request = ReleaseOutputs(appId(), executorId, refs, served && a.executorId == executorId)
+          val r = ask(a, request).asInstanceOf[PurgeReply]
+          (r.files, r.bytes)
+        case None => store.releaseOutputs(appId(), executorId, refs.toSeq) // only the driver's own host is reachable
+      }
+    } catch {
+      case NonFatal(e) =>
+        logWarning(s"region-recovery: releasing outputs of executor $executorId failed: $e")
+        (0, 0L)
+    }
+  }
+
+  /** Deletes the retained files of one shuffle on every host (agents, and the driver's own host). */
+  def releaseShuffle(shuffleId: Int): (Int, Long) = {
+    var files = 0; var bytes = 0L
+    onePerHost.foreach { a =>
+      try {
+        val r = ask(a, ReleaseShuffle(appId(), shuffleId)).asInstanceOf[PurgeReply]
+        files += r.files; bytes += r.bytes
+      } catch {
+        case NonFatal(e) => logWarning(s"region-recovery: releasing shuffle $shuffleId on ${a.host} failed: $e")
+      }
+    }
+    try { val (f, b) = store.releaseShuffle(appId(), shuffleId); files += f; bytes += b }
+    catch { case NonFatal(_) => }
+    (files, bytes)
+  }
+
+  /** Each host's agent deletes the application's retained directory there (application end, best effort). */
+  def purgeApplication(app: String, timeoutMs: Long): Unit = onePerHost.foreach { a =>
+    try ask(a, PurgeRequest(app, null, fence = false), timeoutMs)
+    catch { case NonFatal(e) => logWarning(s"region-recovery: retained files on ${a.host} not deleted: $e") }
+  }
+}

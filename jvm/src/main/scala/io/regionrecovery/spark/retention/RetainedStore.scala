@@ -1,0 +1,256 @@
+package io.regionrecovery.spark.retention
+
+import java.io.{File, IOException}
+import java.nio.charset.StandardCharsets
+import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException}
+import java.nio.file.{Path, Paths, StandardCopyOption}
+import java.nio.file.attribute.PosixFilePermissions
+
+import scala.jdk.CollectionConverters._
+import scala.util.Using
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+
+import io.regionrecovery.spark.config.ConfigKeys
+
+object RetainedStore {
+  /** Bytes a copy into the retained directory must leave free on its filesystem. */
+  val MinFreeBytes: Long = 64L * 1024 * 1024
+
+  /**
+   * The retained root on every host: the configured directory (absolute: the key's parser refuses a
+   * relative one), or one per OS user under java.io.tmpdir when it is empty.
+   */
+  def root(configured: String): Path =
+    if (configured.nonEmpty) Paths.get(configured).normalize()
+    else Paths.get(System.getProperty("java.io.tmpdir"),
+      "spark-region-recovery-retained-" + System.getProperty("user.name", "user")).toAbsolutePath.normalize()
+
+  /** The name Spark gives a map output's files, before the extension. */
+  def fileBase(shuffleId: Int, mapId: Long): String = s"shuffle_${shuffleId}_${mapId}_0"
+
+  /** A 64-bit digest of Spark's per-partition checksums (0 when there are none). */
+  def digest(checksums: Array[Long]): Long =
+    if (checksums == null || checksums.isEmpty) 0L
+    else checksums.foldLeft(1125899906842597L)((h, c) => 31 * h + c)
+}
+
+/** File operations below the retained root; nothing outside the root is ever deleted. */
+final class RetainedStore(val root: Path) extends Logging {
+  private val ownerOnlyDir = PosixFilePermissions.fromString("rwx------")
+  private val ownerOnlyFile = PosixFilePermissions.fromString("rw-------")
+
+  private def safe(name: String): String = {
+    require(name != null && name.nonEmpty, "empty name in a retained path")
+    val cleaned = name.replaceAll("[^A-Za-z0-9._-]", "_")
+    require(cleaned != "." && cleaned != "..", s"bad name in a retained path: $name")
+    cleaned
+  }
+
+  def appDir(appId: String): Path = root.resolve(safe(appId))
+  def executorDir(appId: String, executorId: String): Path = appDir(appId).resolve(safe(executorId))
+  def fence(appId: String, executorId: String): Path = appDir(appId).resolve(safe(executorId) + ".fenced")
+  def isFenced(appId: String, executorId: String): Boolean = Files.exists(fence(appId, executorId))
+
+  /** Creates `dir` and its missing parents up to the root, each 0700. */
+  def ensureDir(dir: Path): Unit = {
+    if (Files.isDirectory(dir)) return
+    val parent = dir.getParent
+    if (parent != null && dir != root) ensureDir(parent)
+    else if (parent != null) Files.createDirectories(parent)
+    try {
+      Files.createDirectory(dir)
+      try Files.setPosixFilePermissions(dir, ownerOnlyDir)
+      catch { case _: UnsupportedOperationException => }
+    } catch { case _: FileAlreadyExistsException => }
+  }
+
+  /** Free bytes where `dir` lives (replaceable in tests, to stand for a full disk). */
+  @volatile var usableSpace: Path => Long = dir => Files.getFileStore(dir).getUsableSpace
+
+  /**
+   * Links `src` as `target` (replacing it), or copies it (0600) where a hard link is impossible. A
+   * copy that would leave less than [[RetainedStore.MinFreeBytes]] free is refused before a byte is
+   * written, and a copy cut short by a full disk is removed: retaining never fills the disk.
+   */
+  def linkOrCopy(src: Path, target: Path): Unit = {
+    Files.deleteIfExists(target)
+    try Files.createLink(target, src)
+    catch {
+      case _: IOException | _: UnsupportedOperationException =>
+        val need = Files.size(src)
+        val free = usableSpace(target.getParent)
+        if (free - need < RetainedStore.MinFreeBytes)
+          throw new IOException(s"disk full: copying ${src.getFileName} ($need bytes) would leave " +
+            s"${math.max(0L, free - need)} of the ${RetainedStore.MinFreeBytes} bytes kept free under $root")
+        try Files.copy(src, target, StandardCopyOption.REPLACE_EXISTING)
+        catch {
+          case e: IOException =>
+            deleteQuietly(target)
+            throw new IOException(s"disk full or unwritable while copying ${src.getFileName} to $target: $e", e)
+        }
+        try Files.setPosixFilePermissions(target, ownerOnlyFile)
+        catch { case _: UnsupportedOperationException => }
+    }
+  }
+
+  // ---- leases: an application's claim on its directory on this host -----------------------------
+
+  def leaseFile(appId: String): Path = root.resolve(safe(appId) + ".lease")
+
+  /** Writes the lease (its expiry, ms since the epoch) atomically: a reader sees the old or the new one. */
+  def renewLease(appId: String, expiresAt: Long): Unit = {
+    ensureDir(root)
+    val tmp = root.resolve(s"${safe(appId)}.lease.${ProcessHandle.current().pid()}.tmp")
+    Files.write(tmp, expiresAt.toString.getBytes(StandardCharsets.UTF_8))
+    try Files.move(tmp, leaseFile(appId), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
+    catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
+  }
+
+  /** The expiry a lease file states; a missing or unreadable lease counts from its (or the dir's) mtime. */
+  private def leaseExpiry(lease: Path, dir: Path, leaseTimeoutMs: Long): Long = {
+    val stated =
+      try Some(new String(Files.readAllBytes(lease), StandardCharsets.UTF_8).trim.toLong)
+      catch { case _: IOException | _: NumberFormatException => None }
+    stated.getOrElse(modifiedAt(if (Files.exists(lease)) lease else dir) + leaseTimeoutMs)
+  }
+
+  /** When a file was last modified (ms since the epoch); 0 when that cannot be read (it is gone). */
+  private def modifiedAt(p: Path): Long =
+    try Files.getLastModifiedTime(p).toMillis
+    catch { case _: IOException => 0L }
+
+  private def namesIn(dir: Path): List[String] =
+    Using.resource(Files.list(dir))(_.iterator().asScala.map(_.getFileName.toString).toList)
+
+  /** Best-effort removal of a file of ours (a partial copy, an expired lease); a failure is left to the next sweep. */
+  private def deleteQuietly(p: Path): Unit =
+    try Files.deleteIfExists(p)
+    catch { case NonFatal(_) => }
+
+  private def sum(deleted: Seq[(Int, Long)]): (Int, Long) = (deleted.map(_._1).sum, deleted.map(_._2).sum)
+
+  /**
+   * Deletes the directories (and leases) of other applications whose lease expired: their driver
+   * is gone and no executor of theirs on this host renews it. Returns (appDir, files, bytes) deleted.
+   */
+  def sweepExpired(ownAppId: String, now: Long, leaseTimeoutMs: Long): Seq[(String, Int, Long)] = {
+    if (!Files.isDirectory(root)) return Nil
+    val own = if (ownAppId == null) null else safe(ownAppId)
+    val names = namesIn(root)
+    val out = Seq.newBuilder[(String, Int, Long)]
+    names.foreach { n =>
+      val p = root.resolve(n)
+      if (n.endsWith(".tmp")) {
+        if (now - modifiedAt(p) > leaseTimeoutMs) deleteQuietly(p)
+      } else if (n.endsWith(".lease")) {
+        val app = n.stripSuffix(".lease")
+        if (app != own && !Files.isDirectory(root.resolve(app)) && leaseExpiry(p, p, leaseTimeoutMs) < now)
+          deleteQuietly(p)
+      } else if (n != own && Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
+        val lease = root.resolve(n + ".lease")
+        if (leaseExpiry(lease, p, leaseTimeoutMs) < now) {
+          val (files, bytes) = deleteTree(p)
+          deleteQuietly(lease)
+          out += ((n, files, bytes))
+        }
+      }
+    }
+    out.result()
+  }
+
+  /** Deletes an application's directory and lease on this host. */
+  def deleteApp(appId: String): (Int, Long) = {
+    val r = deleteTree(appDir(appId))
+    Files.deleteIfExists(leaseFile(appId))
+    r
+  }
+
+  /**
+   * Retains one committed map output of this executor. Returns (files, bytes); (0, 0) when the
+   * executor is fenced. On an I/O error (e.g. a full disk on the copy fallback) the partial copy is
+   * removed and the error says what could not be retained, so the map task fails clearly.
+   */
+  def retain(appId: String, executorId: String, base: String, files: Seq[File]): (Int, Long) = {
+    if (isFenced(appId, executorId)) return (0, 0L)
+    val dir = executorDir(appId, executorId)
+    val made = scala.collection.mutable.ArrayBuffer[Path]()
+    try {
+      ensureDir(dir)
+      var bytes = 0L
+      files.foreach { f =>
+        if (f != null && f.exists()) {
+          val target = dir.resolve(f.getName)
+          linkOrCopy(f.toPath, target)
+          made += target
+          bytes += Files.size(target)
+        }
+      }
+      if (isFenced(appId, executorId)) { // fenced while we linked: leave nothing behind
+        made.foreach(p => Files.deleteIfExists(p))
+        (0, 0L)
+      } else (made.size, bytes)
+    } catch {
+      case e: IOException =>
+        made.foreach(deleteQuietly)
+        throw new IOException(s"region-recovery: cannot retain map output $base in $dir " +
+            s"(${ConfigKeys.RetainedDir.name}): $e", e)
+    }
+  }
+
+  /** Deletes a file tree below the root (refuses anything else); returns (files, bytes) deleted. */
+  def deleteTree(p: Path): (Int, Long) = {
+    val target = p.toAbsolutePath.normalize()
+    if (!target.startsWith(root) || target == root)
+      throw new IllegalArgumentException(s"refusing to delete $target: not below the retained root $root")
+    if (!Files.exists(target, LinkOption.NOFOLLOW_LINKS)) return (0, 0L)
+    var files = 0; var bytes = 0L
+    def walk(q: Path): Unit = {
+      if (Files.isDirectory(q, LinkOption.NOFOLLOW_LINKS)) {
+        val children =
+          try Files.list(q)
+          catch { case _: NoSuchFileException => return }
+        try children.iterator().asScala.foreach(walk)
+        finally children.close()
+        try Files.deleteIfExists(q)
+        catch { case _: DirectoryNotEmptyException => }
+      } else {
+        val size =
+          try Files.size(q)
+          catch { case _: IOException => 0L }
+        if (Files.deleteIfExists(q)) { files += 1; bytes += size }
+      }
+    }
+    walk(target)
+    (files, bytes)
+  }
+
+  /** Writes the fence of an executor: its hook will retain nothing more in this application. */
+  def writeFence(appId: String, executorId: String): Unit = {
+    ensureDir(appDir(appId))
+    try Files.createFile(fence(appId, executorId))
+    catch { case _: FileAlreadyExistsException => }
+  }
+
+  /** Deletes the retained files of some outputs of one executor; returns (files, bytes) deleted. */
+  def releaseOutputs(appId: String, executorId: String, outputs: Seq[OutputRef]): (Int, Long) = {
+    val dir = executorDir(appId, executorId)
+    if (!Files.isDirectory(dir)) return (0, 0L)
+    val prefixes = outputs.map(o => RetainedStore.fileBase(o.shuffleId, o.mapId) + ".").toSet
+    val chosen = namesIn(dir).filter { n =>
+      val cut = n.indexOf('.')
+      cut > 0 && prefixes.contains(n.substring(0, cut + 1))
+    }
+    sum(chosen.map(n => deleteTree(dir.resolve(n))))
+  }
+
+  /** Deletes the retained files of one shuffle, in every executor directory of the application. */
+  def releaseShuffle(appId: String, shuffleId: Int): (Int, Long) = {
+    val app = appDir(appId)
+    if (!Files.isDirectory(app)) return (0, 0L)
+    val prefix = s"shuffle_${shuffleId}_"
+    val dirs = namesIn(app).map(app.resolve).filter(Files.isDirectory(_))
+    sum(dirs.flatMap(d => namesIn(d).filter(_.startsWith(prefix)).map(n => deleteTree(d.resolve(n)))))
+  }
+}

@@ -1,0 +1,252 @@
+package io.regionrecovery.spark.retention
+
+import java.io.{DataInputStream, File, FileInputStream, IOException}
+import java.nio.file.{Files, StandardCopyOption}
+import java.util.concurrent.TimeUnit
+
+import scala.util.control.NonFatal
+
+import org.apache.spark.SparkConf
+import org.apache.spark.internal.Logging
+import org.apache.spark.regionrecovery.SparkInternals
+
+import io.regionrecovery.spark.config.ConfigKeys
+
+/**
+ * Executor side: retains committed outputs (called by the shuffle IO hook on the task thread) and
+ * answers the driver's adopt / purge / forget requests (on its RPC endpoint).
+ */
+object RetentionAgent extends Logging {
+  @volatile private var agent: RetentionAgent = _
+  def current: RetentionAgent = agent
+
+  /** Called by the executor plugin; never throws (a failure only disables retention here). */
+  private[spark] def start(conf: SparkConf, executorId: String, host: String): Option[RetentionAgentHello] =
+    try {
+      if (!ConfigKeys.RetainedEnabled.read(conf.getOption)) None
+      else {
+        val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
+        val a = new RetentionAgent(new RetainedStore(root), conf.getAppId, executorId,
+          ConfigKeys.RetainedLeaseTimeout.read(conf.getOption))
+        a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
+        a.startLease()
+        agent = a
+        logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
+          a.store.executorDir(a.appId, executorId))
+        Some(RetentionAgentHello(executorId, host, a.ref))
+      }
+    } catch {
+      case NonFatal(e) =>
+        logWarning(s"region-recovery: retention disabled on executor $executorId: $e", e)
+        None
+    }
+
+  /** Executor shutdown (graceful stop, or the JVM exiting: Spark's shutdown hook stops the executor). */
+  private[spark] def stop(): Unit = {
+    val a = agent
+    agent = null
+    if (a != null) {
+      a.stopLease()
+      if (a.ref != null) {
+        try SparkInternals.unregisterEndpoint(a.ref)
+        catch { case NonFatal(_) => }
+      }
+    }
+  }
+}
+
+final class RetentionAgent(val store: RetainedStore, val appId: String, val executorId: String,
+    val leaseTimeoutMs: Long) extends Logging {
+  @volatile private[spark] var ref: AnyRef = _
+  @volatile private var driverRef: AnyRef = _
+  @volatile private var lastDriverContact = System.currentTimeMillis()
+  @volatile private var droppedForDriverLoss = false
+  private val leaseThread = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-lease")
+  private def renewEveryMs: Long = math.max(500L, leaseTimeoutMs / 4)
+  private def pingTimeoutMs: Long = math.min(renewEveryMs, 10000L)
+
+  /**
+   * Safety nets that do not depend on Python: renew this application's lease on the host while the
+   * driver answers; delete the application's retained files here when it has not answered for a
+   * whole lease; remove the directories of other applications whose lease expired.
+   */
+  private[spark] def startLease(): Unit = {
+    driverRef =
+      try SparkInternals.driverEndpointRef(RetentionProtocol.DriverEndpointName)
+      catch {
+        case NonFatal(e) =>
+          logWarning(s"region-recovery: no lease endpoint on the driver ($e); the lease is renewed while this " +
+            "executor lives")
+          null
+      }
+    store.renewLease(appId, System.currentTimeMillis() + leaseTimeoutMs)
+    leaseThread.execute(() => sweep())
+    leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
+    // one file check a second; overdue when a frozen process thaws, so it runs at once then
+    leaseThread.scheduleWithFixedDelay(() => honourFenceLogged(), 1000L, 1000L, TimeUnit.MILLISECONDS)
+  }
+
+  private def driverAnswers(timeoutMs: Long): Boolean =
+    driverRef == null ||
+      (try { SparkInternals.ask(driverRef, LeasePing(appId, executorId), timeoutMs); true }
+      catch { case NonFatal(_) => false })
+
+  @volatile private var fenceHonoured = false
+
+  /**
+   * A heartbeat timeout fenced this executor while it was frozen; the driver unregistered its
+   * outputs. Now it runs again (the overdue check runs as soon as the process thaws, and a thawed
+   * executor usually stops at once on the driver's queued shutdown, which checks too): delete every
+   * map output its block manager serves, so that a reader holding a stale location cannot read them.
+   */
+  private[spark] def honourFence(): Unit = if (!fenceHonoured && store.isFenced(appId, executorId)) {
+    fenceHonoured = true
+    val n = SparkInternals.removeAllMapOutputFiles()
+    logWarning(s"region-recovery: executor $executorId was fenced (heartbeat timeout) and runs again: " +
+      s"deleted the $n map outputs it served; it retains nothing more")
+  }
+
+  private def honourFenceLogged(): Unit =
+    try honourFence()
+    catch { case NonFatal(e) => logWarning(s"region-recovery: honouring the fence failed: $e") }
+
+  private def leaseTick(): Unit = try {
+    val now = System.currentTimeMillis()
+    if (driverAnswers(pingTimeoutMs)) {
+      lastDriverContact = now
+      droppedForDriverLoss = false
+      store.renewLease(appId, now + leaseTimeoutMs)
+    } else if (!droppedForDriverLoss && now - lastDriverContact > leaseTimeoutMs) {
+      droppedForDriverLoss = true
+      val (files, bytes) = store.deleteApp(appId)
+      logWarning(s"region-recovery: the driver has not answered for ${now - lastDriverContact} ms " +
+        s"(${ConfigKeys.RetainedLeaseTimeout.name}); deleted this application's $files retained files " +
+        s"($bytes bytes) on this host")
+    }
+    sweep()
+  } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }
+
+  private def sweep(): Unit = try {
+    store.sweepExpired(appId, System.currentTimeMillis(), leaseTimeoutMs).foreach { case (app, files, bytes) =>
+      logInfo(s"region-recovery: removed $files retained files ($bytes bytes) of application $app: its lease expired")
+    }
+  } catch { case NonFatal(e) => logWarning(s"region-recovery: sweeping expired retained directories failed: $e") }
+
+  /**
+   * The executor is stopping. If the driver is gone (driver exit, lost connection: the reasons an
+   * executor exits on its own), nobody will adopt or delete this application's files: delete them
+   * on this host now. If it answers, it decides (adoption after a crash, deletion at application end).
+   */
+  private[spark] def stopLease(): Unit = {
+    leaseThread.shutdownNow()
+    honourFenceLogged()
+    try {
+      if (!driverAnswers(math.min(pingTimeoutMs, 3000L))) {
+        val (files, bytes) = store.deleteApp(appId)
+        logWarning(s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
+          s"this application's $files retained files ($bytes bytes) on this host")
+      } else if (!Files.isDirectory(store.appDir(appId))) Files.deleteIfExists(store.leaseFile(appId))
+    } catch { case NonFatal(e) => logWarning(s"region-recovery: cleanup at executor stop failed: $e") }
+  }
+
+  /** Retains a map output this executor just committed; returns (files, bytes). */
+  def retain(shuffleId: Int, mapId: Long): (Int, Long) = {
+    val (data, index, checksum) = SparkInternals.shuffleFiles(shuffleId, mapId)
+    store.retain(appId, executorId, RetainedStore.fileBase(shuffleId, mapId), Seq(data, index, checksum))
+  }
+
+  /** The agent's RPC endpoint: anything but an [[AgentRequest]] is a bug on the sender's side. */
+  private[spark] def receive(message: AnyRef): AnyRef = message match {
+    case r: AgentRequest => handle(r)
+    case other => throw new IllegalArgumentException(s"region-recovery agent: unknown message $other")
+  }
+
+  def handle(request: AgentRequest): AnyRef = request match {
+    case r: AdoptRequest => adopt(r)
+    case p: PurgeRequest =>
+      val (files, bytes) =
+        if (p.executorId == null) store.deleteApp(p.appId)
+        else store.deleteTree(store.executorDir(p.appId, p.executorId))
+      if (p.fence && p.executorId != null) store.writeFence(p.appId, p.executorId)
+      logInfo(s"region-recovery: deleted $files retained files ($bytes bytes) of " +
+        s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appId)}")
+      PurgeReply(files, bytes)
+    case f: ForgetMapStatuses =>
+      f.shuffleIds.foreach(SparkInternals.forgetMapStatuses)
+      null
+    case r: ReleaseShuffle =>
+      val (files, bytes) = store.releaseShuffle(r.appId, r.shuffleId)
+      PurgeReply(files, bytes)
+    case r: ReleaseOutputs =>
+      if (r.served && r.executorId == executorId)
+        r.outputs.foreach(o => SparkInternals.removeMapOutputFiles(o.shuffleId, o.mapId))
+      val (files, bytes) = store.releaseOutputs(r.appId, r.executorId, r.outputs.toSeq)
+      PurgeReply(files, bytes)
+  }
+
+  private def adopt(r: AdoptRequest): AdoptReply = {
+    val me = SparkInternals.localBlockManagerId
+    val failures = new Array[String](r.outputs.length)
+    val bytes = new Array[Long](r.outputs.length)
+    r.outputs.zipWithIndex.foreach { case (o, i) =>
+      try bytes(i) = adoptOne(r.appId, r.fromExecutor, o)
+      catch {
+        case NonFatal(e) => failures(i) = e.getMessage
+      }
+    }
+    val adopted = failures.count(_ == null)
+    val notAdopted = failures.filter(_ != null).distinct
+    logInfo(s"region-recovery: adopted $adopted of ${r.outputs.length} map outputs of lost executor " +
+      r.fromExecutor + (if (notAdopted.isEmpty) "" else s"; not adopted: ${notAdopted.mkString("; ")}"))
+    AdoptReply(me, failures, bytes)
+  }
+
+  /** Verifies one retained output and makes this executor serve it; returns its bytes or throws. */
+  private def adoptOne(appId: String, from: String, o: OutputRef): Long = {
+    val src = store.executorDir(appId, from)
+    val base = RetainedStore.fileBase(o.shuffleId, o.mapId)
+    val algorithm = SparkInternals.checksumAlgorithm
+    val data = src.resolve(base + ".data").toFile
+    val index = src.resolve(base + ".index").toFile
+    val checksum = src.resolve(base + ".checksum." + algorithm).toFile
+    if (!index.isFile) throw new IOException(s"$base: retained index file missing")
+    val offsets = readOffsets(index)
+    val dataLength = if (data.isFile) data.length() else 0L
+    if (offsets.last != dataLength)
+      throw new IOException(s"$base: data file has $dataLength bytes, the index says ${offsets.last}")
+    val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(o.shuffleId, o.mapId)
+    if (ownChecksum != null && dataLength > 0) {
+      if (!checksum.isFile) throw new IOException(s"$base: retained checksum file missing")
+      val ok =
+        try SparkInternals.checksumsMatch(offsets.length - 1, algorithm, checksum, data, index)
+        catch { case NonFatal(e) => throw new IOException(s"$base: checksum verification failed: $e") }
+      if (!ok) throw new IOException(s"$base: checksum mismatch (corrupt retained file)")
+    }
+    // Serve it: Spark's block resolver finds a map output by file name in its own directories.
+    if (data.isFile) store.linkOrCopy(data.toPath, ownData.toPath)
+    if (ownChecksum != null && checksum.isFile) store.linkOrCopy(checksum.toPath, ownChecksum.toPath)
+    store.linkOrCopy(index.toPath, ownIndex.toPath)
+    SparkInternals.ownMapOutput(o.shuffleId, o.mapId)
+    // Keep it retained, now as this executor's: if this executor dies, it can be adopted again.
+    val mine = store.executorDir(appId, executorId)
+    store.ensureDir(mine)
+    var total = 0L
+    Seq(data, index, checksum).filter(_.isFile).foreach { f =>
+      total += f.length()
+      Files.move(f.toPath, mine.resolve(f.getName), StandardCopyOption.REPLACE_EXISTING)
+    }
+    total
+  }
+
+  private def readOffsets(index: File): Array[Long] = {
+    val n = index.length()
+    if (n < 8 || n % 8 != 0) throw new IOException(s"${index.getName}: bad index file length $n")
+    val in = new DataInputStream(new FileInputStream(index))
+    try {
+      val offsets = Array.fill((n / 8).toInt)(in.readLong())
+      if (offsets(0) != 0L || offsets.sliding(2).exists(p => p.length == 2 && p(1) < p(0)))
+        throw new IOException(s"${index.getName}: offsets are not increasing from 0")
+      offsets
+    } finally in.close()
+  }
+}

@@ -1,0 +1,295 @@
+package io.regionrecovery.spark.retention
+
+import java.util.concurrent.{ConcurrentLinkedDeque, ExecutionException, FutureTask, TimeUnit}
+import java.util.concurrent.{RejectedExecutionException, TimeoutException}
+
+import scala.jdk.CollectionConverters._
+import scala.util.Try
+import scala.util.control.NonFatal
+
+import org.apache.spark.SparkContext
+import org.apache.spark.internal.Logging
+import org.apache.spark.regionrecovery.SparkInternals
+
+import io.regionrecovery.spark._
+import io.regionrecovery.spark.config.ConfigKeys
+
+/**
+ * Driver side: on executor loss, adopts or unregisters the executor's outputs at once, in the JVM,
+ * on a thread of its own (never on the listener thread, never waiting for Python), and keeps the
+ * retained bytes within the cap and the release policy. It decides by the [[RetentionPolicy]]
+ * Python last set (initially the configuration's); every decision reaches Python as an event, and
+ * the history JSON says why each adopter was chosen, or why none was. A heartbeat timeout is never
+ * adopted: the process may come back, so its outputs are not trusted.
+ */
+final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, state: DriverState,
+    initialPolicy: RetentionPolicy) extends Logging {
+  @volatile private var currentPolicy = initialPolicy
+  val ledger = new RetainedLedger(initialPolicy.maxBytesPerHost, initialPolicy.release)
+  private val agents = new AgentDirectory(store, () => sc.applicationId)
+  /** Answers the agents' lease pings: while it does, their application is alive. */
+  private val driverEndpoint = SparkInternals.registerEndpoint(RetentionProtocol.DriverEndpointName,
+    {
+      case r: DriverRequest => handle(r)
+      case other => throw new IllegalArgumentException(s"region-recovery driver endpoint: unknown message $other")
+    })
+  private val worker = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
+  @volatile private var stopped = false
+  private val history = new ConcurrentLinkedDeque[String]()
+
+  private def appId: String = sc.applicationId
+  private def now: Long = System.currentTimeMillis()
+
+  def policy: RetentionPolicy = currentPolicy
+  def liveAgents: Seq[AgentInfo] = agents.live
+  def ledgerJson: String = ledger.synchronized(ledger.json)
+
+  /** The last executor losses handled (timings in ms since Spark's removal event), as a JSON array. */
+  def historyJson: String = history.asScala.mkString("[", ", ", "]")
+
+  private def record(executorId: String, reason: String, lossTime: Long, startedAt: Long, askMs: Long,
+      adopted: Int, unregistered: Int, adopter: String, adopterReason: String): Unit = {
+    history.addLast(Json.obj(
+        "executor_id" -> Json.str(executorId),
+        "reason" -> Json.str(reason),
+        "adopter" -> Json.str(adopter),
+        "adopter_reason" -> Json.str(adopterReason),
+        "adopted" -> adopted.toString,
+        "unregistered" -> unregistered.toString,
+        "handoff_ms" -> (startedAt - lossTime).toString,
+        "ask_ms" -> askMs.toString,
+        "total_ms" -> (now - lossTime).toString))
+    while (history.size > 50) history.pollFirst()
+  }
+
+  /** What agents tell the driver: a hello through the plugin channel, lease pings on the driver endpoint. */
+  def handle(request: DriverRequest): AnyRef = request match {
+    case h: RetentionAgentHello => agents.register(h); null
+    case _: LeasePing => LeaseRenewed
+  }
+
+  // ---- executor loss -------------------------------------------------------------------------------
+
+  /** From the listener thread: hand off, return at once. Spark may report one removal twice. */
+  def executorRemoved(executorId: String, reason: String, time: Long): Unit =
+    if (!stopped && agents.markRemoved(executorId)) onWorker(s"loss of executor $executorId") {
+      handleLoss(executorId, reason, time)
+    }
+
+  private def isHeartbeatTimeout(reason: String): Boolean =
+    reason != null && reason.startsWith("Executor heartbeat timed out")
+
+  private def handleLoss(executorId: String, reason: String, lossTime: Long): Unit = {
+    val startedAt = now
+    val lost = agents.remove(executorId)
+    val outputs = SparkInternals.outputsOnExecutor(executorId)
+    val host = lost.map(_.host).orElse(outputs.headOption.map(_._4.host)).orNull
+    if (isHeartbeatTimeout(reason)) {
+      // Not trusted: the process may come back. Unregister at once, delete, fence.
+      SparkInternals.unregisterOutputsOnExecutor(executorId)
+      outputs.foreach { case (sid, idx, mapId, _) =>
+        state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId,
+          "heartbeat timeout: retained outputs of a timed-out executor are not trusted"))
+      }
+      record(executorId, reason, lossTime, startedAt, 0L, 0, outputs.size, null,
+        "heartbeat timeout: the outputs of a timed-out executor are not trusted")
+      purge(host, executorId, "heartbeat timeout")
+      return
+    }
+    val decision = AdoptionDecision.decide(currentPolicy, executorId, host, agents.live, outputs)(_._1)
+    decision.refused.foreach { case ((sid, idx, mapId, location), why) =>
+      SparkInternals.unregisterMapOutput(sid, idx, location)
+      state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, why))
+    }
+    val askStart = now
+    var adopterReason = decision.reason
+    val reply: Option[AdoptReply] = decision.adopter.flatMap { a =>
+      val refs = decision.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
+      try Some(agents.ask(a, AdoptRequest(appId, executorId, refs)).asInstanceOf[AdoptReply])
+      catch {
+        case NonFatal(e) =>
+          logWarning(s"region-recovery: executor ${a.executorId} could not adopt the outputs of $executorId: $e")
+          adopterReason += s"; the adoption failed: $e"
+          None
+      }
+    }
+    val askMs = now - askStart
+    var adopted = 0
+    decision.offered.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
+      val failure = reply.fold("adoption failed")(_.failures(i))
+      if (failure == null) {
+        val r = reply.get
+        SparkInternals.relocateMapOutput(sid, mapId, r.location)
+        ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, r.location.host))
+        adopted += 1
+        state.offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
+          r.location.host, r.bytes(i), lossTime))
+      } else {
+        SparkInternals.unregisterMapOutput(sid, idx, location)
+        state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not adopted: " + failure))
+      }
+    }
+    if (adopted > 0) {
+      val epoch = SparkInternals.incrementEpoch()
+      agents.forgetMapStatuses(decision.offered.map(_._1).distinct.toArray)
+      logInfo(s"region-recovery: executor $executorId lost ($reason): $adopted of ${outputs.size} map outputs " +
+        s"adopted by ${decision.adopter.map(_.executorId).orNull} (${decision.reason}), epoch now $epoch, " +
+        s"${System.currentTimeMillis() - lossTime} ms after the removal")
+    }
+    record(executorId, reason, lossTime, startedAt, askMs, adopted, outputs.size - adopted,
+      decision.adopter.map(_.executorId).orNull, adopterReason)
+    // What is left of the lost executor's retained directory (outputs not adopted) goes now.
+    purge(host, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost")
+  }
+
+  /** Deletes a lost executor's retained directory on its host and fences it. */
+  private def purge(host: String, executorId: String, reason: String): Unit = {
+    val (files, bytes) = agents.purge(host, executorId, fence = true)
+    ledger.synchronized(ledger.executorPurged(executorId))
+    state.offer(RetainedFilesDeletedEvent(now, executorId, host, files, bytes, reason))
+  }
+
+  // ---- policy: set by Python, applied on the coordinator's thread ------------------------------------
+
+  /**
+   * Applies `change` to the current policy on the coordinator's thread (between two decisions, never
+   * during one) and returns the policy in force afterwards. Waits for that thread, which may be busy
+   * with an adoption for up to the ask timeout.
+   */
+  def updatePolicy(change: RetentionPolicy => RetentionPolicy): RetentionPolicy = {
+    val task = new FutureTask[RetentionPolicy](() => applyPolicy(change(currentPolicy)))
+    try { if (stopped) throw new RejectedExecutionException(); worker.execute(task) }
+    catch {
+      case _: RejectedExecutionException =>
+        throw new IllegalArgumentException("retention has stopped: the application is ending")
+    }
+    try task.get(2 * RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS)
+    catch {
+      case e: ExecutionException => throw e.getCause
+      case _: TimeoutException =>
+        throw new IllegalStateException(
+          "the retention coordinator is busy; the policy change is applied when it is free")
+    }
+  }
+
+  private def applyPolicy(next: RetentionPolicy): RetentionPolicy = {
+    val before = currentPolicy
+    currentPolicy = next
+    val capped = ledger.synchronized { ledger.setPolicy(next.release); ledger.setMaxBytesPerHost(next.maxBytesPerHost) }
+    release(capped, s"retained bytes per host capped at ${next.maxBytesPerHost} by policy: least recently used")
+    (next.excludedShuffles -- before.excludedShuffles).toSeq.sorted.foreach(deleteRetainedCopies)
+    if (next != before) logInfo(s"region-recovery: retention policy now ${next.json}")
+    next
+  }
+
+  /**
+   * An excluded shuffle gives up survival beyond its executors: its retained copies go on every
+   * host. The executors keep serving their own files and the map outputs stay registered.
+   */
+  private def deleteRetainedCopies(shuffleId: Int): Unit = {
+    ledger.synchronized(ledger.dropShuffle(shuffleId))
+    val (files, bytes) = agents.releaseShuffle(shuffleId)
+    state.offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, RetentionPolicy.excludedReason(shuffleId)))
+  }
+
+  // ---- lifecycle: the ledger, fed from the listener and the plugin, on the coordinator's thread ------
+
+  private def onWorker(what: String)(body: => Unit): Unit = if (!stopped) {
+    try worker.execute(() =>
+        try body
+        catch {
+          case NonFatal(e) => logWarning(s"region-recovery: retention bookkeeping ($what) failed: $e", e)
+        })
+    catch { case _: RejectedExecutionException => } // stopping
+  }
+
+  /**
+   * An executor retained a committed output (plugin message). Of an excluded shuffle, only the
+   * retained copy is deleted (with the executor's id left out of the event: its other outputs stay).
+   */
+  def outputRetained(e: MapOutputRetainedEvent): Unit = onWorker("retained") {
+    if (currentPolicy.excludes(e.shuffleId)) {
+      val ref = OutputRef(e.shuffleId, e.mapId, e.mapIndex)
+      val (files, bytes) = agents.releaseOutputs(e.executorId, e.host, Array(ref), served = false)
+      state.offer(RetainedFilesDeletedEvent(now, null, e.host, files, bytes,
+        RetentionPolicy.excludedReason(e.shuffleId)))
+    } else
+      release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes)),
+        s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
+  }
+
+  def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
+    ledger.synchronized(ledger.jobStarted(jobId, sqlExecutionId,
+      stages.map(m => (m.stageId, m.shuffleId, m.parents)).toSeq))
+  }
+
+  def stageCompleted(stageId: Int, succeeded: Boolean): Unit = onWorker("stage completed") {
+    release(ledger.synchronized(ledger.stageCompleted(stageId, succeeded)), "consumers finished")
+  }
+
+  def jobEnded(jobId: Int, succeeded: Boolean): Unit = onWorker("job end") {
+    release(ledger.synchronized(ledger.jobEnded(jobId, succeeded)), s"job $jobId ended (${ledger.policy.name})")
+  }
+
+  def sqlExecutionEnded(executionId: Long, succeeded: Boolean): Unit = onWorker("SQL execution end") {
+    release(ledger.synchronized(ledger.sqlExecutionEnded(executionId, succeeded)),
+      s"SQL execution $executionId ended (${ledger.policy.name})")
+  }
+
+  /**
+   * Releases outputs before Spark cleans their shuffle: unregister each (Spark recomputes it if it is
+   * needed again: correct, only slower), then its owner deletes the retained and the served files.
+   */
+  private def release(entries: Seq[RetainedEntry], reason: String): Unit = if (entries.nonEmpty) {
+    entries.groupBy(_.executorId).foreach { case (executorId, es) =>
+      es.foreach { e =>
+        SparkInternals.mapOutputLocation(e.shuffleId, e.mapId)
+          .foreach(loc => SparkInternals.unregisterMapOutput(e.shuffleId, e.mapIndex, loc))
+      }
+      val host = es.head.host
+      agents.releaseOutputs(executorId, host, es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray,
+        served = true)
+      es.foreach(e =>
+        state.offer(MapOutputReleasedEvent(now, e.shuffleId, e.mapId, e.mapIndex, executorId, host,
+          e.bytes, reason)))
+    }
+    logInfo(
+      s"region-recovery: released ${entries.size} retained map outputs (${entries.map(_.bytes).sum} bytes): $reason")
+  }
+
+  /** ContextCleaner removed a shuffle: its retained files go on every host. */
+  def shuffleRemoved(shuffleId: Int): Unit = onWorker(s"removal of shuffle $shuffleId") {
+    ledger.synchronized(ledger.shuffleRemoved(shuffleId))
+    val (files, bytes) = agents.releaseShuffle(shuffleId)
+    state.offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, s"shuffle $shuffleId removed"))
+  }
+
+  /**
+   * Application end, first step (from the listener's ApplicationEnd, which SparkContext.stop posts
+   * before it stops the executors; best effort, it races with that): each host's agent deletes the
+   * application's retained directory there.
+   */
+  def applicationEnding(): Unit = {
+    if (stopped) return
+    stopped = true
+    worker.shutdown()
+    worker.awaitTermination(RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS)
+    Try(appId).toOption.foreach(agents.purgeApplication(_, 5000L))
+  }
+
+  /**
+   * Application end, last step (ShuffleDriverComponents.cleanupApplication, which SparkContext.stop
+   * calls after the executors are gone): delete what is left on the driver's own host. Other hosts
+   * rely on the executors' safety nets: leases that expire, and cleanup when the driver is gone.
+   */
+  def applicationEnd(): Unit = {
+    stopped = true
+    worker.shutdownNow()
+    try SparkInternals.unregisterEndpoint(driverEndpoint)
+    catch { case NonFatal(_) => }
+    Try(appId).toOption.foreach { id =>
+      try store.deleteApp(id)
+      catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }
+    }
+  }
+}

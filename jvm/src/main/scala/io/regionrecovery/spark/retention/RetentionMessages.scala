@@ -1,0 +1,86 @@
+package io.regionrecovery.spark.retention
+
+import org.apache.spark.storage.BlockManagerId
+
+/**
+ * The retention protocol between the driver's [[RetentionCoordinator]] and the executors'
+ * [[RetentionAgent]]s, all in one place. Retained outputs are map outputs that survive the
+ * executor process that wrote them:
+ *
+ *  - On commit, the shuffle IO hook hard-links each map output's files (data, index, checksum) into
+ *    `<retained.dir>/<appId>/<executorId>/` (a copy where a link is impossible), owner-only.
+ *  - The driver's shuffle component reports `supportsReliableStorage`, so Spark does not
+ *    unregister a lost executor's outputs by itself (DAGScheduler.handleExecutorLost, fileLost).
+ *  - When an executor is removed, the coordinator (driver JVM, at once) picks a live executor on
+ *    the same host and asks its agent to adopt the outputs: verify each one, link its files into
+ *    the agent's own block manager directories, move the retained links to its own retained
+ *    directory. The driver then relocates the adopted MapStatuses
+ *    (MapOutputTrackerMaster.updateMapOutput), unregisters the rest (Spark recomputes exactly
+ *    those), and moves the map output epoch so that executors drop cached locations.
+ *  - A heartbeat timeout is different: the process may still exist (frozen, partitioned), so its
+ *    outputs are not trusted. They are unregistered at once, its retained files deleted and the
+ *    executor fenced, so that if it comes back its hook retains nothing more.
+ *
+ * Messages are Java-serialized by Spark's RPC; the driver and its executors always run the same
+ * jar, so these classes are the contract.
+ */
+object RetentionProtocol {
+  /** The agent's endpoint on each executor's RpcEnv; the driver reaches it through the ref in the hello. */
+  val AgentEndpointName = "region-recovery-retention"
+  /** The coordinator's endpoint on the driver: agents ping it to renew their lease. */
+  val DriverEndpointName = "region-recovery-retention-driver"
+  /** How long the driver waits for an agent's answer (an adoption verifies checksums, so it can take a while). */
+  val AskTimeoutMs = 30000L
+}
+
+/** One map output as the protocol names it. */
+final case class OutputRef(shuffleId: Int, mapId: Long, mapIndex: Int)
+
+// ---- driver -> agent ---------------------------------------------------------------------------
+
+/** What the driver asks an executor's agent; every agent handler matches over all of them. */
+sealed trait AgentRequest
+
+/** Adopt `outputs` of the lost executor `fromExecutor`: verify, serve, keep retained. Reply: [[AdoptReply]]. */
+final case class AdoptRequest(appId: String, fromExecutor: String, outputs: Array[OutputRef]) extends AgentRequest
+
+/**
+ * Delete the retained directory of `executorId` on this host (of the whole application when it is
+ * null), and fence that executor when `fence` is set. Reply: [[PurgeReply]].
+ */
+final case class PurgeRequest(appId: String, executorId: String, fence: Boolean) extends AgentRequest
+
+/** Drop the cached map statuses of these shuffles (outputs moved). Sent, no reply. */
+final case class ForgetMapStatuses(shuffleIds: Array[Int]) extends AgentRequest
+
+/** Delete the retained files of one shuffle in every executor directory on this host. Reply: [[PurgeReply]]. */
+final case class ReleaseShuffle(appId: String, shuffleId: Int) extends AgentRequest
+
+/**
+ * Delete the retained files of some outputs of `executorId`, and (when `served`) the files its
+ * block manager serves for them. Reply: [[PurgeReply]].
+ */
+final case class ReleaseOutputs(appId: String, executorId: String, outputs: Array[OutputRef], served: Boolean)
+    extends AgentRequest
+
+// ---- agent -> driver ---------------------------------------------------------------------------
+
+/** What an executor's agent tells the driver; the coordinator's handler matches over all of them. */
+sealed trait DriverRequest
+
+/** An agent says hello through the plugin channel; `ref` is its RPC endpoint (an RpcEndpointRef). No reply. */
+final case class RetentionAgentHello(executorId: String, host: String, ref: AnyRef) extends DriverRequest
+
+/** An agent asks the driver whether it is still there (lease renewal, driver-loss check). Reply: [[LeaseRenewed]]. */
+final case class LeasePing(appId: String, executorId: String) extends DriverRequest
+
+// ---- replies -----------------------------------------------------------------------------------
+
+/** failures(i) == null: outputs(i) adopted (bytes(i) bytes) and now served at `location`; otherwise why not. */
+final case class AdoptReply(location: BlockManagerId, failures: Array[String], bytes: Array[Long])
+
+/** Files and bytes an agent deleted. */
+final case class PurgeReply(files: Int, bytes: Long)
+
+/** The driver answered a [[LeasePing]]: its application is alive. */
+case object LeaseRenewed

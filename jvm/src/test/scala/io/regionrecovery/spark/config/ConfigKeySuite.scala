@@ -1,0 +1,58 @@
+package io.regionrecovery.spark.config
+
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The declarations: errors users see, defaults, deprecated names, and the registry itself. */
+class ConfigKeySuite extends AnyFunSuite {
+  private def conf(kv: (String, String)*): String => Option[String] = kv.toMap.get
+
+  test("an error names the key, the raw value and what is accepted") {
+    val k = ConfigKeys.RetainedLeaseTimeout
+    val e = intercept[ConfigException](k.read(conf(k.name -> "10ms")))
+    assert(e.getMessage == "Invalid value '10ms' for spark.regionRecovery.retained.leaseTimeout: must be at least " +
+      s"1000 ms. Accepted: ${ConfigKeys.DurationForms}; at least 1 s.")
+    assert(e.key == k.name && e.value == "10ms")
+    assert(e.isInstanceOf[IllegalArgumentException], "callers that catch IllegalArgumentException keep working")
+  }
+
+  test("unset means the default; set means parsed") {
+    assert(ConfigKeys.RetainedLeaseTimeout.read(conf()) == 120000L)
+    assert(ConfigKeys.RetainedLeaseTimeout.read(conf(ConfigKeys.RetainedLeaseTimeout.name -> "2min")) == 120000L)
+    assert(ConfigKeys.RetainedMaxBytes.read(conf(ConfigKeys.RetainedMaxBytes.name -> "512 MiB")) == (512L << 20))
+    assert(ConfigKeys.EventBufferCapacity.read(conf()) == 100000)
+    assert(!ConfigKeys.RetainedEnabled.read(conf()))
+    assert(ConfigKeys.RetainedDir.read(conf(ConfigKeys.RetainedDir.name -> " ")) == "")
+  }
+
+  test("a relative retained.dir is refused with the key in the message") {
+    val k = ConfigKeys.RetainedDir
+    val e = intercept[ConfigException](k.read(conf(k.name -> "retained")))
+    assert(e.getMessage.contains(k.name) && e.getMessage.contains("'retained'") && e.getMessage.contains("absolute"))
+  }
+
+  test("the current name wins over a deprecated one, and an error names the name that was set") {
+    val k = ConfigKeys.RestartStrategyType
+    val old = "spark.regionRecovery.restart-strategy"
+    assert(k.read(conf(old -> "fixeddelay")) == "fixed-delay")
+    assert(k.read(conf(old -> "fixeddelay", k.name -> "none")) == "none")
+    assert(intercept[ConfigException](k.read(conf(old -> "sometimes"))).key == old)
+    assert(ConfigKeys.byName(old).contains(k))
+  }
+
+  test("every documented default parses to the declared default (retained.dir documents the computed root)") {
+    ConfigKeys.all.filterNot(_ == ConfigKeys.RetainedDir).foreach { k =>
+      assert(k.parse(k.defaultText) == k.default, k.name)
+    }
+    assert(ConfigKeys.RetainedDir.default == "")
+  }
+
+  test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
+    val names = ConfigKeys.all.map(_.name)
+    assert(names == names.sorted && names.distinct == names && names.size == 21)
+    assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
+    val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
+    assert(jvm == Set("eventBuffer.capacity", "retained.enabled", "retained.dir", "retained.maxBytes",
+      "retained.release", "retained.leaseTimeout"))
+    assert(ConfigKeys.all.forall(k => k.doc.nonEmpty && k.accepted.nonEmpty && k.defaultText.nonEmpty))
+  }
+}

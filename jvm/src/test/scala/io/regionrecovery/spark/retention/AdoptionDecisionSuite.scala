@@ -1,0 +1,71 @@
+package io.regionrecovery.spark.retention
+
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The coordinator's decision on a lost executor's outputs, as a pure function of the policy. */
+class AdoptionDecisionSuite extends AnyFunSuite {
+  private val base = RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L)
+  private def agent(id: String, host: String) = AgentInfo(id, host, null)
+  private val live = Seq(agent("1", "a"), agent("10", "a"), agent("2", "a"), agent("3", "b"), agent("4", "a"))
+
+  private def chosen(p: RetentionPolicy, lost: String = "1", host: String = "a"): Either[String, String] =
+    AdoptionDecision.chooseAdopter(p, lost, host, live).map(_._1.executorId)
+
+  test("without a policy: the lowest executor id on the lost executor's host (string order), never the lost one") {
+    assert(chosen(base) == Right("10"))
+    assert(chosen(base, lost = "10") == Right("1"))
+    val (_, why) = AdoptionDecision.chooseAdopter(base, "1", "a", live).toOption.get
+    assert(why == "lowest executor id among 3 live executors on host a")
+  }
+
+  test("adoption stays on the host: no live agent there means no adopter") {
+    assert(chosen(base, lost = "3", host = "b") == Left("no live executor with a retention agent on host b"))
+    assert(chosen(base, host = "c") == Left("no live executor with a retention agent on host c"))
+    assert(chosen(base, host = null) == Left("the lost executor's host is unknown"))
+  }
+
+  test("preferred executors are tried in order; one that is not on the host or not live is skipped") {
+    assert(chosen(base.copy(preferredExecutors = Seq("4", "2"))) == Right("4"))
+    assert(chosen(base.copy(preferredExecutors = Seq("3", "9", "2", "4"))) == Right("2"), "3 is on host b, 9 is gone")
+    val (_, why) = AdoptionDecision.chooseAdopter(base.copy(preferredExecutors = Seq("2")), "1", "a", live).toOption.get
+    assert(why == "executor 2 is preferred by policy")
+    val (_, fallback) = AdoptionDecision.chooseAdopter(base.copy(preferredExecutors = Seq("3")), "1", "a", live)
+      .toOption.get
+    assert(fallback == "lowest executor id among 3 live executors on host a; no preferred executor is live there")
+  }
+
+  test("avoided executors are never chosen, not even when preferred") {
+    assert(chosen(base.copy(avoidedExecutors = Set("10"))) == Right("2"))
+    assert(chosen(base.copy(avoidedExecutors = Set("2"), preferredExecutors = Seq("2", "4"))) == Right("4"))
+    assert(chosen(base.copy(avoidedExecutors = Set("10", "2", "4"))) ==
+      Left("every live executor on host a is avoided by policy (10, 2, 4)"))
+  }
+
+  test("an avoided host adopts nothing") {
+    assert(chosen(base.copy(avoidedHosts = Set("a"))) == Left("host a is avoided by policy"))
+    assert(chosen(base.copy(avoidedHosts = Set("b"))) == Right("10"))
+  }
+
+  test("decide: outputs of excluded shuffles are refused, the rest offered to the adopter") {
+    val outputs = Seq((5, 0), (6, 0), (5, 1), (7, 2)) // (shuffle, map index)
+    val d = AdoptionDecision.decide(base.copy(excludedShuffles = Set(5)), "1", "a", live, outputs)(_._1)
+    assert(d.adopter.map(_.executorId).contains("10"))
+    assert(d.offered == Seq((6, 0), (7, 2)))
+    assert(d.refused == Seq((5, 0), (5, 1)).map(_ -> "not adopted: shuffle 5 is excluded from retention"))
+  }
+
+  test("decide: without an adopter every output is refused with the reason") {
+    val d = AdoptionDecision.decide(base.copy(avoidedHosts = Set("a"), excludedShuffles = Set(5)), "1", "a", live,
+      Seq(5, 6))(identity)
+    assert(d.adopter.isEmpty && d.offered.isEmpty && d.reason == "host a is avoided by policy")
+    assert(d.refused == Seq(5 -> "not adopted: shuffle 5 is excluded from retention",
+      6 -> "not adopted: host a is avoided by policy"))
+  }
+
+  test("decide: nothing to adopt when every output is excluded, or there are none") {
+    val excluded = AdoptionDecision.decide(base.copy(excludedShuffles = Set(5)), "1", "a", live, Seq(5))(identity)
+    assert(excluded.adopter.isEmpty && excluded.refused.size == 1 && excluded.reason.startsWith("nothing to adopt"))
+    val none = AdoptionDecision.decide(base, "1", "a", live, Seq.empty[Int])(identity)
+    assert(none == AdoptionDecision(None, "nothing to adopt: no registered outputs", Nil, Nil))
+  }
+}

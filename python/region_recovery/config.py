@@ -144,8 +144,9 @@ def _choice(aliases: Mapping[str, str]) -> Callable[[str], str]:
 
 
 def _parse_path(text: str) -> str:
+    """An absolute path; empty means the default root (as unset)."""
     path = text.strip()
-    if not path.startswith("/"):
+    if path and not path.startswith("/"):
         raise ValueError("not an absolute path")
     return path
 
@@ -281,8 +282,12 @@ def contract() -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------- typed declarations
 
 
-def _minimum_text(minimum: float | None, unit: str) -> str:
-    return "" if minimum is None or minimum <= 0 else f"; at least {minimum:g}{unit}"
+def _duration_text(ms: int) -> str:
+    """1000 -> '1 s', 1 -> '1 ms': the largest unit that divides the value."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000)):
+        if ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
 
 
 def boolean(name: str, default: bool, doc: str, *, read_by: str = "python", section: str = "") -> ConfigKey:
@@ -291,7 +296,7 @@ def boolean(name: str, default: bool, doc: str, *, read_by: str = "python", sect
             name,
             default,
             parse_bool,
-            "true, false (any case)",
+            "true, false",
             doc,
             str(default).lower(),
             type="boolean",
@@ -321,15 +326,23 @@ def integer(
 
 
 def duration(
-    name: str, default_text: str, doc: str, *, minimum_ms: int = 0, read_by: str = "python", section: str = ""
+    name: str,
+    default_text: str,
+    doc: str,
+    *,
+    minimum_ms: int = 0,
+    accepted_extra: str = "",
+    read_by: str = "python",
+    section: str = "",
 ) -> ConfigKey:
     parse = _at_least(parse_duration_ms, minimum_ms) if minimum_ms else parse_duration_ms
+    minimum = f"; at least {_duration_text(minimum_ms)}" if minimum_ms else ""
     return register(
         ConfigKey(
             name,
             parse_duration_ms(default_text),
             parse,
-            DURATION_FORMS + _minimum_text(minimum_ms, " ms"),
+            DURATION_FORMS + minimum + accepted_extra,
             doc,
             default_text,
             type="duration",
@@ -340,13 +353,15 @@ def duration(
     )
 
 
-def size(name: str, default_text: str, doc: str, *, read_by: str = "python", section: str = "") -> ConfigKey:
+def size(
+    name: str, default_text: str, doc: str, *, accepted_extra: str = "", read_by: str = "python", section: str = ""
+) -> ConfigKey:
     return register(
         ConfigKey(
             name,
             parse_bytes(default_text),
             parse_bytes,
-            BYTES_FORMS,
+            BYTES_FORMS + accepted_extra,
             doc,
             default_text,
             type="bytes",
@@ -464,8 +479,9 @@ EXPONENTIAL_INITIAL_BACKOFF = duration(
 EXPONENTIAL_MAX_BACKOFF = duration(
     _RS + "exponential-delay.max-backoff",
     "1 min",
-    ("Highest backoff."),
+    "Highest backoff.",
     minimum_ms=1,
+    accepted_extra=" and not below initial-backoff",
     section=_RESTART,
 )
 EXPONENTIAL_MULTIPLIER = register(
@@ -617,6 +633,7 @@ RETAINED_MAX_BYTES = size(
         "served files. Outputs of shuffles in use are never released, so one running shuffle larger than the "
         'cap exceeds it; `rr.retained_ledger()["over_cap"]` counts those moments.'
     ),
+    accepted_extra="; 0 = no cap",
     read_by="jvm",
     section=_RETAINED,
 )

@@ -35,44 +35,122 @@ FIELDS = {
     ev.AppStart: (APP_START, [("app_id", "S"), ("app_name", "S"), ("user", "S")]),
     ev.AppEnd: (APP_END, [("exit_code", "i")]),
     ev.JobEnd: (JOB_END, [("job_id", "i"), ("succeeded", "?"), ("error", "S")]),
-    ev.StageSubmitted: (STAGE_SUBMITTED, [("stage_id", "i"), ("attempt", "i"), ("num_tasks", "i"),
-                                          ("shuffle_id", "i")]),
-    ev.StageCompleted: (STAGE_COMPLETED, [("stage_id", "i"), ("attempt", "i"), ("num_tasks", "i"),
-                                          ("shuffle_id", "i"), ("failure_reason", "S")]),
-    ev.TaskStart: (TASK_START, [("stage_id", "i"), ("stage_attempt", "i"), ("task_id", "q"),
-                                ("partition", "i"), ("attempt", "i"), ("executor_id", "S"), ("host", "S"),
-                                ("speculative", "?")]),
-    ev.TaskEnd: (TASK_END, [
-        ("stage_id", "i"), ("stage_attempt", "i"), ("task_id", "q"), ("partition", "i"), ("attempt", "i"),
-        ("executor_id", "S"), ("host", "S"), ("speculative", "?"), ("is_shuffle_map", "?"),
-        ("duration_ms", "q"), ("shuffle_bytes_written", "q"), ("shuffle_records_written", "q"),
-        ("reason", "b"), ("fetch_shuffle_id", "i"), ("fetch_map_id", "q"), ("fetch_map_index", "i"),
-        ("fetch_reduce_id", "i"), ("lost_executor_id", "S"), ("block_manager_host", "S"),
-        ("exception_class", "S"), ("message", "S"), ("exit_caused_by_app", "?"),
-        ("counts_toward_failures", "?")]),
+    ev.StageSubmitted: (
+        STAGE_SUBMITTED,
+        [("stage_id", "i"), ("attempt", "i"), ("num_tasks", "i"), ("shuffle_id", "i")],
+    ),
+    ev.StageCompleted: (
+        STAGE_COMPLETED,
+        [("stage_id", "i"), ("attempt", "i"), ("num_tasks", "i"), ("shuffle_id", "i"), ("failure_reason", "S")],
+    ),
+    ev.TaskStart: (
+        TASK_START,
+        [
+            ("stage_id", "i"),
+            ("stage_attempt", "i"),
+            ("task_id", "q"),
+            ("partition", "i"),
+            ("attempt", "i"),
+            ("executor_id", "S"),
+            ("host", "S"),
+            ("speculative", "?"),
+        ],
+    ),
+    ev.TaskEnd: (
+        TASK_END,
+        [
+            ("stage_id", "i"),
+            ("stage_attempt", "i"),
+            ("task_id", "q"),
+            ("partition", "i"),
+            ("attempt", "i"),
+            ("executor_id", "S"),
+            ("host", "S"),
+            ("speculative", "?"),
+            ("is_shuffle_map", "?"),
+            ("duration_ms", "q"),
+            ("shuffle_bytes_written", "q"),
+            ("shuffle_records_written", "q"),
+            ("reason", "b"),
+            ("fetch_shuffle_id", "i"),
+            ("fetch_map_id", "q"),
+            ("fetch_map_index", "i"),
+            ("fetch_reduce_id", "i"),
+            ("lost_executor_id", "S"),
+            ("block_manager_host", "S"),
+            ("exception_class", "S"),
+            ("message", "S"),
+            ("exit_caused_by_app", "?"),
+            ("counts_toward_failures", "?"),
+        ],
+    ),
     ev.ExecutorAdded: (EXECUTOR_ADDED, [("executor_id", "S"), ("host", "S"), ("cores", "i")]),
     ev.ExecutorRemoved: (EXECUTOR_REMOVED, [("executor_id", "S"), ("reason", "S")]),
     ev.BlockManagerRemoved: (BLOCK_MANAGER_REMOVED, [("executor_id", "S"), ("host", "S"), ("port", "i")]),
     ev.ShuffleRegistered: (SHUFFLE_REGISTERED, [("shuffle_id", "i")]),
     ev.ShuffleRemoved: (SHUFFLE_REMOVED, [("shuffle_id", "i"), ("blocking", "?")]),
-    ev.MapOutputCommitted: (MAP_OUTPUT_COMMITTED, [
-        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("stage_attempt", "i"),
-        ("executor_id", "S"), ("host", "S"), ("bytes", "q"), ("num_partitions", "i"),
-        ("non_empty_partitions", "i"), ("max_partition_bytes", "q")]),
+    ev.MapOutputCommitted: (
+        MAP_OUTPUT_COMMITTED,
+        [
+            ("shuffle_id", "i"),
+            ("map_id", "q"),
+            ("map_index", "i"),
+            ("stage_attempt", "i"),
+            ("executor_id", "S"),
+            ("host", "S"),
+            ("bytes", "q"),
+            ("num_partitions", "i"),
+            ("non_empty_partitions", "i"),
+            ("max_partition_bytes", "q"),
+        ],
+    ),
     ev.ExecutorPluginStarted: (EXECUTOR_PLUGIN_STARTED, [("executor_id", "S"), ("host", "S"), ("pid", "q")]),
-    ev.MapOutputRetained: (MAP_OUTPUT_RETAINED, [
-        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("executor_id", "S"), ("host", "S"),
-        ("bytes", "q"), ("files", "i"), ("checksum", "q")]),
-    ev.MapOutputAdopted: (MAP_OUTPUT_ADOPTED, [
-        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("from_executor", "S"),
-        ("to_executor", "S"), ("host", "S"), ("bytes", "q"), ("loss_time", "q")]),
-    ev.MapOutputUnregistered: (MAP_OUTPUT_UNREGISTERED, [
-        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("executor_id", "S"), ("reason", "S")]),
-    ev.RetainedFilesDeleted: (RETAINED_FILES_DELETED, [
-        ("executor_id", "S"), ("host", "S"), ("files", "i"), ("bytes", "q"), ("reason", "S")]),
-    ev.MapOutputReleased: (MAP_OUTPUT_RELEASED, [
-        ("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("executor_id", "S"), ("host", "S"),
-        ("bytes", "q"), ("reason", "S")]),
+    ev.MapOutputRetained: (
+        MAP_OUTPUT_RETAINED,
+        [
+            ("shuffle_id", "i"),
+            ("map_id", "q"),
+            ("map_index", "i"),
+            ("executor_id", "S"),
+            ("host", "S"),
+            ("bytes", "q"),
+            ("files", "i"),
+            ("checksum", "q"),
+        ],
+    ),
+    ev.MapOutputAdopted: (
+        MAP_OUTPUT_ADOPTED,
+        [
+            ("shuffle_id", "i"),
+            ("map_id", "q"),
+            ("map_index", "i"),
+            ("from_executor", "S"),
+            ("to_executor", "S"),
+            ("host", "S"),
+            ("bytes", "q"),
+            ("loss_time", "q"),
+        ],
+    ),
+    ev.MapOutputUnregistered: (
+        MAP_OUTPUT_UNREGISTERED,
+        [("shuffle_id", "i"), ("map_id", "q"), ("map_index", "i"), ("executor_id", "S"), ("reason", "S")],
+    ),
+    ev.RetainedFilesDeleted: (
+        RETAINED_FILES_DELETED,
+        [("executor_id", "S"), ("host", "S"), ("files", "i"), ("bytes", "q"), ("reason", "S")],
+    ),
+    ev.MapOutputReleased: (
+        MAP_OUTPUT_RELEASED,
+        [
+            ("shuffle_id", "i"),
+            ("map_id", "q"),
+            ("map_index", "i"),
+            ("executor_id", "S"),
+            ("host", "S"),
+            ("bytes", "q"),
+            ("reason", "S"),
+        ],
+    ),
 }
 
 
@@ -99,7 +177,7 @@ class Encoder:
         else:
             self.body += struct.pack(">" + kind, value)
 
-    def add(self, e) -> "Encoder":
+    def add(self, e) -> Encoder:
         self.count += 1
         if isinstance(e, ev.JobStart):
             self.body += struct.pack(">bq", JOB_START, e.time)
@@ -144,13 +222,31 @@ def encode(*events, first_seq: int = 0, dropped: int = 0) -> bytes:
 
 def task_end(**overrides) -> ev.TaskEnd:
     values = dict(
-        time=1_700_000_000_123, stage_id=3, stage_attempt=1, task_id=2**40 + 7, partition=11, attempt=2,
-        executor_id="exec-7", host="host-a.example", speculative=True, is_shuffle_map=True,
-        duration_ms=5_432, shuffle_bytes_written=2**33 + 5, shuffle_records_written=123_456,
-        reason=ev.TaskEndReason.FETCH_FAILED, fetch_shuffle_id=4, fetch_map_id=2**35 + 9, fetch_map_index=6,
-        fetch_reduce_id=13, lost_executor_id="exec-2", block_manager_host="host-b.example",
-        exception_class="org.apache.spark.shuffle.FetchFailedException", message="Failed to connect",
-        exit_caused_by_app=False, counts_toward_failures=True)
+        time=1_700_000_000_123,
+        stage_id=3,
+        stage_attempt=1,
+        task_id=2**40 + 7,
+        partition=11,
+        attempt=2,
+        executor_id="exec-7",
+        host="host-a.example",
+        speculative=True,
+        is_shuffle_map=True,
+        duration_ms=5_432,
+        shuffle_bytes_written=2**33 + 5,
+        shuffle_records_written=123_456,
+        reason=ev.TaskEndReason.FETCH_FAILED,
+        fetch_shuffle_id=4,
+        fetch_map_id=2**35 + 9,
+        fetch_map_index=6,
+        fetch_reduce_id=13,
+        lost_executor_id="exec-2",
+        block_manager_host="host-b.example",
+        exception_class="org.apache.spark.shuffle.FetchFailedException",
+        message="Failed to connect",
+        exit_caused_by_app=False,
+        counts_toward_failures=True,
+    )
     values.update(overrides)
     return ev.TaskEnd(**values)
 
@@ -168,9 +264,21 @@ EVERY_TYPE = [
     ev.TaskStart(9, 12, 1, 2**33 + 1, 17, 2, "exec-7", "host-a.example", True),
     ev.TaskStart(10, 12, 0, 5, 0, 0, None, None, False),
     task_end(),
-    task_end(time=11, reason=ev.TaskEndReason.SUCCESS, fetch_shuffle_id=-1, fetch_map_id=-1, fetch_map_index=-1,
-             fetch_reduce_id=-1, lost_executor_id=None, block_manager_host=None, exception_class=None,
-             message=None, speculative=False, is_shuffle_map=False, counts_toward_failures=False),
+    task_end(
+        time=11,
+        reason=ev.TaskEndReason.SUCCESS,
+        fetch_shuffle_id=-1,
+        fetch_map_id=-1,
+        fetch_map_index=-1,
+        fetch_reduce_id=-1,
+        lost_executor_id=None,
+        block_manager_host=None,
+        exception_class=None,
+        message=None,
+        speculative=False,
+        is_shuffle_map=False,
+        counts_toward_failures=False,
+    ),
     ev.ExecutorAdded(12, "exec-7", "host-a.example", 4),
     ev.ExecutorRemoved(13, "exec-7", "Command exited with code 137"),
     ev.ExecutorRemoved(14, "exec-8", None),
@@ -224,12 +332,18 @@ def test_none_strings_travel_as_index_minus_one():
 
 
 def test_job_start_with_several_stages_and_parents():
-    job = ev.JobStart(1_700_000_000_000, 5, 17, "nightly", [
-        ev.StageMeta(20, 0, "map at etl.py:10", 200, 7, Determinism.DETERMINATE, False, ()),
-        ev.StageMeta(21, 0, "map at etl.py:20", 50, 8, Determinism.UNORDERED, False, ()),
-        ev.StageMeta(22, 1, "join at etl.py:30", 64, 9, Determinism.INDETERMINATE, True, (20, 21)),
-        ev.StageMeta(23, 0, None, 8, None, Determinism.DETERMINATE, False, (22,)),
-    ])
+    job = ev.JobStart(
+        1_700_000_000_000,
+        5,
+        17,
+        "nightly",
+        [
+            ev.StageMeta(20, 0, "map at etl.py:10", 200, 7, Determinism.DETERMINATE, False, ()),
+            ev.StageMeta(21, 0, "map at etl.py:20", 50, 8, Determinism.UNORDERED, False, ()),
+            ev.StageMeta(22, 1, "join at etl.py:30", 64, 9, Determinism.INDETERMINATE, True, (20, 21)),
+            ev.StageMeta(23, 0, None, 8, None, Determinism.DETERMINATE, False, (22,)),
+        ],
+    )
     (decoded,) = decode_batch(encode(job)).events
     assert decoded == job
     assert [s.parents for s in decoded.stages] == [(), (), (20, 21), (22,)]
@@ -274,11 +388,16 @@ def test_string_table_is_shared_across_events():
 
 def test_hand_built_table_indexes_resolve():
     # Table ["x", "y"]; ExecutorAdded(executor=y, host=x) and ExecutorRemoved(executor=x, reason=null).
-    data = (struct.pack(">iHqqi", MAGIC, VERSION, 0, 0, 2)
-            + struct.pack(">i", 1) + b"x" + struct.pack(">i", 1) + b"y"
-            + struct.pack(">i", 2)
-            + struct.pack(">bqiii", EXECUTOR_ADDED, 5, 1, 0, 2)
-            + struct.pack(">bqii", EXECUTOR_REMOVED, 6, 0, -1))
+    data = (
+        struct.pack(">iHqqi", MAGIC, VERSION, 0, 0, 2)
+        + struct.pack(">i", 1)
+        + b"x"
+        + struct.pack(">i", 1)
+        + b"y"
+        + struct.pack(">i", 2)
+        + struct.pack(">bqiii", EXECUTOR_ADDED, 5, 1, 0, 2)
+        + struct.pack(">bqii", EXECUTOR_REMOVED, 6, 0, -1)
+    )
     assert decode_batch(data).events == [ev.ExecutorAdded(5, "y", "x", 2), ev.ExecutorRemoved(6, "x", None)]
 
 
@@ -288,8 +407,9 @@ def test_multibyte_utf8_length_is_in_bytes():
 
 
 def test_header_first_seq_and_dropped():
-    batch = decode_batch(encode(ev.ShuffleRegistered(1, 0), ev.ShuffleRegistered(2, 1),
-                                first_seq=2**40, dropped=12_345))
+    batch = decode_batch(
+        encode(ev.ShuffleRegistered(1, 0), ev.ShuffleRegistered(2, 1), first_seq=2**40, dropped=12_345)
+    )
     assert batch.first_seq == 2**40
     assert batch.dropped_total == 12_345
     assert len(batch.events) == 2
@@ -316,41 +436,128 @@ GOLDEN_FILE = Path(__file__).resolve().parents[1] / "golden" / "event-batch.hex"
 GOLDEN_EVENTS = [
     ev.AppStart(time=1000, app_id="app-1", app_name="golden \u2713", user="alice"),
     ev.AppEnd(time=1001, exit_code=1),
-    ev.JobStart(time=1002, job_id=1, sql_execution_id=7, job_group="g", stages=[
-        ev.StageMeta(stage_id=0, attempt=0, name="map", num_tasks=4, shuffle_id=0,
-                     determinism=Determinism.DETERMINATE, barrier=False, parents=()),
-        ev.StageMeta(stage_id=1, attempt=0, name="collect", num_tasks=2, shuffle_id=None,
-                     determinism=Determinism.UNORDERED, barrier=True, parents=(0,)),
-    ]),
+    ev.JobStart(
+        time=1002,
+        job_id=1,
+        sql_execution_id=7,
+        job_group="g",
+        stages=[
+            ev.StageMeta(
+                stage_id=0,
+                attempt=0,
+                name="map",
+                num_tasks=4,
+                shuffle_id=0,
+                determinism=Determinism.DETERMINATE,
+                barrier=False,
+                parents=(),
+            ),
+            ev.StageMeta(
+                stage_id=1,
+                attempt=0,
+                name="collect",
+                num_tasks=2,
+                shuffle_id=None,
+                determinism=Determinism.UNORDERED,
+                barrier=True,
+                parents=(0,),
+            ),
+        ],
+    ),
     ev.JobEnd(time=1003, job_id=1, succeeded=False, error="boom"),
     ev.StageSubmitted(time=1004, stage_id=0, attempt=0, num_tasks=4, shuffle_id=0),
     ev.StageCompleted(time=1005, stage_id=0, attempt=0, num_tasks=4, shuffle_id=0, failure_reason="FetchFailed"),
-    ev.TaskStart(time=1006, stage_id=0, stage_attempt=0, task_id=5, partition=2, attempt=0, executor_id="1",
-                 host="h1", speculative=False),
-    ev.TaskEnd(time=1007, stage_id=0, stage_attempt=1, task_id=6, partition=3, attempt=1, executor_id="1",
-               host="h1", speculative=True, is_shuffle_map=True, duration_ms=30, shuffle_bytes_written=512,
-               shuffle_records_written=10, reason=ev.TaskEndReason.FETCH_FAILED, fetch_shuffle_id=0,
-               fetch_map_id=4, fetch_map_index=1, fetch_reduce_id=3, lost_executor_id="2",
-               block_manager_host="h2", exception_class="org.apache.spark.shuffle.FetchFailedException",
-               message="lost", exit_caused_by_app=False, counts_toward_failures=False),
+    ev.TaskStart(
+        time=1006,
+        stage_id=0,
+        stage_attempt=0,
+        task_id=5,
+        partition=2,
+        attempt=0,
+        executor_id="1",
+        host="h1",
+        speculative=False,
+    ),
+    ev.TaskEnd(
+        time=1007,
+        stage_id=0,
+        stage_attempt=1,
+        task_id=6,
+        partition=3,
+        attempt=1,
+        executor_id="1",
+        host="h1",
+        speculative=True,
+        is_shuffle_map=True,
+        duration_ms=30,
+        shuffle_bytes_written=512,
+        shuffle_records_written=10,
+        reason=ev.TaskEndReason.FETCH_FAILED,
+        fetch_shuffle_id=0,
+        fetch_map_id=4,
+        fetch_map_index=1,
+        fetch_reduce_id=3,
+        lost_executor_id="2",
+        block_manager_host="h2",
+        exception_class="org.apache.spark.shuffle.FetchFailedException",
+        message="lost",
+        exit_caused_by_app=False,
+        counts_toward_failures=False,
+    ),
     ev.ExecutorAdded(time=1008, executor_id="3", host="h2", cores=4),
     ev.ExecutorRemoved(time=1009, executor_id="1", reason="Command exited with code 137 \u2717"),
     ev.BlockManagerRemoved(time=1010, executor_id="1", host="h1", port=7337),
     ev.ShuffleRegistered(time=1011, shuffle_id=0),
     ev.ShuffleRemoved(time=1012, shuffle_id=0, blocking=True),
-    ev.MapOutputCommitted(time=1013, shuffle_id=0, map_id=5, map_index=2, stage_attempt=0, executor_id="1",
-                          host="h1", bytes=512, num_partitions=2, non_empty_partitions=1, max_partition_bytes=400),
+    ev.MapOutputCommitted(
+        time=1013,
+        shuffle_id=0,
+        map_id=5,
+        map_index=2,
+        stage_attempt=0,
+        executor_id="1",
+        host="h1",
+        bytes=512,
+        num_partitions=2,
+        non_empty_partitions=1,
+        max_partition_bytes=400,
+    ),
     ev.ExecutorPluginStarted(time=1014, executor_id="3", host="h2", pid=4242),
-    ev.MapOutputRetained(time=1015, shuffle_id=0, map_id=5, map_index=2, executor_id="1", host="h1", bytes=512,
-                         files=3, checksum=-7),
-    ev.MapOutputAdopted(time=1016, shuffle_id=0, map_id=5, map_index=2, from_executor="1", to_executor="4",
-                        host="h1", bytes=512, loss_time=1009),
-    ev.MapOutputUnregistered(time=1017, shuffle_id=0, map_id=6, map_index=3, executor_id="1",
-                             reason="not adopted: host h2 is avoided by policy"),
-    ev.RetainedFilesDeleted(time=1018, executor_id=None, host="h1", files=1, bytes=512,
-                            reason="shuffle 0 is excluded from retention"),
-    ev.MapOutputReleased(time=1019, shuffle_id=0, map_id=5, map_index=2, executor_id="4", host="h1", bytes=512,
-                         reason="consumers finished"),
+    ev.MapOutputRetained(
+        time=1015, shuffle_id=0, map_id=5, map_index=2, executor_id="1", host="h1", bytes=512, files=3, checksum=-7
+    ),
+    ev.MapOutputAdopted(
+        time=1016,
+        shuffle_id=0,
+        map_id=5,
+        map_index=2,
+        from_executor="1",
+        to_executor="4",
+        host="h1",
+        bytes=512,
+        loss_time=1009,
+    ),
+    ev.MapOutputUnregistered(
+        time=1017,
+        shuffle_id=0,
+        map_id=6,
+        map_index=3,
+        executor_id="1",
+        reason="not adopted: host h2 is avoided by policy",
+    ),
+    ev.RetainedFilesDeleted(
+        time=1018, executor_id=None, host="h1", files=1, bytes=512, reason="shuffle 0 is excluded from retention"
+    ),
+    ev.MapOutputReleased(
+        time=1019,
+        shuffle_id=0,
+        map_id=5,
+        map_index=2,
+        executor_id="4",
+        host="h1",
+        bytes=512,
+        reason="consumers finished",
+    ),
 ]
 
 
@@ -386,6 +593,7 @@ def test_test_encoder_matches_the_golden_batch():
 
 # ---- errors --------------------------------------------------------------------------------
 
+
 def test_wrong_magic():
     data = Encoder().add(ev.ShuffleRegistered(1, 0)).encode(magic=0x52524232)
     with pytest.raises(CorruptBatchError, match="magic"):
@@ -401,11 +609,15 @@ def test_wrong_version_names_the_jar_and_package_mismatch():
     assert "jar" in message and "Python package" in message and "different versions" in message
 
 
-@pytest.mark.parametrize("events", [
-    [ev.ShuffleRegistered(1, 0)],
-    [task_end(), ev.ExecutorRemoved(2, "exec-7", "Worker shutting down ✗")],
-    [ev.JobStart(2, 1, 3, "g", [ev.StageMeta(1, 0, "s", 2, 0, Determinism.DETERMINATE, False, (0, 5))])],
-], ids=["small", "strings", "job-start"])
+@pytest.mark.parametrize(
+    "events",
+    [
+        [ev.ShuffleRegistered(1, 0)],
+        [task_end(), ev.ExecutorRemoved(2, "exec-7", "Worker shutting down ✗")],
+        [ev.JobStart(2, 1, 3, "g", [ev.StageMeta(1, 0, "s", 2, 0, Determinism.DETERMINATE, False, (0, 5))])],
+    ],
+    ids=["small", "strings", "job-start"],
+)
 def test_every_truncation_is_corrupt(events):
     data = encode(*events)
     for cut in range(len(data)):
@@ -434,15 +646,23 @@ def test_unknown_event_code():
 
 
 def test_string_index_past_the_table():
-    data = (struct.pack(">iHqqi", MAGIC, VERSION, 0, 0, 0) + struct.pack(">i", 1)
-            + struct.pack(">bqii", EXECUTOR_REMOVED, 1, 3, -1))
+    data = (
+        struct.pack(">iHqqi", MAGIC, VERSION, 0, 0, 0)
+        + struct.pack(">i", 1)
+        + struct.pack(">bqii", EXECUTOR_REMOVED, 1, 3, -1)
+    )
     with pytest.raises(CorruptBatchError):
         decode_batch(data)
 
 
 def test_invalid_utf8_string():
-    data = (struct.pack(">iHqqi", MAGIC, VERSION, 0, 0, 1) + struct.pack(">i", 2) + b"\xc3\x28"
-            + struct.pack(">i", 1) + struct.pack(">bqii", EXECUTOR_REMOVED, 1, 0, -1))
+    data = (
+        struct.pack(">iHqqi", MAGIC, VERSION, 0, 0, 1)
+        + struct.pack(">i", 2)
+        + b"\xc3\x28"
+        + struct.pack(">i", 1)
+        + struct.pack(">bqii", EXECUTOR_REMOVED, 1, 0, -1)
+    )
     with pytest.raises(CorruptBatchError):
         decode_batch(data)
 
@@ -477,13 +697,34 @@ OPT_TEXT = st.none() | st.text(max_size=40)
 
 
 @settings(max_examples=300, deadline=None)
-@given(time=I64, stage_id=I32, stage_attempt=I32, task_id=I64, partition=I32, attempt=I32,
-       executor_id=OPT_TEXT, host=OPT_TEXT, speculative=st.booleans(), is_shuffle_map=st.booleans(),
-       duration_ms=I64, shuffle_bytes_written=I64, shuffle_records_written=I64, reason=I8,
-       fetch_shuffle_id=I32, fetch_map_id=I64, fetch_map_index=I32, fetch_reduce_id=I32,
-       lost_executor_id=OPT_TEXT, block_manager_host=OPT_TEXT, exception_class=OPT_TEXT, message=OPT_TEXT,
-       exit_caused_by_app=st.booleans(), counts_toward_failures=st.booleans(),
-       first_seq=st.integers(0, 2**63 - 1), dropped=st.integers(0, 2**63 - 1))
+@given(
+    time=I64,
+    stage_id=I32,
+    stage_attempt=I32,
+    task_id=I64,
+    partition=I32,
+    attempt=I32,
+    executor_id=OPT_TEXT,
+    host=OPT_TEXT,
+    speculative=st.booleans(),
+    is_shuffle_map=st.booleans(),
+    duration_ms=I64,
+    shuffle_bytes_written=I64,
+    shuffle_records_written=I64,
+    reason=I8,
+    fetch_shuffle_id=I32,
+    fetch_map_id=I64,
+    fetch_map_index=I32,
+    fetch_reduce_id=I32,
+    lost_executor_id=OPT_TEXT,
+    block_manager_host=OPT_TEXT,
+    exception_class=OPT_TEXT,
+    message=OPT_TEXT,
+    exit_caused_by_app=st.booleans(),
+    counts_toward_failures=st.booleans(),
+    first_seq=st.integers(0, 2**63 - 1),
+    dropped=st.integers(0, 2**63 - 1),
+)
 def test_task_end_round_trip_property(first_seq, dropped, **fields):
     e = ev.TaskEnd(**fields)
     batch = decode_batch(encode(e, e, first_seq=first_seq, dropped=dropped))

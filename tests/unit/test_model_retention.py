@@ -121,3 +121,14 @@ def test_a_release_of_an_older_output_leaves_the_recomputed_one_available(job_mo
     m = job_model
     m.apply(ev.MapOutputReleased(3300, SH0, 123_456_789, 0, "1", "host-1", 20, "job-end"))
     assert m.shuffles[SH0].outputs[0].available
+
+
+def test_an_excluded_shuffle_loses_its_retained_copies_but_stays_available(job_model):
+    m = job_model
+    for i, ex in {0: "1", 1: "2", 2: "1", 3: "2"}.items():
+        out = m.shuffles[SH0].outputs[i]
+        m.apply(ev.MapOutputRetained(2100, SH0, out.map_id, i, ex, f"host-{ex}", 10, 3, 77))
+    assert m.retained_bytes()["total"] == 40
+    m.apply(ev.RetainedFilesDeleted(2200, None, None, 12, 40, f"shuffle {SH0} is excluded from retention"))
+    assert m.retained_bytes()["total"] == 0 and m.retained == {}
+    assert all(o.available and o.retained_bytes is None for o in m.shuffles[SH0].outputs.values())

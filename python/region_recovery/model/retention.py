@@ -7,11 +7,15 @@ They run under the model's lock, on the drain thread, like every other handler.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..jvm import events as ev
+
+# RetentionPolicy.excludedReason in the plugin: the reason of the deletion of an excluded shuffle's copies
+EXCLUDED_REASON = re.compile(r"shuffle (\d+) is excluded from retention")
 
 if TYPE_CHECKING:
     import threading
@@ -121,6 +125,15 @@ class RetentionTracking:
         if e.executor_id is not None:  # that executor's directory is gone (what was adopted had moved)
             for key in [k for k, r in self.retained.items() if r.executor_id == e.executor_id]:
                 del self.retained[key]
+            return
+        excluded = EXCLUDED_REASON.fullmatch(e.reason or "")
+        if excluded:  # the retained copies of one shuffle, on every host; the outputs stay registered
+            shuffle_id = int(excluded.group(1))
+            for key in [k for k in self.retained if k[0] == shuffle_id]:
+                del self.retained[key]
+            sh = self.shuffles.get(shuffle_id)
+            for out in sh.outputs.values() if sh else ():
+                out.retained_bytes = out.retained_checksum = None
 
     def _map_output_released(self, e: ev.MapOutputReleased) -> None:
         self.releases.append(e)

@@ -39,3 +39,8 @@ __all__ = [
 ]
 
 _aliases.install()
+
+
+def __getattr__(name: str):
+    """``region_recovery.packaging`` and the other old module names, as attributes, without an import."""
+    return _aliases.attribute(__name__, name)

@@ -49,6 +49,13 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         return None if home is None else importlib.machinery.ModuleSpec(fullname, _AliasLoader(home))
 
 
+def attribute(package: str, name: str) -> ModuleType:
+    """The module an old name stands for, for the package's ``__getattr__``; AttributeError otherwise."""
+    if f"{package}.{name}" not in MOVED:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    return importlib.import_module(f"{package}.{name}")
+
+
 def install() -> None:
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
         sys.meta_path.append(_AliasFinder())

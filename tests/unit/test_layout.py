@@ -32,3 +32,14 @@ def test_public_names_are_exported():
 def test_an_unknown_submodule_is_still_an_import_error():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("region_recovery.no_such_module")
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_old_module_names_are_attributes_of_the_package_without_an_import(old):
+    name = old.rsplit(".", 1)[1]
+    assert getattr(region_recovery, name) is importlib.import_module(MOVED[old])
+
+
+def test_an_unknown_attribute_is_still_an_attribute_error():
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        region_recovery.no_such_thing  # noqa: B018

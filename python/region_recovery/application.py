@@ -44,6 +44,7 @@ class RegionRecovery:
         self.model = LiveModel()
         self._drain = Drain(state, self.model, self.app_id, max_batch, wait_ms)
         conf = dict(sc.getConf().getAll())
+        self._reuse_scope_property = str(bridge.reuseScopeProperty())
         self._sql_extension_installed = packaging.SQL_EXTENSION_CLASS in conf.get(
             "spark.sql.extensions", ""
         ) and packaging.QUERY_LISTENER_CLASS in conf.get("spark.sql.queryExecutionListeners", "")
@@ -134,15 +135,36 @@ class RegionRecovery:
             retained=self.model.retained_bytes() if self.retained_ledger() is not None else None,
         )
 
-    def begin_reuse_scope(self) -> None:
-        """From now until end_reuse_scope(), failed DataFrame queries leave their shuffles for reuse."""
-        self._bridge.beginReuseScope()
+    def begin_reuse_scope(self) -> str:
+        """Opens a reuse scope in the driver JVM and returns its id.
 
-    def end_reuse_scope(self) -> None:
+        Queries planned on a thread that carries the id (`set_thread_reuse_scope`) belong to the scope:
+        the shuffles they materialize before failing are recorded, and the scope's later queries reuse
+        them if plan and input are unchanged. Nothing else is ever rewritten with them.
+        """
+        return str(self._bridge.beginReuseScope())
+
+    def end_reuse_scope(self, scope: str) -> None:
+        """Closes a scope: its recorded shuffles are forgotten (Spark may clean them up)."""
         try:
-            self._bridge.endReuseScope()
+            self._bridge.endReuseScope(scope)
         except Exception as e:  # the application may be gone; nothing is left to release then
-            log.debug("region-recovery: closing the reuse scope failed: %s", e)
+            log.debug("region-recovery: closing the reuse scope %s failed: %s", scope, e)
+
+    def set_thread_reuse_scope(self, scope: str | None) -> str | None:
+        """Makes the calling thread's queries belong to `scope` (None: to no scope); returns the previous one.
+
+        A Spark local property, so it holds for this thread's actions only (PySpark pins each Python
+        thread to a JVM thread); a thread started later by pyspark.InheritableThread inherits it.
+        """
+        key = self._reuse_scope_property
+        previous = self._sc.getLocalProperty(key)
+        self._sc.setLocalProperty(key, scope)
+        return previous
+
+    def reuse_scope(self, scope: str) -> dict:
+        """One scope's record: recorded, captured and reused exchanges, and every refusal with its reason."""
+        return json.loads(self._bridge.reuseScopeJson(scope))
 
     def unregister_shuffle(self, shuffle_id: int, reason: str) -> bool:
         """Makes Spark recompute a whole shuffle (full failover); the model marks its outputs lost."""
@@ -168,7 +190,8 @@ class RegionRecovery:
         return None if raw is None else json.loads(raw)
 
     def exchange_reuse(self) -> dict:
-        """DataFrame exchange-reuse counters and whether the SQL extension is installed."""
+        """DataFrame exchange-reuse counters of the application (open scopes, recorded, captured, reused,
+        refused by reason) and whether the SQL extension is installed."""
         s = json.loads(self._bridge.reuseStatusJson())
         s["installed"] = self._sql_extension_installed
         return s

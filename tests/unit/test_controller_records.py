@@ -2,7 +2,7 @@
 
 import json
 
-from region_recovery.control.job_restarts import AttemptRecord, RestartDecision, RunRecord, _first_line
+from region_recovery.control.job_restarts import AttemptRecord, ExchangeRefusal, RestartDecision, RunRecord, _first_line
 from region_recovery.reporting.render import describe_report
 
 
@@ -44,6 +44,21 @@ def test_report_rendering_names_attempts_decisions_and_savings():
     assert "decision: recoverable (rule default) -> restart after 1000 ms" in text
     assert "attempt 2 (0.7 s, jobs [5]): 5 tasks, 0 map tasks run, 2 map stage(s) reused; ok" in text
     assert "time lost to failures 3.4 s" in text
+
+
+def test_report_rendering_says_why_a_dataframe_shuffle_was_not_taken_over():
+    r = _record()
+    r.attempts[1].exchanges_reused = 1
+    r.attempts[1].exchanges_refused = [
+        ExchangeRefusal("input_changed", 7, "the failed attempt read 1 input(s), 2 file(s); now 3 file(s)")
+    ]
+    d = r.to_dict()
+    assert d["attempts"][1]["exchanges_refused"] == [
+        {"reason": "input_changed", "shuffle_id": 7, "detail": r.attempts[1].exchanges_refused[0].detail}
+    ]
+    text = describe_report({"app_id": "app-1", "restart_strategy": "x", "runs": [d]})
+    assert "2 map stage(s) reused (1 DataFrame exchange(s) taken over); ok" in text
+    assert "shuffle 7 not taken over (input_changed): the failed attempt read 1 input(s), 2 file(s)" in text
 
 
 def test_report_rendering_lists_troubled_jobs_and_consumer_restarts():

@@ -60,3 +60,36 @@ def test_is_gone_counts_an_unreaped_zombie_as_exited(child):
     assert faults.wait_gone(child.pid, timeout=10), "a killed child is gone before it is reaped"
     child.wait()
     assert faults.is_gone(child.pid)
+
+
+def test_transient_failure_fails_the_chosen_partition_times_then_passes(tmp_path):
+    fault = faults.transient_failure(str(tmp_path), [1], 2)
+    assert list(fault(0, iter([1, 2]))) == [1, 2], "other partitions pass"
+    for n in (1, 2):
+        with pytest.raises(RuntimeError, match=f"injected transient fault {n} of 2 in partition 1"):
+            fault(1, iter([1]))
+    assert list(fault(1, iter([3]))) == [3]
+
+
+def test_a_gated_transient_failure_waits_for_its_gate_before_failing(tmp_path):
+    import threading
+    import time
+
+    gate = tmp_path / "gate"
+    fault = faults.transient_failure(str(tmp_path), [0], 1, gate=str(gate))
+    failed_at: list[float] = []
+
+    def run():
+        try:
+            fault(0, iter([]))
+        except RuntimeError:
+            failed_at.append(time.monotonic())
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    assert not failed_at, "failed before its gate opened"
+    opened = time.monotonic()
+    gate.touch()
+    t.join(10)
+    assert failed_at and failed_at[0] >= opened

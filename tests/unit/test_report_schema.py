@@ -11,7 +11,7 @@ import pytest
 
 from region_recovery.config import RecoveryConfig
 from region_recovery.control.consistency import ConsumerRestart
-from region_recovery.control.job_restarts import AttemptRecord, RestartDecision, RunRecord
+from region_recovery.control.job_restarts import AttemptRecord, ExchangeRefusal, RestartDecision, RunRecord
 from region_recovery.control.recovery_decisions import DecisionRecorder
 from region_recovery.jvm import events as ev
 from region_recovery.model import LiveModel
@@ -40,7 +40,8 @@ def _report(retained: dict | None) -> dict:
         recorder.on_batch(ev.Batch(0, 0, batch))
     run = RunRecord("nightly", "FixedDelayRestart(attempts=1, delay_ms=1000, failures=1)")
     run.attempts.append(AttemptRecord(1, [0], False, 2400, 17, 12, 2, 0, 12, "FetchFailed"))
-    run.attempts.append(AttemptRecord(2, [1], True, 700, 5, 0, 0, 2, 12, None, 2))
+    refused = ExchangeRefusal("input_changed", 3, "the failed attempt read 1 input(s), 2 file(s), ...")
+    run.attempts.append(AttemptRecord(2, [1], True, 700, 5, 0, 0, 2, 12, None, 2, [refused]))
     run.restart_decisions.append(
         RestartDecision(
             1,
@@ -126,3 +127,12 @@ def test_every_field_of_the_schema_is_documented_and_nothing_else():
 
 def test_every_field_name_is_snake_case():
     assert all(re.fullmatch(r"[a-z0-9_]+", f) for f in _documented_fields())
+
+
+def test_a_refused_exchange_needs_a_known_reason():
+    report = json.loads(json.dumps(_report(None)))
+    (refusal,) = report["runs"][0]["attempts"][1]["exchanges_refused"]
+    assert refusal == {"reason": "input_changed", "shuffle_id": 3, "detail": refusal["detail"]}
+    refusal["reason"] = "because"
+    with pytest.raises(jsonschema.ValidationError, match="because"):
+        jsonschema.validate(report, schema())

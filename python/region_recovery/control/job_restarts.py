@@ -5,6 +5,12 @@ attempts), the failure is classified; a non-recoverable one is raised at once, a
 is reported to the restart strategy (Flink's ExecutionFailureHandler order) and, if it allows,
 the action runs again after the backoff. Every decision is recorded with what the attempt cost
 and what the next one reused (map stages Spark skipped because their outputs were available).
+
+DataFrame shuffles are reused across attempts only inside the run's reuse scope: the run opens one
+in the driver JVM and sets its id on the calling thread while an attempt runs; the SQL extension
+rewrites only that thread's queries, only with shuffles of the same run's failed attempts, and only
+when their plan and input fingerprint are unchanged. What it refused, and why, is in the attempt
+record (`exchanges_refused`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,15 @@ T = TypeVar("T")
 
 
 @dataclass
+class ExchangeRefusal:
+    """A DataFrame exchange that matched a failed attempt's shuffle by plan but was not reused."""
+
+    reason: str  # input_changed, not_fingerprintable, shuffle_gone, other_scope
+    shuffle_id: int  # the recorded shuffle that was not taken over
+    detail: str
+
+
+@dataclass
 class AttemptRecord:
     """One execution of the action: the Spark jobs it ran and what they cost."""
 
@@ -39,6 +54,7 @@ class AttemptRecord:
     map_tasks_full_rerun: int  # map tasks a rerun from scratch would have launched
     error: str | None = None
     exchanges_reused: int = 0  # DataFrame shuffles taken over from a failed attempt (SQL extension)
+    exchanges_refused: list[ExchangeRefusal] = field(default_factory=list)  # matched by plan, not reused
 
     @property
     def map_tasks_saved(self) -> int:
@@ -111,17 +127,21 @@ class Attempt:
 
     def __enter__(self) -> Attempt:
         self._runner.begin(self.number)
+        self._previous_scope = self._runner.enter_scope()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        # the thread leaves the scope before the backoff, whatever happened in the block
+        self._runner.leave_scope(self._previous_scope)
         return self._runner.end(self.number, exc)
 
 
 class _Run:
     """The state of one named action under restarts; drives the attempt loop."""
 
-    def __init__(self, controller: Controller, name: str):
+    def __init__(self, controller: Controller, name: str, scope: str | None = None):
         self.c = controller
+        self.scope = scope  # the run's reuse scope in the driver JVM (None: no DataFrame reuse)
         # One strategy per run, as Flink has one per job: attempts of one action never use up another's.
         self.strategy = restart.create_restart_strategy(controller.config)
         self.record = RunRecord(name, self.strategy.describe())
@@ -129,13 +149,28 @@ class _Run:
         self._start_ms = 0
         self._jobs_before = 0
         self._tasks_before = (0, 0)
+        self._scope_before: dict = {}
+
+    def enter_scope(self) -> str | None:
+        """Puts the calling thread in the run's scope; returns the scope it was in (nested runs)."""
+        return None if self.scope is None else self.c.rr.set_thread_reuse_scope(self.scope)
+
+    def leave_scope(self, previous: str | None) -> None:
+        if self.scope is not None:
+            try:
+                self.c.rr.set_thread_reuse_scope(previous)
+            except Exception as e:  # the application may be gone; its threads' properties with it
+                log.debug("region-recovery: restoring the thread's reuse scope failed: %s", e)
+
+    def _scope_status(self) -> dict:
+        return {} if self.scope is None else self.c.rr.reuse_scope(self.scope)
 
     def begin(self, number: int) -> None:
         model = self.c.rr.model
         self._start_ms = int(time.monotonic() * 1000)
         self._jobs_before = model.read(lambda m: max(m.jobs, default=-1))
         self._tasks_before = model.read(lambda m: (m.tasks_started, m.map_tasks_started))
-        self._reused_before = self.c.rr.exchange_reuse().get("reused", 0)
+        self._scope_before = self._scope_status()
 
     def _attempt_record(self, number: int, exc: BaseException | None) -> AttemptRecord:
         self.c.rr.sync()
@@ -159,7 +194,13 @@ class _Run:
             return (jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, len(maps) - run, full)
 
         jobs, tasks, maps, run, skipped, full = self.c.rr.model.read(collect)
-        reused = self.c.rr.exchange_reuse().get("reused", 0) - self._reused_before
+        # this run's scope only: other runs' reuse on other threads is theirs
+        now, before = self._scope_status(), self._scope_before
+        reused = now.get("reused", 0) - before.get("reused", 0)
+        refused = [
+            ExchangeRefusal(r["reason"], r["shuffle_id"], r["detail"])
+            for r in now.get("refused", [])[len(before.get("refused", [])) :]
+        ]
         return AttemptRecord(
             number,
             jobs,
@@ -172,6 +213,7 @@ class _Run:
             full,
             None if exc is None else _first_line(str(exc)),
             reused,
+            refused,
         )
 
     def end(self, number: int, exc: BaseException | None) -> bool:
@@ -182,11 +224,15 @@ class _Run:
             if number > 1:
                 a = self.record.attempts[-1]
                 log.warning(
-                    "region-recovery: '%s' succeeded on attempt %d; %d map stage(s) reused, %d map task(s) re-executed",
+                    "region-recovery: '%s' succeeded on attempt %d; %d map stage(s) reused, "
+                    "%d map task(s) re-executed%s",
                     self.record.name,
                     number,
                     a.map_stages_skipped,
                     a.map_tasks_launched,
+                    "".join(
+                        f"; shuffle {r.shuffle_id} not reused ({r.reason}: {r.detail})" for r in a.exchanges_refused
+                    ),
                 )
             return False
         if not isinstance(exc, Exception) or isinstance(exc, RegionRecoveryError):
@@ -307,21 +353,19 @@ class Controller:
 
     def attempts(self, name: str) -> Iterator[Attempt]:
         """`for attempt in rr.attempts("load"): with attempt: df.write...` restarts the block."""
-        run = _Run(self, name)
+        # While the run lasts, DataFrame shuffles its failed attempts wrote are kept for its next
+        # attempts, in a scope of its own (not under full failover, which recomputes everything).
+        scope = self.rr.begin_reuse_scope() if self.config.failover_strategy == "region" else None
+        run = _Run(self, name, scope)
         self.records.append(run.record)
         number = 0
-        # While the run lasts, DataFrame shuffles its failed attempts wrote are kept for the next one
-        # (not under full failover, which recomputes everything).
-        reuse = self.config.failover_strategy == "region"
-        if reuse:
-            self.rr.begin_reuse_scope()
         try:
             while not run.done:
                 number += 1
                 yield Attempt(run, number)
         finally:
-            if reuse:
-                self.rr.end_reuse_scope()
+            if scope is not None:
+                self.rr.end_reuse_scope(scope)
 
     def run(self, action: Callable[[], T], name: str = "action") -> T:
         """Runs action(), restarting it on recoverable failures as the strategy allows.

@@ -106,6 +106,8 @@ def describe_report(report: dict) -> str:
                 + (f" ({a['exchanges_reused']} DataFrame exchange(s) taken over)" if a.get("exchanges_reused") else "")
                 + f"; {outcome}"
             )
+            for r in a.get("exchanges_refused", []):
+                lines.append(f"      shuffle {r['shuffle_id']} not taken over ({r['reason']}): {r['detail']}")
             d = decisions.get(a["attempt"])
             if d:
                 verdict = f"restart after {d['backoff_ms']} ms" if d["restart"] else "not restarted"

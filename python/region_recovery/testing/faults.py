@@ -146,11 +146,13 @@ def delete_map_output(local_dirs: list[str], shuffle_id: int, map_id: int) -> li
     return found
 
 
-def transient_failure(state_dir: str, partitions, times: int):
+def transient_failure(state_dir: str, partitions, times: int, gate: str | None = None, gate_timeout_s: float = 120.0):
     """A function for mapPartitionsWithIndex that fails `times` times per chosen partition, then passes.
 
     Attempts are counted with marker files in `state_dir` (created O_EXCL, so concurrent attempts
-    on several executors of one host count each once). Rows pass through unchanged.
+    on several executors of one host count each once). Rows pass through unchanged. With `gate`, a
+    task about to fail first waits (at most `gate_timeout_s`) until that file exists: the test
+    creates it once whatever must happen before the failure (another stage finishing) has happened.
     """
     chosen = frozenset(partitions)
 
@@ -162,21 +164,33 @@ def transient_failure(state_dir: str, partitions, times: int):
                 except FileExistsError:
                     continue
                 os.close(fd)
+                if gate is not None:
+                    deadline = time.monotonic() + gate_timeout_s
+                    while not os.path.exists(gate) and time.monotonic() < deadline:
+                        time.sleep(0.05)
                 raise RuntimeError(f"injected transient fault {n + 1} of {times} in partition {index}")
         return rows
 
     return fail_then_pass
 
 
-def transient_failure_udf(state_dir: str, partitions, times: int, return_type: str = "long"):
+def transient_failure_udf(
+    state_dir: str,
+    partitions,
+    times: int,
+    return_type: str = "long",
+    gate: str | None = None,
+    gate_timeout_s: float = 120.0,
+):
     """A pass-through Python UDF that fails `times` times in each chosen partition, then passes.
 
     The DataFrame form of transient_failure: `df.withColumn("n", udf(col("n")))` puts the fault in
-    the stage that evaluates the column. A task checks the markers once, on its first row.
+    the stage that evaluates the column. A task checks the markers once, on its first row. `gate`
+    as for transient_failure.
     """
     from pyspark.sql.functions import udf
 
-    fail = transient_failure(state_dir, partitions, times)
+    fail = transient_failure(state_dir, partitions, times, gate, gate_timeout_s)
     checked = set()  # task attempt ids of this Python worker that already passed the check
 
     def passthrough(value):

@@ -43,13 +43,24 @@ object RegionRecoveryBridge {
   def waitForListeners(sc: SparkContext, timeoutMs: Long): Unit =
     org.apache.spark.regionrecovery.SparkInternals.waitUntilListenersIdle(sc, timeoutMs)
 
-  /** Opens a restart scope: DataFrame shuffles of failed attempts are recorded for reuse until it closes. */
-  def beginReuseScope(): Unit = sql.ExchangeReuse.beginScope()
+  /**
+   * Opens a restart scope and returns its id. Queries planned on a thread whose local property
+   * `reuseScopeProperty()` holds that id belong to it: the shuffles they materialize before failing
+   * are recorded, and reused by the scope's later queries if their plan and input are unchanged.
+   */
+  def beginReuseScope(): String = sql.ExchangeReuse.beginScope()
 
-  def endReuseScope(): Unit = sql.ExchangeReuse.endScope()
+  /** Closes a scope and forgets its records; false if it was not open. */
+  def endReuseScope(scope: String): Boolean = sql.ExchangeReuse.endScope(scope)
 
-  /** Exchange-reuse counters as JSON: open scopes, recorded, captured and reused exchanges. */
+  /** The local property that carries a thread's scope id. */
+  def reuseScopeProperty(): String = sql.ExchangeReuse.ScopeProperty
+
+  /** Exchange-reuse counters as JSON: open scopes, recorded, captured, reused, refused by reason. */
   def reuseStatusJson(): String = sql.ExchangeReuse.statusJson()
+
+  /** One scope as JSON: recorded, captured and reused exchanges, and every refusal with its reason. */
+  def reuseScopeJson(scope: String): String = sql.ExchangeReuse.scopeJson(scope)
 
   /** Unregisters all map outputs of a shuffle so that Spark recomputes it (full failover). */
   def unregisterShuffle(shuffleId: Int): Boolean =

@@ -1,61 +1,227 @@
 package io.regionrecovery.spark.sql
 
 import java.util.concurrent.ConcurrentHashMap
-import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
+import java.util.concurrent.atomic.AtomicLong
 
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag
 import org.apache.spark.sql.execution.{CommandResultExec, SparkPlan}
 import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, QueryStageExec, ShuffleQueryStageExec}
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 
+import io.regionrecovery.spark.Json
+
 /**
- * Shuffle reuse across the attempts of one restarted DataFrame action.
+ * Shuffle reuse across the attempts of one restarted DataFrame action, scoped to that action.
  *
  * A DataFrame rebuilt after a failed action plans fresh shuffle exchanges (new shuffle ids), so
- * Spark would recompute every upstream shuffle. While a restart scope is open (Python's `rr.run`),
- * [[ExchangeReuseRule]] tags each planned exchange with its canonical plan; when an attempt fails,
- * [[FailedQueryCapture]] records the exchanges that attempt materialized under that tag; the next
- * attempt's identical exchanges (same canonical plan) are replaced by a [[ReusedShuffleExchangeExec]]
- * that reads the recorded shuffle, so Spark skips those map stages. Records are dropped when the
- * last scope closes, which lets Spark's ContextCleaner release the shuffles again.
+ * Spark would recompute every upstream shuffle. Python's `rr.run` opens a scope ([[beginScope]])
+ * and sets its id as the local property [[ScopeProperty]] on the thread that runs each attempt.
+ * [[ExchangeReuseRule]] reads that property on the thread that plans the query: it tags each planned
+ * exchange with its canonical plan and the scope; when the query fails, [[FailedQueryCapture]]
+ * records (on the listener thread, which has no local properties: hence the tag) every exchange it
+ * materialized under that scope, with the fingerprint of the input that exchange read. The retry's
+ * exchange is replaced by a [[ReusedShuffleExchangeExec]] only if it is planned under the same open
+ * scope, its canonical plan equals a recorded one, and its freshly computed input fingerprint
+ * ([[InputFingerprint]]) equals the recorded one. Everything else is refused and counted with its
+ * reason: the input changed, an input is not fingerprintable, the shuffle is gone, or the plan
+ * matched a shuffle recorded by another scope (or was planned outside any open scope). Closing a
+ * scope forgets its records, which lets Spark's ContextCleaner release those shuffles again.
  */
-object ExchangeReuse {
+object ExchangeReuse extends Logging {
+
+  /** The local property (SparkContext.setLocalProperty) naming the scope of the thread's queries. */
+  val ScopeProperty = "regionRecovery.reuseScope"
+
   /** The canonical form of an exchange as first planned (children not yet query stages). */
   val KeyTag: TreeNodeTag[SparkPlan] = TreeNodeTag[SparkPlan]("regionRecovery.exchangeKey")
 
-  private val openScopes = new AtomicInteger(0)
-  private val completed = new ConcurrentHashMap[SparkPlan, ShuffleExchangeExec]()
+  /** The scope an exchange was planned in. */
+  val ScopeTag: TreeNodeTag[String] = TreeNodeTag[String]("regionRecovery.reuseScope")
+
+  /** Why an exchange that matched a recorded one by plan was not replaced by it. */
+  object Reason {
+    val InputChanged = "input_changed"
+    val NotFingerprintable = "not_fingerprintable"
+    val ShuffleGone = "shuffle_gone"
+    val OtherScope = "other_scope"
+    val OutsideRun = "outside_run"
+    val all: Seq[String] = Seq(InputChanged, NotFingerprintable, ShuffleGone, OtherScope, OutsideRun)
+  }
+
+  final case class Refusal(reason: String, shuffleId: Int, detail: String) {
+    def json: String = Json.obj("reason" -> Json.str(reason), "shuffle_id" -> shuffleId.toString,
+      "detail" -> Json.str(detail))
+  }
+
+  /** A shuffle a failed attempt materialized, with the fingerprint of what it read. */
+  final case class Recorded(exchange: ShuffleExchangeExec, inputs: InputFingerprint.Result)
+
+  /** One `rr.run`: the shuffles its failed attempts left, and what its attempts reused or refused. */
+  final class Scope private[ExchangeReuse] (val id: String) {
+    private[ExchangeReuse] val records = new ConcurrentHashMap[SparkPlan, Recorded]()
+    private[ExchangeReuse] val captured = new AtomicLong(0)
+    private[ExchangeReuse] val reused = new AtomicLong(0)
+    private val refusals = new java.util.ArrayList[Refusal]()
+    // what was already counted for a query: (execution id, recorded shuffle), since the rule runs on
+    // every re-planning of an adaptive query
+    private val counted = ConcurrentHashMap.newKeySet[(String, Int)]()
+
+    private[ExchangeReuse] def once(execution: String, shuffleId: Int): Boolean = counted.add((execution, shuffleId))
+
+    private[ExchangeReuse] def refuse(r: Refusal): Unit = refusals.synchronized(refusals.add(r))
+
+    def refused: Seq[Refusal] = refusals.synchronized(refusals.asScala.toList)
+
+    def json: String = Json.obj("scope" -> Json.str(id), "open" -> "true", "recorded" -> records.size.toString,
+      "captured" -> captured.get.toString, "reused" -> reused.get.toString,
+      "refused" -> refused.map(_.json).mkString("[", ", ", "]"))
+  }
+
+  private val scopes = new ConcurrentHashMap[String, Scope]()
+  private val scopeIds = new AtomicLong(0)
   private val capturedTotal = new AtomicLong(0)
   private val reusedTotal = new AtomicLong(0)
+  private val refusedTotal: Map[String, AtomicLong] = Reason.all.map(_ -> new AtomicLong(0)).toMap
+  // refusals of queries planned outside any open scope, counted once per (execution id, shuffle)
+  private val countedOutside = ConcurrentHashMap.newKeySet[(String, Int)]()
 
-  def active: Boolean = openScopes.get > 0
-
-  def beginScope(): Unit = openScopes.incrementAndGet()
-
-  /** Closes a scope; the last one forgets every recorded exchange. */
-  def endScope(): Unit = if (openScopes.decrementAndGet() <= 0) {
-    openScopes.set(0)
-    completed.clear()
+  /** Opens a scope and returns its id (unique in this JVM). */
+  def beginScope(): String = {
+    val id = s"reuse-scope-${scopeIds.incrementAndGet()}"
+    scopes.put(id, new Scope(id))
+    id
   }
 
-  /** The recorded exchange for a freshly planned one, if its shuffle is still known to Spark. */
-  def lookup(key: SparkPlan): Option[ShuffleExchangeExec] = Option(completed.get(key)).filter { e =>
-    val known = org.apache.spark.regionrecovery.SparkInternals.availableMapOutputs(e.shuffleId) >= 0
-    if (!known) completed.remove(key)
-    known
+  /** Closes a scope and forgets what it recorded; a later query carrying its id is outside any scope. */
+  def endScope(id: String): Boolean = {
+    val found = scopes.remove(id) != null
+    if (scopes.isEmpty) countedOutside.clear()
+    found
   }
 
-  /** Counts a replaced plan subtree (one per topmost reused exchange; those below it are reused with it). */
-  def recordReuse(): Unit = reusedTotal.incrementAndGet()
+  def scope(id: String): Option[Scope] = Option(id).flatMap(i => Option(scopes.get(i)))
 
-  /** Records every shuffle stage a failed query materialized (called on the listener thread). */
+  private def anyRecords: Boolean = scopes.values.asScala.exists(!_.records.isEmpty)
+
+  /**
+   * The rule's work on one plan, planned on a thread whose scope property is `scopeId` (null: none)
+   * as part of SQL execution `execution`. Top-down, so the largest reusable subtree is replaced and
+   * nothing below it is planned again.
+   */
+  def rewrite(plan: SparkPlan, scopeId: String, execution: String): SparkPlan = {
+    val current = scope(scopeId)
+    if (current.isEmpty && !anyRecords) plan
+    else
+      plan.transformDown { case e: ShuffleExchangeExec =>
+        try decide(e, current, scopeId, execution)
+        catch {
+          case NonFatal(t) => // never fail the user's query: plan it as Spark would
+            logWarning(s"region-recovery: exchange reuse skipped an exchange: $t")
+            e
+        }
+      }
+  }
+
+  private def decide(e: ShuffleExchangeExec, current: Option[Scope], scopeId: String, execution: String)
+      : SparkPlan = {
+    val key = e.canonicalized
+    current match {
+      case None =>
+        elsewhere(key, None).foreach { case (other, rec) =>
+          if (countedOutside.add((execution, rec.exchange.shuffleId))) {
+            refusedTotal(Reason.OutsideRun).incrementAndGet()
+            val where = if (scopeId == null) "no rr.run scope" else s"scope $scopeId, which is closed"
+            logInfo(s"region-recovery: not reusing shuffle ${rec.exchange.shuffleId} of ${other.id} for a query " +
+              s"planned with $where")
+          }
+        }
+        e
+      case Some(s) =>
+        e.setTagValue(KeyTag, key)
+        e.setTagValue(ScopeTag, s.id)
+        Option(s.records.get(key)) match {
+          case None =>
+            elsewhere(key, Some(s)).foreach { case (other, rec) =>
+              refuse(s, execution, rec, Reason.OtherScope,
+                s"recorded by a failed attempt of ${other.id}, " +
+                  s"planned in ${s.id}")
+            }
+            e
+          case Some(rec) => reuseOrRefuse(e, key, s, rec, execution)
+        }
+    }
+  }
+
+  private def reuseOrRefuse(e: ShuffleExchangeExec, key: SparkPlan, s: Scope, rec: Recorded, execution: String)
+      : SparkPlan = {
+    val sid = rec.exchange.shuffleId
+    if (SparkInternals.availableMapOutputs(sid) < 0) {
+      s.records.remove(key, rec)
+      refuse(s, execution, rec, Reason.ShuffleGone, s"Spark no longer knows shuffle $sid")
+      e
+    } else
+      rec.inputs match {
+        case InputFingerprint.NotFingerprintable(leaf) =>
+          refuse(s, execution, rec, Reason.NotFingerprintable, s"the failed attempt read $leaf")
+          e
+        case before: InputFingerprint.Fingerprint =>
+          InputFingerprint.of(e.child) match {
+            case InputFingerprint.NotFingerprintable(leaf) =>
+              refuse(s, execution, rec, Reason.NotFingerprintable, s"this attempt reads $leaf")
+              e
+            case now: InputFingerprint.Fingerprint if now.digest != before.digest =>
+              refuse(s, execution, rec, Reason.InputChanged,
+                s"the failed attempt read ${before.describe}; " +
+                  s"this attempt reads ${now.describe}")
+              e
+            case _ =>
+              if (s.once(execution, sid)) {
+                s.reused.incrementAndGet()
+                reusedTotal.incrementAndGet()
+              }
+              val reused = ReusedShuffleExchangeExec(e.outputPartitioning, rec.exchange,
+                ReusedShuffleSourceExec(e.child.output), before)
+              // AQE links each new query stage to a logical node (asserted), found on the exchange or
+              // below it; the subtree below is gone here, so carry the link over.
+              e.logicalLink.orElse(e.collectFirst { case p if p.logicalLink.isDefined => p.logicalLink.get })
+                .foreach(reused.setLogicalLink)
+              reused.setTagValue(KeyTag, key)
+              reused.setTagValue(ScopeTag, s.id)
+              reused
+          }
+      }
+  }
+
+  /** Open scopes other than `except` that recorded a shuffle under this canonical plan. */
+  private def elsewhere(key: SparkPlan, except: Option[Scope]): Seq[(Scope, Recorded)] =
+    scopes.values.asScala.iterator.filterNot(s => except.exists(_ eq s))
+      .flatMap(s => Option(s.records.get(key)).map(s -> _)).toSeq
+
+  private def refuse(s: Scope, execution: String, rec: Recorded, reason: String, detail: String): Unit =
+    if (s.once(execution, rec.exchange.shuffleId)) {
+      refusedTotal(reason).incrementAndGet()
+      s.refuse(Refusal(reason, rec.exchange.shuffleId, detail))
+      logWarning(s"region-recovery: ${s.id} does not reuse shuffle ${rec.exchange.shuffleId} ($reason): $detail")
+    }
+
+  /** Records every shuffle stage a failed query materialized under an open scope (called on the listener thread). */
   def capture(plan: SparkPlan): Int =
-    if (!active) 0
+    if (scopes.isEmpty) 0
     else {
       var n = 0
       materializedShuffles(plan).foreach { e =>
-        e.getTagValue(KeyTag).foreach { key =>
-          completed.put(key, e)
+        for {
+          key <- e.getTagValue(KeyTag)
+          s <- scope(e.getTagValue(ScopeTag).orNull)
+        } {
+          // from the nodes that ran: a prep rule's node may be a copy of what AQE executed
+          s.records.put(key, Recorded(e, InputFingerprint.ofExecuted(e.child)))
+          s.captured.incrementAndGet()
           n += 1
         }
       }
@@ -84,7 +250,18 @@ object ExchangeReuse {
     found.result()
   }
 
-  def statusJson(): String =
-    s"""{"scopes": ${openScopes.get}, "recorded": ${completed.size}, "captured": ${capturedTotal.get}, """ +
-      s""""reused": ${reusedTotal.get}}"""
+  def statusJson(): String = {
+    val open = scopes.values.asScala.toList
+    Json.obj(
+      "scopes" -> open.size.toString,
+      "recorded" -> open.map(_.records.size).sum.toString,
+      "captured" -> capturedTotal.get.toString,
+      "reused" -> reusedTotal.get.toString,
+      "refused" -> Json.obj(Reason.all.map(r => r -> refusedTotal(r).get.toString): _*),
+      "scope_property" -> Json.str(ScopeProperty))
+  }
+
+  /** One scope's records and decisions as JSON; `{"scope": id, "open": false}` once it is closed. */
+  def scopeJson(id: String): String =
+    scope(id).map(_.json).getOrElse(Json.obj("scope" -> Json.str(id), "open" -> "false"))
 }

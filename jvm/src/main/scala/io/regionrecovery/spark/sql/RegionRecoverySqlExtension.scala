@@ -11,13 +11,17 @@ import org.apache.spark.sql.util.QueryExecutionListener
  */
 class RegionRecoverySqlExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit =
-    extensions.injectQueryStagePrepRule(_ => new ExchangeReuseRule)
+    extensions.injectQueryStagePrepRule(session => new ExchangeReuseRule(session))
 }
 
-/** Hands the executed plan of every failed query to [[ExchangeReuse]] (a no-op outside a restart scope). */
+/**
+ * Hands the executed plan of every failed query to [[ExchangeReuse]], which records the shuffles
+ * planned under an open scope (a no-op when no scope is open). It runs on the listener-bus thread,
+ * which carries no local properties: the scope comes from the tags the rule put on the exchanges.
+ */
 class FailedQueryCapture extends QueryExecutionListener {
   override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit = ()
 
   override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit =
-    if (ExchangeReuse.active) ExchangeReuse.capture(qe.executedPlan)
+    ExchangeReuse.capture(qe.executedPlan)
 }

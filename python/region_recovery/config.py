@@ -596,12 +596,17 @@ RETAINED_ENABLED = boolean(
         "When `true`, the shuffle IO hook hard-links every committed map output (data, index, checksum) into "
         "the retained directory of its executor, and the driver's shuffle component reports reliable storage, "
         "so Spark no longer unregisters a lost executor's outputs itself. When an executor is lost, a live "
-        "executor on the same host verifies the checksums and adopts its outputs, and Spark's map output "
-        "tracker is pointed at it: those map tasks are not re-run. Outputs that cannot be adopted (no live "
-        "executor on the host, missing or corrupt files) are unregistered at once, so Spark recomputes "
-        "exactly those. A heartbeat timeout is not trusted: that executor's outputs are unregistered and its "
-        "retained files deleted. Off by default: it changes how Spark handles executor loss, and retained "
-        "bytes stay on disk until released (see the next keys)."
+        "executor on the same host verifies each output against the digest of Spark's per-partition checksums "
+        "and lengths reported at commit, adopts it, and Spark's map output tracker is pointed at it if the "
+        "output is still registered there unchanged: those map tasks are not re-run. Outputs that cannot be "
+        "adopted (no live executor on the host, missing, corrupt or foreign files, an INDETERMINATE stage or "
+        "a shuffle with a checksum mismatch) are unregistered at once, so Spark recomputes exactly those. A "
+        "heartbeat timeout is not trusted: that executor's outputs are unregistered and its retained files "
+        "deleted. The application fails to start with retention on and `spark.shuffle.checksum.enabled=false`, "
+        "`spark.shuffle.useOldFetchProtocol=true`, `spark.shuffle.service.enabled=true`, "
+        "`spark.shuffle.push.enabled=true`, a `spark.shuffle.manager` other than sort, or a "
+        "`spark.shuffle.sort.io.plugin.class` other than the plugin's. Off by default: it changes how Spark "
+        "handles executor loss, and retained bytes stay on disk until released (see the next keys)."
     ),
     read_by="jvm",
     section=_RETAINED,
@@ -613,7 +618,9 @@ RETAINED_DIR = register(
         _parse_path,
         "an absolute path",
         (
-            "Root of the retained directories on every host, `<dir>/<appId>/<executorId>/`, created owner-only "
+            "Root of the retained directories on every host, `<dir>/<appId>.<incarnation>/<executorId>/` (the "
+            "incarnation is a random token per driver, so files an earlier driver or application attempt with "
+            "the same application id left behind never match), created owner-only "
             "(0700). Put it on the filesystem of `spark.local.dir`: retaining is then a hard link (no extra "
             "bytes, no copy); elsewhere each output is copied (0600). The plugin deletes only below this root."
         ),
@@ -658,10 +665,11 @@ RETAINED_LEASE_TIMEOUT = duration(
     "120s",
     (
         "The safety nets that do not depend on Python. Each executor renews its application's lease "
-        "(`<dir>/<appId>.lease`) every quarter of this while the driver answers. An executor whose driver has "
-        "not answered for this long deletes the application's retained files on its host; an executor that "
-        "stops while its driver does not answer (driver exit, lost connection) deletes them at once; and "
-        "every executor removes the directories of other applications whose lease expired (a crashed driver), "
+        "(`<dir>/<appId>.<incarnation>.lease`) every quarter of this while the driver answers. An executor "
+        "whose driver has not answered for this long deletes the application's retained files on its host; "
+        "an executor that stops while its driver does not answer (driver exit, lost connection) deletes them "
+        "at once; and every executor removes the directories of other applications whose lease expired (a "
+        "crashed driver, or an earlier driver of the same application id), "
         "when it starts and on every renewal."
     ),
     minimum_ms=1000,

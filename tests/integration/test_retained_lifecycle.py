@@ -30,9 +30,10 @@ MAX_BYTES = 24 * 1024
 
 
 def disk_bytes(root: str, app_id: str) -> int:
-    """Bytes of the retained files of one application on this host, by walking the retained root."""
+    """Bytes of the retained files of one application on this host (<root>/<appId>.<incarnation>), by walking."""
     total = 0
-    for dirpath, _, files in os.walk(os.path.join(root, app_id)):
+    dirs = [os.path.join(root, n) for n in app_entries(root, app_id)]
+    for dirpath, _, files in (w for d in dirs if os.path.isdir(d) for w in os.walk(d)):
         for f in files:
             try:
                 total += os.lstat(os.path.join(dirpath, f)).st_size

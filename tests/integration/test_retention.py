@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import threading
 import time
 from operator import add
@@ -47,8 +48,16 @@ def outputs_by_executor(model, shuffle_id):
 
 
 def retained_files(root: str, app_id: str, executor_id: str | None = None) -> list:
-    base = os.path.join(root, app_id) if executor_id is None else os.path.join(root, app_id, executor_id)
+    """Retained files of an application on this host: <root>/<appId>.<incarnation>/<executor>/shuffle_*."""
+    base = os.path.join(root, glob.escape(app_id) + ".*")
+    if executor_id is not None:
+        base = os.path.join(base, executor_id)
     return sorted(p for p in glob.glob(os.path.join(base, "**", "shuffle_*"), recursive=True))
+
+
+def app_dir(c) -> str:
+    """This driver's retained directory: <root>/<appId>.<incarnation> (a random token per driver)."""
+    return c.rr.status()["retained_app_dir"]
 
 
 def settled(model, shuffle_id, victim, n_outputs):
@@ -81,7 +90,7 @@ def executor_dirs(pid: int) -> list[str]:
 def close_and_check_nothing_left(c, root: str) -> None:
     app_id = c.sc.applicationId
     c.close()
-    left = glob.glob(os.path.join(root, app_id, "**", "*"), recursive=True)
+    left = glob.glob(os.path.join(root, glob.escape(app_id) + ".*", "**", "*"), recursive=True)
     assert left == [], f"retained files left after the application ended: {left}"
 
 
@@ -106,7 +115,9 @@ def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
         )
         assert all(o.retained_checksum for o in sh.outputs.values())
         assert len(retained_files(root, c.sc.applicationId, victim)) == 3 * len(lost)  # data, index, checksum
-        assert oct(os.stat(os.path.join(root, c.sc.applicationId)).st_mode & 0o777) == "0o700"
+        assert os.path.dirname(app_dir(c)) == root
+        assert re.fullmatch(re.escape(c.sc.applicationId) + r"\.[0-9a-f]{16}", os.path.basename(app_dir(c)))
+        assert oct(os.stat(app_dir(c)).st_mode & 0o777) == "0o700"
 
     pid = faults.kill_executor(c.rr, victim)
     assert faults.wait_gone(pid)
@@ -138,7 +149,7 @@ def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
             "no RetainedFilesDeleted event for the lost executor"
         )
         assert retained_files(root, c.sc.applicationId, victim) == [], "the lost executor's directory is gone"
-        assert os.path.exists(os.path.join(root, c.sc.applicationId, f"{victim}.fenced"))
+        assert os.path.exists(os.path.join(app_dir(c), f"{victim}.fenced"))
     else:
         assert reexecuted == len(lost), "vanilla Spark recomputes every map output of the lost executor"
     record(f"sigkill-between-jobs/{'retained' if retained else 'vanilla'}", **counts)
@@ -232,7 +243,7 @@ def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(cluster, t
     c = cluster(**retention_conf(root, True))
     pairs, expected, sid, victim, lost = run_and_pick_victim(c)
     bad = c.model.shuffles[sid].outputs[lost[0]]
-    data = os.path.join(root, c.sc.applicationId, victim, f"shuffle_{sid}_{bad.map_id}_0.data")
+    data = os.path.join(app_dir(c), victim, f"shuffle_{sid}_{bad.map_id}_0.data")
     with open(data, "r+b") as f:  # same length, different bytes: only the checksum can tell
         first = f.read(1)
         f.seek(0)

@@ -68,6 +68,7 @@ final class DriverState(val capacity: Int, val installedBy: String) {
       "orphan_events" -> CurrentApplication.orphanEvents.toString,
       "retention" -> (r != null).toString,
       "retention_agents" -> (if (r == null) 0 else r.liveAgents.size).toString,
-      "retained_root" -> Json.str(if (r == null) null else r.store.root.toString))
+      "retained_root" -> Json.str(if (r == null) null else r.store.root.toString),
+      "retained_app_dir" -> Json.str(if (r == null) null else r.appDir.orNull))
   }
 }

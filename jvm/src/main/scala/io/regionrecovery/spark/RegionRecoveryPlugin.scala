@@ -9,7 +9,7 @@ import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
-import io.regionrecovery.spark.retention.RetentionPolicy
+import io.regionrecovery.spark.retention.{RetentionPolicy, RetentionPreconditions, RetentionProtocol}
 
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
@@ -24,18 +24,30 @@ class RegionRecoveryPlugin extends SparkPlugin {
 class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   @volatile private var state: DriverState = _
 
+  /**
+   * With retention on, refuses to start the application under settings where adoption cannot be
+   * verified or was never tested ([[RetentionPreconditions]]: the exception fails SparkContext's
+   * start, like other bad configuration), and hands the executors this driver's incarnation token
+   * through the extra configuration Spark passes to each executor plugin's init.
+   */
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
+    val retained = ConfigKeys.RetainedEnabled.read(sc.getConf.getOption)
+    if (retained) RetentionPreconditions.require(sc.getConf.getOption)
     state = CurrentApplication.startForPlugin(sc)
-    if (ConfigKeys.RetainedEnabled.read(sc.getConf.getOption)) {
+    var extraConf: JMap[String, String] = Collections.emptyMap()
+    if (retained) {
       val root = RetainedStore.root(ConfigKeys.RetainedDir.read(sc.getConf.getOption))
+      val incarnation = RetainedStore.newIncarnation()
       state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state,
-        RetentionPolicy.fromConfig(sc.getConf.getOption))
-      logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root}")
+        RetentionPolicy.fromConfig(sc.getConf.getOption), incarnation)
+      extraConf = Collections.singletonMap(RetentionProtocol.IncarnationConfKey, incarnation)
+      logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root} " +
+        s"(this driver's incarnation $incarnation)")
     }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
     logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +
       s"(event buffer ${state.capacity})")
-    Collections.emptyMap()
+    extraConf
   }
 
   /** Executor reports: map outputs committed by the shuffle IO hook, executor plugin start. */
@@ -70,7 +82,8 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
         .map(_.host).getOrElse(java.net.InetAddress.getLocalHost.getHostName)
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
-      RetentionAgent.start(ctx.conf(), ctx.executorID(), host).foreach(hello => ctx.send(hello))
+      val incarnation = if (extraConf == null) null else extraConf.get(RetentionProtocol.IncarnationConfKey)
+      RetentionAgent.start(ctx.conf(), ctx.executorID(), host, incarnation).foreach(hello => ctx.send(hello))
     } catch {
       case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
     }

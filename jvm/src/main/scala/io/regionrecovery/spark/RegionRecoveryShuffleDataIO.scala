@@ -94,7 +94,7 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
     retained.foreach { case (files, bytes) =>
       if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
         if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files,
-        RetainedStore.digest(checksums)))
+        RetainedStore.digest(checksums, partitionLengths)))
     }
   }
 }

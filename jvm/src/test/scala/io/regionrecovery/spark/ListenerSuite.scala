@@ -136,7 +136,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(status.contains("\"dropped\": 0"), status)
     assert(status.contains(s""""app_id": "${sc.applicationId}""""), status)
     val keys = new com.fasterxml.jackson.databind.ObjectMapper().readTree(status).fieldNames().asScala.toSeq
-    assert(keys.size == 16 && keys.forall(_.matches("[a-z0-9_]+")), s"snake_case keys only: $keys")
+    assert(keys.size == 17 && keys.forall(_.matches("[a-z0-9_]+")), s"snake_case keys only: $keys")
     assert(state.buffer.droppedCount == 0)
   }
 
@@ -205,10 +205,10 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     val agent = new RetentionAgent(new RetainedStore(root), sc.applicationId, "driver", 60000L)
     agent.honourFence()
     assert(served.forall(o => dataFile(o).exists()), "not fenced: it serves on")
-    agent.store.writeFence(agent.appId, agent.executorId) // what the driver writes on a heartbeat timeout
+    agent.store.writeFence(agent.appKey, agent.executorId) // what the driver writes on a heartbeat timeout
     agent.honourFence() // what the agent's thread does once a second, and at executor stop
     assert(served.forall(o => !dataFile(o).exists()), "a thawed, fenced executor must not serve its outputs")
-    agent.store.deleteApp(agent.appId)
+    agent.store.deleteApp(agent.appKey)
   }
 
   test("stopping the context stops the state; the next application gets a new one") {

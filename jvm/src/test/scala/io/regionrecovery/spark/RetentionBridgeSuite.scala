@@ -41,6 +41,7 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
       .set("spark.driver.bindAddress", "127.0.0.1").set("spark.plugins", "io.regionrecovery.spark.RegionRecoveryPlugin")
       .set(ConfigKeys.RetainedEnabled.name, retention.toString).set(ConfigKeys.RetainedDir.name, root.toString)
       .set(ConfigKeys.RetainedMaxBytes.name, "1000")
+      .set("spark.shuffle.sort.io.plugin.class", "io.regionrecovery.spark.RegionRecoveryShuffleDataIO")
     sc = new SparkContext(conf)
     CurrentApplication.current
   }
@@ -50,7 +51,7 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   /** A retained copy as an executor's hook leaves it: <root>/<app>/<executor>/shuffle_<s>_<m>_0.data. */
   private def retainedFile(executorId: String, shuffleId: Int, mapId: Long, bytes: Int): Path = {
-    val dir = root.resolve(sc.applicationId).resolve(executorId)
+    val dir = root.resolve(CurrentApplication.current.retention.appKey).resolve(executorId)
     Files.createDirectories(dir)
     Files.write(dir.resolve(RetainedStore.fileBase(shuffleId, mapId) + ".data"), new Array[Byte](bytes))
   }

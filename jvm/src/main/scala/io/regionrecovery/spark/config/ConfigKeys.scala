@@ -104,12 +104,15 @@ object ConfigKeys {
     "true, false",
     "Keep every committed map output in a retained directory that survives the executor process, and let a live " +
       "executor on the same host adopt a lost executor's outputs instead of Spark recomputing them. Read by the " +
-      "plugin (JVM) on the driver and the executors.", ReadBy.Jvm)
+      "plugin (JVM) on the driver and the executors. The application fails to start with it on and Spark's shuffle " +
+      "checksums off, the old fetch protocol, the external shuffle service, push-based shuffle, another shuffle " +
+      "manager or another shuffle IO plugin (RetentionPreconditions).", ReadBy.Jvm)
 
   val RetainedDir: ConfigKey[String] = ConfigKey(Prefix + "retained.dir", PathType, "",
     "<java.io.tmpdir>/spark-region-recovery-retained-<user>", "an absolute path",
-    "Root of the retained directories on every host: <dir>/<appId>/<executorId>/, owner-only. Should be on the " +
-      "filesystem of spark.local.dir, so retaining is a hard link, not a copy.", ReadBy.Jvm)
+    "Root of the retained directories on every host: <dir>/<appId>.<incarnation>/<executorId>/ (a random token " +
+      "per driver, so an earlier driver's files with the same application id never match), owner-only. Should be " +
+      "on the filesystem of spark.local.dir, so retaining is a hard link, not a copy.", ReadBy.Jvm)
 
   val RetainedMaxBytes: ConfigKey[Long] = ConfigKey(Prefix + "retained.maxBytes", BytesType, 0L, "0",
     BytesForms + "; 0 = no cap",

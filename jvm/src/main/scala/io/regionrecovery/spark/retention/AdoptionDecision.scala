@@ -41,20 +41,62 @@ object AdoptionDecision {
       }
   }
 
-  /** The whole decision for the outputs of one lost executor; `shuffleOf` gives an output's shuffle id. */
+  /**
+   * The whole decision for the outputs of one lost executor; `shuffleOf` gives an output's shuffle
+   * id, `unsafe` why an output must never be adopted whatever the policy (see [[AdoptionRules]]).
+   * An output of a shuffle the policy excludes is refused for that reason (the user's choice is
+   * named first); the others are refused when unsafe, then offered to the adopter.
+   */
   def decide[O](policy: RetentionPolicy, lostExecutor: String, host: String, live: Seq[AgentInfo], outputs: Seq[O])(
-      shuffleOf: O => Int): AdoptionDecision[O] = {
+      shuffleOf: O => Int, unsafe: O => Option[String] = (_: O) => None): AdoptionDecision[O] = {
     if (outputs.isEmpty) return AdoptionDecision(None, "nothing to adopt: no registered outputs", Nil, Nil)
-    val (excluded, eligible) = outputs.partition(o => policy.excludes(shuffleOf(o)))
-    val excludedRefusals = excluded.map(o => o -> ("not adopted: " + RetentionPolicy.excludedReason(shuffleOf(o))))
+    val (excluded, allowed) = outputs.partition(o => policy.excludes(shuffleOf(o)))
+    val checked = allowed.map(o => o -> unsafe(o))
+    val eligible = checked.collect { case (o, None) => o }
+    val refusals = excluded.map(o => o -> ("not adopted: " + RetentionPolicy.excludedReason(shuffleOf(o)))) ++
+      checked.collect { case (o, Some(why)) => o -> ("not adopted: " + why) }
     if (eligible.isEmpty)
-      AdoptionDecision(None, "nothing to adopt: every output belongs to a shuffle excluded from retention", Nil,
-        excludedRefusals)
+      AdoptionDecision(None,
+        if (excluded.size == outputs.size) "nothing to adopt: every output belongs to a shuffle excluded from retention"
+        else "nothing to adopt: every output is excluded or unsafe to adopt", Nil, refusals)
     else
       chooseAdopter(policy, lostExecutor, host, live) match {
-        case Right((a, why)) => AdoptionDecision(Some(a), why, eligible, excludedRefusals)
+        case Right((a, why)) => AdoptionDecision(Some(a), why, eligible, refusals)
         case Left(why) =>
-          AdoptionDecision(None, why, Nil, excludedRefusals ++ eligible.map(_ -> ("not adopted: " + why)))
+          AdoptionDecision(None, why, Nil, refusals ++ eligible.map(_ -> ("not adopted: " + why)))
       }
   }
+}
+
+/**
+ * The rules that forbid an adoption whatever the policy says, with the reasons the
+ * MapOutputUnregistered events carry (each starts with the rule's name).
+ */
+object AdoptionRules {
+  /** RDD.DeterministicLevel.INDETERMINATE's id (StageMeta.determinism). */
+  val Indeterminate = 2
+
+  def indeterminate(shuffleId: Int): String =
+    s"indeterminate stage: shuffle $shuffleId is written by a stage Spark labels INDETERMINATE, whose " +
+      "recomputed output may differ; its outputs are recomputed (Spark rolls back their consumers), never restored"
+
+  def determinismUnknown(shuffleId: Int): String =
+    s"determinism unknown: no job start listing the map stage of shuffle $shuffleId reached the coordinator, " +
+      "so it cannot tell whether the stage is deterministic"
+
+  def checksumMismatch(shuffleId: Int, mapIndexes: Seq[Int]): String =
+    s"runtime indeterminate: Spark found a checksum mismatch in shuffle $shuffleId (map indexes " +
+      s"${mapIndexes.mkString(", ")}), so its outputs differ between attempts; they are recomputed, never restored"
+
+  def noDigest(shuffleId: Int, mapId: Long): String =
+    s"no digest: the driver holds no checksum digest reported at commit for map id $mapId of shuffle $shuffleId, " +
+      "so an adopter could not tell its files from another output's"
+
+  def stale(what: String): String =
+    s"stale adoption: $what since the adoption was decided (Spark dropped or replaced it on purpose); " +
+      "nothing is restored and the adopter's copy is deleted"
+
+  val LockUnavailable: String =
+    "no atomic relocation: Spark's ShuffleStatus write lock is not reachable in this Spark version, so a " +
+      "relocation could race with Spark dropping the output"
 }

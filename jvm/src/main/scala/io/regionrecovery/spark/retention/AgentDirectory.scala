@@ -18,7 +18,7 @@ final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
  * driver deletes directly only where it shares the host (local-cluster, client mode on a worker
  * node), which is also the fallback when no agent is left there.
  */
-private[retention] final class AgentDirectory(store: RetainedStore, appId: () => String) extends Logging {
+private[retention] final class AgentDirectory(store: RetainedStore, appKey: () => String) extends Logging {
   private val agents = new ConcurrentHashMap[String, AgentInfo]()
   private val removed = ConcurrentHashMap.newKeySet[String]()
 
@@ -53,7 +53,7 @@ private[retention] final class AgentDirectory(store: RetainedStore, appId: () =>
   def purge(host: String, executorId: String, fence: Boolean): (Int, Long) =
     live.find(a => a.host == host && a.executorId != executorId) match {
       case Some(a) =>
-        try { val r = ask(a, PurgeRequest(appId(), executorId, fence)).asInstanceOf[PurgeReply]; (r.files, r.bytes) }
+        try { val r = ask(a, PurgeRequest(appKey(), executorId, fence)).asInstanceOf[PurgeReply]; (r.files, r.bytes) }
         catch {
           case NonFatal(e) =>
             logWarning(s"region-recovery: purge through ${a.executorId} failed: $e")
@@ -63,7 +63,7 @@ private[retention] final class AgentDirectory(store: RetainedStore, appId: () =>
     }
 
   private def purgeLocally(executorId: String, fence: Boolean): (Int, Long) = {
-    val app = appId()
+    val app = appKey()
     if (!Files.isDirectory(store.appDir(app))) return (0, 0L)
     val r = store.deleteTree(store.executorDir(app, executorId))
     if (fence) store.writeFence(app, executorId)
@@ -79,10 +79,10 @@ private[retention] final class AgentDirectory(store: RetainedStore, appId: () =>
     try {
       via match {
         case Some(a) =>
-          val request = ReleaseOutputs(appId(), executorId, refs, served && a.executorId == executorId)
+          val request = ReleaseOutputs(appKey(), executorId, refs, served && a.executorId == executorId)
           val r = ask(a, request).asInstanceOf[PurgeReply]
           (r.files, r.bytes)
-        case None => store.releaseOutputs(appId(), executorId, refs.toSeq) // only the driver's own host is reachable
+        case None => store.releaseOutputs(appKey(), executorId, refs.toSeq) // only the driver's own host is reachable
       }
     } catch {
       case NonFatal(e) =>
@@ -96,13 +96,13 @@ private[retention] final class AgentDirectory(store: RetainedStore, appId: () =>
     var files = 0; var bytes = 0L
     onePerHost.foreach { a =>
       try {
-        val r = ask(a, ReleaseShuffle(appId(), shuffleId)).asInstanceOf[PurgeReply]
+        val r = ask(a, ReleaseShuffle(appKey(), shuffleId)).asInstanceOf[PurgeReply]
         files += r.files; bytes += r.bytes
       } catch {
         case NonFatal(e) => logWarning(s"region-recovery: releasing shuffle $shuffleId on ${a.host} failed: $e")
       }
     }
-    try { val (f, b) = store.releaseShuffle(appId(), shuffleId); files += f; bytes += b }
+    try { val (f, b) = store.releaseShuffle(appKey(), shuffleId); files += f; bytes += b }
     catch { case NonFatal(_) => }
     (files, bytes)
   }

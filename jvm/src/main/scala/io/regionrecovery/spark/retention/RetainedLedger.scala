@@ -22,9 +22,12 @@ object ReleasePolicy {
     all.find(_.name == name).getOrElse(throw new IllegalArgumentException(s"unknown release policy '$name'"))
 }
 
-/** One retained map output as the driver accounts it. */
+/**
+ * One retained map output as the driver accounts it; `digest` is the digest of its per-partition
+ * checksums and lengths that its executor reported at commit (0: none), which an adopter must find.
+ */
 final class RetainedEntry(val shuffleId: Int, val mapId: Long, val mapIndex: Int,
-    var executorId: String, var host: String, val bytes: Long)
+    var executorId: String, var host: String, val bytes: Long, val digest: Long = 0L)
 
 /**
  * The driver's account of retained bytes, and the decisions of what to release: the size cap per
@@ -93,15 +96,19 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
 
   /** A committed output was retained. Returns what the cap now releases. */
   def retained(shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, host: String,
-      bytes: Long): Seq[RetainedEntry] = {
+      bytes: Long, digest: Long = 0L): Seq[RetainedEntry] = {
     remove(shuffleId, mapId)
-    val e = new RetainedEntry(shuffleId, mapId, mapIndex, executorId, host, bytes)
+    val e = new RetainedEntry(shuffleId, mapId, mapIndex, executorId, host, bytes, digest)
     entries((shuffleId, mapId)) = e
     byShuffle.getOrElseUpdate(shuffleId, mutable.Set[Long]()) += mapId
     hostBytes(host) += bytes
     touch(shuffleId)
     enforceCap(host)
   }
+
+  /** The digest reported at commit for a retained output the ledger holds (None: unknown, or none reported). */
+  def digestOf(shuffleId: Int, mapId: Long): Option[Long] =
+    entries.get((shuffleId, mapId)).map(_.digest).filter(_ != 0L)
 
   /** A live executor adopted the output; it stays retained, now in that executor's directory. */
   def adopted(shuffleId: Int, mapId: Long, toExecutor: String, toHost: String): Unit =

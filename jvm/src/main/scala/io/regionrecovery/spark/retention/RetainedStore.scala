@@ -1,10 +1,12 @@
 package io.regionrecovery.spark.retention
 
 import java.io.{File, IOException}
+import java.nio.ByteBuffer
 import java.nio.charset.StandardCharsets
 import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException}
 import java.nio.file.{Path, Paths, StandardCopyOption}
 import java.nio.file.attribute.PosixFilePermissions
+import java.security.{MessageDigest, SecureRandom}
 
 import scala.jdk.CollectionConverters._
 import scala.util.Using
@@ -30,10 +32,36 @@ object RetainedStore {
   /** The name Spark gives a map output's files, before the extension. */
   def fileBase(shuffleId: Int, mapId: Long): String = s"shuffle_${shuffleId}_${mapId}_0"
 
-  /** A 64-bit digest of Spark's per-partition checksums (0 when there are none). */
-  def digest(checksums: Array[Long]): Long =
+  /**
+   * A 64-bit digest of one map output as committed: Spark's per-partition checksums and the
+   * partition lengths (the first 8 bytes of their SHA-256). 0 means none: Spark computed no
+   * checksums (spark.shuffle.checksum.enabled=false); a real digest is never 0.
+   */
+  def digest(checksums: Array[Long], lengths: Array[Long]): Long =
     if (checksums == null || checksums.isEmpty) 0L
-    else checksums.foldLeft(1125899906842597L)((h, c) => 31 * h + c)
+    else {
+      val buf = ByteBuffer.allocate(8 * (2 + checksums.length + lengths.length))
+      buf.putLong(checksums.length.toLong)
+      checksums.foreach(c => buf.putLong(c))
+      buf.putLong(lengths.length.toLong)
+      lengths.foreach(l => buf.putLong(l))
+      val h = ByteBuffer.wrap(MessageDigest.getInstance("SHA-256").digest(buf.array())).getLong
+      if (h == 0L) 1L else h
+    }
+
+  /**
+   * A fresh random token for one driver: the retained directory of an application is
+   * `<root>/<appId>.<incarnation>`, so files an earlier driver or application attempt with the same
+   * application id left behind can never be mistaken for this one's.
+   */
+  def newIncarnation(): String = {
+    val bytes = new Array[Byte](8)
+    new SecureRandom().nextBytes(bytes)
+    bytes.map(b => f"${b & 0xff}%02x").mkString
+  }
+
+  /** The name of an application incarnation's directory (and lease) under the root. */
+  def appKey(appId: String, incarnation: String): String = s"$appId.$incarnation"
 }
 
 /** File operations below the retained root; nothing outside the root is ever deleted. */
@@ -48,10 +76,11 @@ final class RetainedStore(val root: Path) extends Logging {
     cleaned
   }
 
-  def appDir(appId: String): Path = root.resolve(safe(appId))
-  def executorDir(appId: String, executorId: String): Path = appDir(appId).resolve(safe(executorId))
-  def fence(appId: String, executorId: String): Path = appDir(appId).resolve(safe(executorId) + ".fenced")
-  def isFenced(appId: String, executorId: String): Boolean = Files.exists(fence(appId, executorId))
+  // `appKey` below: an application incarnation's directory name, RetainedStore.appKey(appId, incarnation)
+  def appDir(appKey: String): Path = root.resolve(safe(appKey))
+  def executorDir(appKey: String, executorId: String): Path = appDir(appKey).resolve(safe(executorId))
+  def fence(appKey: String, executorId: String): Path = appDir(appKey).resolve(safe(executorId) + ".fenced")
+  def isFenced(appKey: String, executorId: String): Boolean = Files.exists(fence(appKey, executorId))
 
   /** Creates `dir` and its missing parents up to the root, each 0700. */
   def ensureDir(dir: Path): Unit = {
@@ -97,14 +126,14 @@ final class RetainedStore(val root: Path) extends Logging {
 
   // ---- leases: an application's claim on its directory on this host -----------------------------
 
-  def leaseFile(appId: String): Path = root.resolve(safe(appId) + ".lease")
+  def leaseFile(appKey: String): Path = root.resolve(safe(appKey) + ".lease")
 
   /** Writes the lease (its expiry, ms since the epoch) atomically: a reader sees the old or the new one. */
-  def renewLease(appId: String, expiresAt: Long): Unit = {
+  def renewLease(appKey: String, expiresAt: Long): Unit = {
     ensureDir(root)
-    val tmp = root.resolve(s"${safe(appId)}.lease.${ProcessHandle.current().pid()}.tmp")
+    val tmp = root.resolve(s"${safe(appKey)}.lease.${ProcessHandle.current().pid()}.tmp")
     Files.write(tmp, expiresAt.toString.getBytes(StandardCharsets.UTF_8))
-    try Files.move(tmp, leaseFile(appId), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
+    try Files.move(tmp, leaseFile(appKey), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
     catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
   }
 
@@ -135,9 +164,9 @@ final class RetainedStore(val root: Path) extends Logging {
    * Deletes the directories (and leases) of other applications whose lease expired: their driver
    * is gone and no executor of theirs on this host renews it. Returns (appDir, files, bytes) deleted.
    */
-  def sweepExpired(ownAppId: String, now: Long, leaseTimeoutMs: Long): Seq[(String, Int, Long)] = {
+  def sweepExpired(ownAppKey: String, now: Long, leaseTimeoutMs: Long): Seq[(String, Int, Long)] = {
     if (!Files.isDirectory(root)) return Nil
-    val own = if (ownAppId == null) null else safe(ownAppId)
+    val own = if (ownAppKey == null) null else safe(ownAppKey)
     val names = namesIn(root)
     val out = Seq.newBuilder[(String, Int, Long)]
     names.foreach { n =>
@@ -161,9 +190,9 @@ final class RetainedStore(val root: Path) extends Logging {
   }
 
   /** Deletes an application's directory and lease on this host. */
-  def deleteApp(appId: String): (Int, Long) = {
-    val r = deleteTree(appDir(appId))
-    Files.deleteIfExists(leaseFile(appId))
+  def deleteApp(appKey: String): (Int, Long) = {
+    val r = deleteTree(appDir(appKey))
+    Files.deleteIfExists(leaseFile(appKey))
     r
   }
 
@@ -172,9 +201,9 @@ final class RetainedStore(val root: Path) extends Logging {
    * executor is fenced. On an I/O error (e.g. a full disk on the copy fallback) the partial copy is
    * removed and the error says what could not be retained, so the map task fails clearly.
    */
-  def retain(appId: String, executorId: String, base: String, files: Seq[File]): (Int, Long) = {
-    if (isFenced(appId, executorId)) return (0, 0L)
-    val dir = executorDir(appId, executorId)
+  def retain(appKey: String, executorId: String, base: String, files: Seq[File]): (Int, Long) = {
+    if (isFenced(appKey, executorId)) return (0, 0L)
+    val dir = executorDir(appKey, executorId)
     val made = scala.collection.mutable.ArrayBuffer[Path]()
     try {
       ensureDir(dir)
@@ -187,7 +216,7 @@ final class RetainedStore(val root: Path) extends Logging {
           bytes += Files.size(target)
         }
       }
-      if (isFenced(appId, executorId)) { // fenced while we linked: leave nothing behind
+      if (isFenced(appKey, executorId)) { // fenced while we linked: leave nothing behind
         made.foreach(p => Files.deleteIfExists(p))
         (0, 0L)
       } else (made.size, bytes)
@@ -227,15 +256,15 @@ final class RetainedStore(val root: Path) extends Logging {
   }
 
   /** Writes the fence of an executor: its hook will retain nothing more in this application. */
-  def writeFence(appId: String, executorId: String): Unit = {
-    ensureDir(appDir(appId))
-    try Files.createFile(fence(appId, executorId))
+  def writeFence(appKey: String, executorId: String): Unit = {
+    ensureDir(appDir(appKey))
+    try Files.createFile(fence(appKey, executorId))
     catch { case _: FileAlreadyExistsException => }
   }
 
   /** Deletes the retained files of some outputs of one executor; returns (files, bytes) deleted. */
-  def releaseOutputs(appId: String, executorId: String, outputs: Seq[OutputRef]): (Int, Long) = {
-    val dir = executorDir(appId, executorId)
+  def releaseOutputs(appKey: String, executorId: String, outputs: Seq[OutputRef]): (Int, Long) = {
+    val dir = executorDir(appKey, executorId)
     if (!Files.isDirectory(dir)) return (0, 0L)
     val prefixes = outputs.map(o => RetainedStore.fileBase(o.shuffleId, o.mapId) + ".").toSet
     val chosen = namesIn(dir).filter { n =>
@@ -246,8 +275,8 @@ final class RetainedStore(val root: Path) extends Logging {
   }
 
   /** Deletes the retained files of one shuffle, in every executor directory of the application. */
-  def releaseShuffle(appId: String, shuffleId: Int): (Int, Long) = {
-    val app = appDir(appId)
+  def releaseShuffle(appKey: String, shuffleId: Int): (Int, Long) = {
+    val app = appDir(appKey)
     if (!Files.isDirectory(app)) return (0, 0L)
     val prefix = s"shuffle_${shuffleId}_"
     val dirs = namesIn(app).map(app.resolve).filter(Files.isDirectory(_))

@@ -1,6 +1,6 @@
 package io.regionrecovery.spark.retention
 
-import java.io.{DataInputStream, File, FileInputStream, IOException}
+import java.io.IOException
 import java.nio.file.{Files, StandardCopyOption}
 import java.util.concurrent.TimeUnit
 
@@ -20,19 +20,32 @@ object RetentionAgent extends Logging {
   @volatile private var agent: RetentionAgent = _
   def current: RetentionAgent = agent
 
-  /** Called by the executor plugin; never throws (a failure only disables retention here). */
-  private[spark] def start(conf: SparkConf, executorId: String, host: String): Option[RetentionAgentHello] =
+  /**
+   * Called by the executor plugin with the driver's incarnation token (from the plugin's extra
+   * configuration); never throws (a failure only disables retention here). Refuses to retain under
+   * settings the driver refuses too ([[RetentionPreconditions]]), or without a token.
+   */
+  private[spark] def start(conf: SparkConf, executorId: String, host: String,
+      incarnation: String): Option[RetentionAgentHello] =
     try {
+      lazy val problems = RetentionPreconditions.problems(conf.getOption)
       if (!ConfigKeys.RetainedEnabled.read(conf.getOption)) None
-      else {
+      else if (problems.nonEmpty) {
+        logError(s"region-recovery: executor $executorId retains nothing: ${RetentionPreconditions.refusal(problems)}")
+        None
+      } else if (incarnation == null || incarnation.isEmpty) {
+        logError(s"region-recovery: executor $executorId retains nothing: the driver plugin handed it no " +
+          s"incarnation token (is io.regionrecovery.spark.RegionRecoveryPlugin in spark.plugins on the driver?)")
+        None
+      } else {
         val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
-        val a = new RetentionAgent(new RetainedStore(root), conf.getAppId, executorId,
-          ConfigKeys.RetainedLeaseTimeout.read(conf.getOption))
+        val a = new RetentionAgent(new RetainedStore(root), RetainedStore.appKey(conf.getAppId, incarnation),
+          executorId, ConfigKeys.RetainedLeaseTimeout.read(conf.getOption))
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
         a.startLease()
         agent = a
         logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
-          a.store.executorDir(a.appId, executorId))
+          a.store.executorDir(a.appKey, executorId))
         Some(RetentionAgentHello(executorId, host, a.ref))
       }
     } catch {
@@ -55,7 +68,8 @@ object RetentionAgent extends Logging {
   }
 }
 
-final class RetentionAgent(val store: RetainedStore, val appId: String, val executorId: String,
+/** One executor's agent; `appKey` names its application incarnation's retained directory on this host. */
+final class RetentionAgent(val store: RetainedStore, val appKey: String, val executorId: String,
     val leaseTimeoutMs: Long) extends Logging {
   @volatile private[spark] var ref: AnyRef = _
   @volatile private var driverRef: AnyRef = _
@@ -79,7 +93,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
             "executor lives")
           null
       }
-    store.renewLease(appId, System.currentTimeMillis() + leaseTimeoutMs)
+    store.renewLease(appKey, System.currentTimeMillis() + leaseTimeoutMs)
     leaseThread.execute(() => sweep())
     leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
     // one file check a second; overdue when a frozen process thaws, so it runs at once then
@@ -88,7 +102,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
 
   private def driverAnswers(timeoutMs: Long): Boolean =
     driverRef == null ||
-      (try { SparkInternals.ask(driverRef, LeasePing(appId, executorId), timeoutMs); true }
+      (try { SparkInternals.ask(driverRef, LeasePing(appKey, executorId), timeoutMs); true }
       catch { case NonFatal(_) => false })
 
   @volatile private var fenceHonoured = false
@@ -99,7 +113,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
    * executor usually stops at once on the driver's queued shutdown, which checks too): delete every
    * map output its block manager serves, so that a reader holding a stale location cannot read them.
    */
-  private[spark] def honourFence(): Unit = if (!fenceHonoured && store.isFenced(appId, executorId)) {
+  private[spark] def honourFence(): Unit = if (!fenceHonoured && store.isFenced(appKey, executorId)) {
     fenceHonoured = true
     val n = SparkInternals.removeAllMapOutputFiles()
     logWarning(s"region-recovery: executor $executorId was fenced (heartbeat timeout) and runs again: " +
@@ -115,10 +129,10 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     if (driverAnswers(pingTimeoutMs)) {
       lastDriverContact = now
       droppedForDriverLoss = false
-      store.renewLease(appId, now + leaseTimeoutMs)
+      store.renewLease(appKey, now + leaseTimeoutMs)
     } else if (!droppedForDriverLoss && now - lastDriverContact > leaseTimeoutMs) {
       droppedForDriverLoss = true
-      val (files, bytes) = store.deleteApp(appId)
+      val (files, bytes) = store.deleteApp(appKey)
       logWarning(s"region-recovery: the driver has not answered for ${now - lastDriverContact} ms " +
         s"(${ConfigKeys.RetainedLeaseTimeout.name}); deleted this application's $files retained files " +
         s"($bytes bytes) on this host")
@@ -127,7 +141,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
   } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }
 
   private def sweep(): Unit = try {
-    store.sweepExpired(appId, System.currentTimeMillis(), leaseTimeoutMs).foreach { case (app, files, bytes) =>
+    store.sweepExpired(appKey, System.currentTimeMillis(), leaseTimeoutMs).foreach { case (app, files, bytes) =>
       logInfo(s"region-recovery: removed $files retained files ($bytes bytes) of application $app: its lease expired")
     }
   } catch { case NonFatal(e) => logWarning(s"region-recovery: sweeping expired retained directories failed: $e") }
@@ -142,17 +156,17 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     honourFenceLogged()
     try {
       if (!driverAnswers(math.min(pingTimeoutMs, 3000L))) {
-        val (files, bytes) = store.deleteApp(appId)
+        val (files, bytes) = store.deleteApp(appKey)
         logWarning(s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
           s"this application's $files retained files ($bytes bytes) on this host")
-      } else if (!Files.isDirectory(store.appDir(appId))) Files.deleteIfExists(store.leaseFile(appId))
+      } else if (!Files.isDirectory(store.appDir(appKey))) Files.deleteIfExists(store.leaseFile(appKey))
     } catch { case NonFatal(e) => logWarning(s"region-recovery: cleanup at executor stop failed: $e") }
   }
 
   /** Retains a map output this executor just committed; returns (files, bytes). */
   def retain(shuffleId: Int, mapId: Long): (Int, Long) = {
     val (data, index, checksum) = SparkInternals.shuffleFiles(shuffleId, mapId)
-    store.retain(appId, executorId, RetainedStore.fileBase(shuffleId, mapId), Seq(data, index, checksum))
+    store.retain(appKey, executorId, RetainedStore.fileBase(shuffleId, mapId), Seq(data, index, checksum))
   }
 
   /** The agent's RPC endpoint: anything but an [[AgentRequest]] is a bug on the sender's side. */
@@ -165,22 +179,22 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     case r: AdoptRequest => adopt(r)
     case p: PurgeRequest =>
       val (files, bytes) =
-        if (p.executorId == null) store.deleteApp(p.appId)
-        else store.deleteTree(store.executorDir(p.appId, p.executorId))
-      if (p.fence && p.executorId != null) store.writeFence(p.appId, p.executorId)
+        if (p.executorId == null) store.deleteApp(p.appKey)
+        else store.deleteTree(store.executorDir(p.appKey, p.executorId))
+      if (p.fence && p.executorId != null) store.writeFence(p.appKey, p.executorId)
       logInfo(s"region-recovery: deleted $files retained files ($bytes bytes) of " +
-        s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appId)}")
+        s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appKey)}")
       PurgeReply(files, bytes)
     case f: ForgetMapStatuses =>
       f.shuffleIds.foreach(SparkInternals.forgetMapStatuses)
       null
     case r: ReleaseShuffle =>
-      val (files, bytes) = store.releaseShuffle(r.appId, r.shuffleId)
+      val (files, bytes) = store.releaseShuffle(r.appKey, r.shuffleId)
       PurgeReply(files, bytes)
     case r: ReleaseOutputs =>
       if (r.served && r.executorId == executorId)
         r.outputs.foreach(o => SparkInternals.removeMapOutputFiles(o.shuffleId, o.mapId))
-      val (files, bytes) = store.releaseOutputs(r.appId, r.executorId, r.outputs.toSeq)
+      val (files, bytes) = store.releaseOutputs(r.appKey, r.executorId, r.outputs.toSeq)
       PurgeReply(files, bytes)
   }
 
@@ -189,7 +203,7 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     val failures = new Array[String](r.outputs.length)
     val bytes = new Array[Long](r.outputs.length)
     r.outputs.zipWithIndex.foreach { case (o, i) =>
-      try bytes(i) = adoptOne(r.appId, r.fromExecutor, o)
+      try bytes(i) = adoptOne(r.appKey, r.fromExecutor, o, if (r.digests == null) 0L else r.digests(i))
       catch {
         case NonFatal(e) => failures(i) = e.getMessage
       }
@@ -201,52 +215,29 @@ final class RetentionAgent(val store: RetainedStore, val appId: String, val exec
     AdoptReply(me, failures, bytes)
   }
 
-  /** Verifies one retained output and makes this executor serve it; returns its bytes or throws. */
-  private def adoptOne(appId: String, from: String, o: OutputRef): Long = {
-    val src = store.executorDir(appId, from)
-    val base = RetainedStore.fileBase(o.shuffleId, o.mapId)
-    val algorithm = SparkInternals.checksumAlgorithm
-    val data = src.resolve(base + ".data").toFile
-    val index = src.resolve(base + ".index").toFile
-    val checksum = src.resolve(base + ".checksum." + algorithm).toFile
-    if (!index.isFile) throw new IOException(s"$base: retained index file missing")
-    val offsets = readOffsets(index)
-    val dataLength = if (data.isFile) data.length() else 0L
-    if (offsets.last != dataLength)
-      throw new IOException(s"$base: data file has $dataLength bytes, the index says ${offsets.last}")
+  /**
+   * Verifies one retained output (against the digest its executor reported at commit, and Spark's
+   * checksums) and makes this executor serve it; returns its bytes or throws.
+   */
+  private def adoptOne(appKey: String, from: String, o: OutputRef, digest: Long): Long = {
     val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(o.shuffleId, o.mapId)
-    if (ownChecksum != null && dataLength > 0) {
-      if (!checksum.isFile) throw new IOException(s"$base: retained checksum file missing")
-      val ok =
-        try SparkInternals.checksumsMatch(offsets.length - 1, algorithm, checksum, data, index)
-        catch { case NonFatal(e) => throw new IOException(s"$base: checksum verification failed: $e") }
-      if (!ok) throw new IOException(s"$base: checksum mismatch (corrupt retained file)")
-    }
+    if (ownChecksum == null)
+      throw new IOException("spark.shuffle.checksum.enabled=false on this executor: nothing can be verified")
+    val v = RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
+      SparkInternals.checksumAlgorithm, digest)
     // Serve it: Spark's block resolver finds a map output by file name in its own directories.
-    if (data.isFile) store.linkOrCopy(data.toPath, ownData.toPath)
-    if (ownChecksum != null && checksum.isFile) store.linkOrCopy(checksum.toPath, ownChecksum.toPath)
-    store.linkOrCopy(index.toPath, ownIndex.toPath)
+    if (v.data.isFile) store.linkOrCopy(v.data.toPath, ownData.toPath)
+    store.linkOrCopy(v.checksum.toPath, ownChecksum.toPath)
+    store.linkOrCopy(v.index.toPath, ownIndex.toPath)
     SparkInternals.ownMapOutput(o.shuffleId, o.mapId)
     // Keep it retained, now as this executor's: if this executor dies, it can be adopted again.
-    val mine = store.executorDir(appId, executorId)
+    val mine = store.executorDir(appKey, executorId)
     store.ensureDir(mine)
     var total = 0L
-    Seq(data, index, checksum).filter(_.isFile).foreach { f =>
+    v.files.foreach { f =>
       total += f.length()
       Files.move(f.toPath, mine.resolve(f.getName), StandardCopyOption.REPLACE_EXISTING)
     }
     total
-  }
-
-  private def readOffsets(index: File): Array[Long] = {
-    val n = index.length()
-    if (n < 8 || n % 8 != 0) throw new IOException(s"${index.getName}: bad index file length $n")
-    val in = new DataInputStream(new FileInputStream(index))
-    try {
-      val offsets = Array.fill((n / 8).toInt)(in.readLong())
-      if (offsets(0) != 0L || offsets.sliding(2).exists(p => p.length == 2 && p(1) < p(0)))
-        throw new IOException(s"${index.getName}: offsets are not increasing from 0")
-      offsets
-    } finally in.close()
   }
 }

@@ -3,13 +3,14 @@ package io.regionrecovery.spark.retention
 import java.util.concurrent.{ConcurrentLinkedDeque, ExecutionException, FutureTask, TimeUnit}
 import java.util.concurrent.{RejectedExecutionException, TimeoutException}
 
+import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.Try
 import scala.util.control.NonFatal
 
 import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
-import org.apache.spark.regionrecovery.SparkInternals
+import org.apache.spark.regionrecovery.{Relocation, SparkInternals}
 
 import io.regionrecovery.spark._
 import io.regionrecovery.spark.config.ConfigKeys
@@ -23,10 +24,12 @@ import io.regionrecovery.spark.config.ConfigKeys
  * adopted: the process may come back, so its outputs are not trusted.
  */
 final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, state: DriverState,
-    initialPolicy: RetentionPolicy) extends Logging {
+    initialPolicy: RetentionPolicy, val incarnation: String) extends Logging {
   @volatile private var currentPolicy = initialPolicy
   val ledger = new RetainedLedger(initialPolicy.maxBytesPerHost, initialPolicy.release)
-  private val agents = new AgentDirectory(store, () => sc.applicationId)
+  private val agents = new AgentDirectory(store, () => appKey)
+  /** Output determinism of each shuffle's map stage, from JobStart (coordinator's thread only). */
+  private val determinism = mutable.HashMap[Int, Int]()
   /** Answers the agents' lease pings: while it does, their application is alive. */
   private val driverEndpoint = SparkInternals.registerEndpoint(RetentionProtocol.DriverEndpointName,
     {
@@ -37,7 +40,10 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   @volatile private var stopped = false
   private val history = new ConcurrentLinkedDeque[String]()
 
-  private def appId: String = sc.applicationId
+  /** This driver's retained directory name on every host: the application id and the incarnation token. */
+  def appKey: String = RetainedStore.appKey(sc.applicationId, incarnation)
+  /** This driver's retained directory on its own host (None before the application id exists). */
+  def appDir: Option[String] = Option(sc.applicationId).map(_ => store.appDir(appKey).toString)
   private def now: Long = System.currentTimeMillis()
 
   def policy: RetentionPolicy = currentPolicy
@@ -79,6 +85,37 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   private def isHeartbeatTimeout(reason: String): Boolean =
     reason != null && reason.startsWith("Executor heartbeat timed out")
 
+  /** The digest of an output's per-partition checksums and lengths its executor reported at commit; 0: none. */
+  private def digestOf(shuffleId: Int, mapId: Long): Long =
+    ledger.synchronized(ledger.digestOf(shuffleId, mapId)).getOrElse(0L)
+
+  /**
+   * Why an output must not be adopted whatever the policy says, or None. Outputs of a stage that
+   * is not deterministic are never restored: Spark recomputes them (and rolls back their consumers
+   * by its own rules), as it would without retention.
+   */
+  private def unsafeToAdopt(o: (Int, Int, Long, org.apache.spark.storage.BlockManagerId)): Option[String] = {
+    val (sid, _, mapId, _) = o
+    lazy val mismatched = SparkInternals.checksumMismatchIndices(sid)
+    determinism.get(sid) match {
+      case None => Some(AdoptionRules.determinismUnknown(sid))
+      case Some(d) if d == AdoptionRules.Indeterminate => Some(AdoptionRules.indeterminate(sid))
+      case _ if mismatched.nonEmpty => Some(AdoptionRules.checksumMismatch(sid, mismatched))
+      case _ if digestOf(sid, mapId) == 0L => Some(AdoptionRules.noDigest(sid, mapId))
+      case _ if !SparkInternals.shuffleStatusLockAvailable => Some(AdoptionRules.LockUnavailable)
+      case _ => None
+    }
+  }
+
+  /** Test only: a pause between the agent's reply and the relocation, to open the stale-relocation window. */
+  private def testDelayBeforeRelocation(): Unit =
+    Option(System.getProperty(RetentionCoordinator.TestDelayProperty)).flatMap(_.toLongOption).filter(_ > 0)
+      .foreach { ms =>
+        logWarning(
+          s"region-recovery: test delay of $ms ms before relocating (${RetentionCoordinator.TestDelayProperty})")
+        Thread.sleep(ms)
+      }
+
   private def handleLoss(executorId: String, reason: String, lossTime: Long): Unit = {
     val startedAt = now
     val lost = agents.remove(executorId)
@@ -96,16 +133,18 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       purge(host, executorId, "heartbeat timeout")
       return
     }
-    val decision = AdoptionDecision.decide(currentPolicy, executorId, host, agents.live, outputs)(_._1)
+    val decision =
+      AdoptionDecision.decide(currentPolicy, executorId, host, agents.live, outputs)(_._1, unsafeToAdopt)
     decision.refused.foreach { case ((sid, idx, mapId, location), why) =>
-      SparkInternals.unregisterMapOutput(sid, idx, location)
+      SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
       state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, why))
     }
     val askStart = now
     var adopterReason = decision.reason
     val reply: Option[AdoptReply] = decision.adopter.flatMap { a =>
       val refs = decision.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
-      try Some(agents.ask(a, AdoptRequest(appId, executorId, refs)).asInstanceOf[AdoptReply])
+      val digests = decision.offered.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
+      try Some(agents.ask(a, AdoptRequest(appKey, executorId, refs, digests)).asInstanceOf[AdoptReply])
       catch {
         case NonFatal(e) =>
           logWarning(s"region-recovery: executor ${a.executorId} could not adopt the outputs of $executorId: $e")
@@ -114,20 +153,42 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       }
     }
     val askMs = now - askStart
+    testDelayBeforeRelocation()
     var adopted = 0
+    val notRelocated = Seq.newBuilder[OutputRef] // adopted by the agent, but not relocated: its copy goes
     decision.offered.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
       val failure = reply.fold("adoption failed")(_.failures(i))
       if (failure == null) {
         val r = reply.get
-        SparkInternals.relocateMapOutput(sid, mapId, r.location)
-        ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, r.location.host))
-        adopted += 1
-        state.offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
-          r.location.host, r.bytes(i), lossTime))
+        // Only what is still registered at the lost executor with the same map id moves, atomically
+        // with that check: Spark may have dropped the output on purpose since it was listed.
+        SparkInternals.relocateIfCurrent(sid, idx, mapId, location, r.location) match {
+          case Relocation.Relocated =>
+            ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, r.location.host))
+            adopted += 1
+            state.offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
+              r.location.host, r.bytes(i), lossTime))
+          case other =>
+            val why = other match {
+              case Relocation.NotRegistered(what) => AdoptionRules.stale(what)
+              case Relocation.ChecksumMismatch(indexes) => AdoptionRules.checksumMismatch(sid, indexes)
+              case _ => AdoptionRules.LockUnavailable
+            }
+            SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
+            notRelocated += OutputRef(sid, mapId, idx)
+            state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not relocated: " + why))
+        }
       } else {
-        SparkInternals.unregisterMapOutput(sid, idx, location)
+        SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
         state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not adopted: " + failure))
       }
+    }
+    val dropped = notRelocated.result()
+    if (dropped.nonEmpty) reply.foreach { r =>
+      val (files, bytes) = agents.releaseOutputs(r.location.executorId, r.location.host, dropped.toArray,
+        served = true)
+      logInfo(s"region-recovery: ${dropped.size} adopted outputs of $executorId were not relocated (Spark " +
+        s"changed them meanwhile); the adopter ${r.location.executorId} deleted its $files files ($bytes bytes)")
     }
     if (adopted > 0) {
       val epoch = SparkInternals.incrementEpoch()
@@ -214,11 +275,13 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       state.offer(RetainedFilesDeletedEvent(now, null, e.host, files, bytes,
         RetentionPolicy.excludedReason(e.shuffleId)))
     } else
-      release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes)),
+      release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes,
+        e.checksum)),
         s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
   }
 
   def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
+    stages.foreach(m => if (m.shuffleId >= 0) determinism(m.shuffleId) = m.determinism)
     ledger.synchronized(ledger.jobStarted(jobId, sqlExecutionId,
       stages.map(m => (m.stageId, m.shuffleId, m.parents)).toSeq))
   }
@@ -244,7 +307,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     entries.groupBy(_.executorId).foreach { case (executorId, es) =>
       es.foreach { e =>
         SparkInternals.mapOutputLocation(e.shuffleId, e.mapId)
-          .foreach(loc => SparkInternals.unregisterMapOutput(e.shuffleId, e.mapIndex, loc))
+          .foreach(loc => SparkInternals.unregisterIfCurrent(e.shuffleId, e.mapIndex, e.mapId, loc))
       }
       val host = es.head.host
       agents.releaseOutputs(executorId, host, es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray,
@@ -259,6 +322,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
 
   /** ContextCleaner removed a shuffle: its retained files go on every host. */
   def shuffleRemoved(shuffleId: Int): Unit = onWorker(s"removal of shuffle $shuffleId") {
+    determinism.remove(shuffleId)
     ledger.synchronized(ledger.shuffleRemoved(shuffleId))
     val (files, bytes) = agents.releaseShuffle(shuffleId)
     state.offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, s"shuffle $shuffleId removed"))
@@ -274,7 +338,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     stopped = true
     worker.shutdown()
     worker.awaitTermination(RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS)
-    Try(appId).toOption.foreach(agents.purgeApplication(_, 5000L))
+    Try(appKey).toOption.foreach(agents.purgeApplication(_, 5000L))
   }
 
   /**
@@ -287,9 +351,14 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     worker.shutdownNow()
     try SparkInternals.unregisterEndpoint(driverEndpoint)
     catch { case NonFatal(_) => }
-    Try(appId).toOption.foreach { id =>
+    Try(appKey).toOption.foreach { id =>
       try store.deleteApp(id)
       catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }
     }
   }
+}
+
+object RetentionCoordinator {
+  /** Driver JVM system property, for tests only: milliseconds to wait between adoption and relocation. */
+  val TestDelayProperty = "regionrecovery.test.delayRelocationMs"
 }

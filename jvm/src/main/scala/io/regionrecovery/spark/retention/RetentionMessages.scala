@@ -8,15 +8,20 @@ import org.apache.spark.storage.BlockManagerId
  * executor process that wrote them:
  *
  *  - On commit, the shuffle IO hook hard-links each map output's files (data, index, checksum) into
- *    `<retained.dir>/<appId>/<executorId>/` (a copy where a link is impossible), owner-only.
+ *    `<retained.dir>/<appId>.<incarnation>/<executorId>/` (a copy where a link is impossible),
+ *    owner-only, and reports the digest of Spark's per-partition checksums and lengths. The
+ *    incarnation is a random token of the driver (handed to the executors through the plugin's
+ *    extra configuration), so no earlier driver's files share the directory.
  *  - The driver's shuffle component reports `supportsReliableStorage`, so Spark does not
  *    unregister a lost executor's outputs by itself (DAGScheduler.handleExecutorLost, fileLost).
  *  - When an executor is removed, the coordinator (driver JVM, at once) picks a live executor on
- *    the same host and asks its agent to adopt the outputs: verify each one, link its files into
+ *    the same host and asks its agent to adopt the outputs: verify each one (against the digest
+ *    reported at commit and Spark's checksums), link its files into
  *    the agent's own block manager directories, move the retained links to its own retained
- *    directory. The driver then relocates the adopted MapStatuses
- *    (MapOutputTrackerMaster.updateMapOutput), unregisters the rest (Spark recomputes exactly
- *    those), and moves the map output epoch so that executors drop cached locations.
+ *    directory. The driver then relocates each adopted MapStatus if it is still registered at the
+ *    lost executor with the same map id (SparkInternals.relocateIfCurrent, under the ShuffleStatus
+ *    lock), unregisters the rest (Spark recomputes exactly those), and moves the map output epoch
+ *    so that executors drop cached locations. Outputs of non-deterministic stages are never adopted.
  *  - A heartbeat timeout is different: the process may still exist (frozen, partitioned), so its
  *    outputs are not trusted. They are unregistered at once, its retained files deleted and the
  *    executor fenced, so that if it comes back its hook retains nothing more.
@@ -31,6 +36,8 @@ object RetentionProtocol {
   val DriverEndpointName = "region-recovery-retention-driver"
   /** How long the driver waits for an agent's answer (an adoption verifies checksums, so it can take a while). */
   val AskTimeoutMs = 30000L
+  /** The key of the driver's incarnation token in the extra configuration the driver plugin hands to executors. */
+  val IncarnationConfKey = "retained.incarnation"
 }
 
 /** One map output as the protocol names it. */
@@ -41,26 +48,31 @@ final case class OutputRef(shuffleId: Int, mapId: Long, mapIndex: Int)
 /** What the driver asks an executor's agent; every agent handler matches over all of them. */
 sealed trait AgentRequest
 
-/** Adopt `outputs` of the lost executor `fromExecutor`: verify, serve, keep retained. Reply: [[AdoptReply]]. */
-final case class AdoptRequest(appId: String, fromExecutor: String, outputs: Array[OutputRef]) extends AgentRequest
+/**
+ * Adopt `outputs` of the lost executor `fromExecutor`: verify each against `digests(i)` (the digest
+ * its executor reported at commit), serve, keep retained. `appKey` names the application
+ * incarnation's retained directory. Reply: [[AdoptReply]].
+ */
+final case class AdoptRequest(appKey: String, fromExecutor: String, outputs: Array[OutputRef], digests: Array[Long])
+    extends AgentRequest
 
 /**
  * Delete the retained directory of `executorId` on this host (of the whole application when it is
  * null), and fence that executor when `fence` is set. Reply: [[PurgeReply]].
  */
-final case class PurgeRequest(appId: String, executorId: String, fence: Boolean) extends AgentRequest
+final case class PurgeRequest(appKey: String, executorId: String, fence: Boolean) extends AgentRequest
 
 /** Drop the cached map statuses of these shuffles (outputs moved). Sent, no reply. */
 final case class ForgetMapStatuses(shuffleIds: Array[Int]) extends AgentRequest
 
 /** Delete the retained files of one shuffle in every executor directory on this host. Reply: [[PurgeReply]]. */
-final case class ReleaseShuffle(appId: String, shuffleId: Int) extends AgentRequest
+final case class ReleaseShuffle(appKey: String, shuffleId: Int) extends AgentRequest
 
 /**
  * Delete the retained files of some outputs of `executorId`, and (when `served`) the files its
  * block manager serves for them. Reply: [[PurgeReply]].
  */
-final case class ReleaseOutputs(appId: String, executorId: String, outputs: Array[OutputRef], served: Boolean)
+final case class ReleaseOutputs(appKey: String, executorId: String, outputs: Array[OutputRef], served: Boolean)
     extends AgentRequest
 
 // ---- agent -> driver ---------------------------------------------------------------------------
@@ -72,7 +84,7 @@ sealed trait DriverRequest
 final case class RetentionAgentHello(executorId: String, host: String, ref: AnyRef) extends DriverRequest
 
 /** An agent asks the driver whether it is still there (lease renewal, driver-loss check). Reply: [[LeaseRenewed]]. */
-final case class LeasePing(appId: String, executorId: String) extends DriverRequest
+final case class LeasePing(appKey: String, executorId: String) extends DriverRequest
 
 // ---- replies -----------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import java.util.concurrent.{ExecutorService, ScheduledExecutorService}
 import scala.concurrent.duration._
 import scala.reflect.ClassTag
 
-import org.apache.spark.{MapOutputTrackerMaster, MapOutputTrackerWorker, SparkContext, SparkEnv}
+import org.apache.spark.{MapOutputTrackerMaster, MapOutputTrackerWorker, ShuffleStatus, SparkContext, SparkEnv}
 import org.apache.spark.rpc.{RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv, RpcTimeout}
 import org.apache.spark.scheduler.{SparkListenerInterface, StageInfo}
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleChecksumUtils}
@@ -195,12 +195,94 @@ object SparkInternals {
   }
 
   /**
-   * Points a registered map output at another block manager (MapStatus.updateLocation under the
-   * ShuffleStatus write lock). If a fetch failure unregistered it meanwhile, Spark restores it from
-   * mapStatusesDeleted, unless that partition was already recomputed. Does not move the epoch.
+   * ShuffleStatus's own write lock (`private val (readLock, writeLock)`, a ReentrantReadWriteLock),
+   * reached by reflection: Spark takes it for every change of the status (addMapOutput,
+   * removeMapOutput, removeOutputsByFilter, updateMapOutput), so a check and a change made while we
+   * hold it cannot interleave with any of Spark's. The lock is reentrant, so Spark's own methods may
+   * be called inside. None when the field is not there (another Spark version): callers then refuse.
    */
-  def relocateMapOutput(shuffleId: Int, mapId: Long, to: BlockManagerId): Unit =
-    tracker.updateMapOutput(shuffleId, mapId, to)
+  private lazy val writeLockField: Option[java.lang.reflect.Field] =
+    try {
+      val f = classOf[ShuffleStatus].getDeclaredField("writeLock")
+      f.setAccessible(true)
+      Some(f)
+    } catch { case scala.util.control.NonFatal(_) => None }
+
+  /** Whether the reflective access to ShuffleStatus's write lock works in this Spark. */
+  def shuffleStatusLockAvailable: Boolean = writeLockField.isDefined
+
+  private def withWriteLock[T](status: ShuffleStatus)(body: => T): Option[T] = writeLockField.map { f =>
+    val lock = f.get(status).asInstanceOf[java.util.concurrent.locks.Lock]
+    lock.lock()
+    try body
+    finally lock.unlock()
+  }
+
+  /**
+   * Relocates one map output only if it is still what the caller saw: `mapStatuses(mapIndex)` is
+   * registered with `mapId` at `from`, and Spark has not found a checksum mismatch in the shuffle
+   * (ShuffleStatus.checksumMismatchIndices: the stage is runtime-indeterminate). Check and move
+   * happen under the ShuffleStatus write lock, so Spark cannot drop or replace the output in between.
+   * Unlike MapOutputTrackerMaster.updateMapOutput it never restores a deleted status (which undoes an
+   * unregisterAllMapAndMergeOutput rollback) and never buffers a location for a later registration.
+   * Does not move the epoch.
+   */
+  def relocateIfCurrent(shuffleId: Int, mapIndex: Int, mapId: Long, from: BlockManagerId,
+      to: BlockManagerId): Relocation =
+    tracker.shuffleStatuses.get(shuffleId) match {
+      case None => Relocation.NotRegistered(s"shuffle $shuffleId is no longer registered")
+      case Some(status) =>
+        withWriteLock(status) {
+          val current =
+            if (mapIndex >= 0 && mapIndex < status.mapStatuses.length) status.mapStatuses(mapIndex) else null
+          if (status.checksumMismatchIndices.nonEmpty)
+            Relocation.ChecksumMismatch(status.checksumMismatchIndices.toSeq.sorted)
+          else if (current == null)
+            Relocation.NotRegistered(s"map output $mapIndex of shuffle $shuffleId is no longer registered")
+          else if (current.mapId != mapId)
+            Relocation.NotRegistered(
+              s"map output $mapIndex of shuffle $shuffleId is now map id ${current.mapId}, not $mapId")
+          else if (current.location != from)
+            Relocation.NotRegistered(s"map output $mapIndex of shuffle $shuffleId is now at ${current.location}")
+          else {
+            current.updateLocation(to)
+            status.invalidateSerializedMapOutputStatusCache()
+            Relocation.Relocated
+          }
+        }.getOrElse(Relocation.LockUnavailable)
+    }
+
+  /**
+   * Unregisters one map output only if `mapStatuses(mapIndex)` is still `mapId` at `at`, checked
+   * under the ShuffleStatus write lock; moves the epoch when it did. Returns whether it unregistered.
+   * Without the lock (another Spark version) it falls back to Spark's location check alone.
+   */
+  def unregisterIfCurrent(shuffleId: Int, mapIndex: Int, mapId: Long, at: BlockManagerId): Boolean =
+    tracker.shuffleStatuses.get(shuffleId) match {
+      case None => false
+      case Some(status) =>
+        val removed = withWriteLock(status) {
+          val current =
+            if (mapIndex >= 0 && mapIndex < status.mapStatuses.length) status.mapStatuses(mapIndex) else null
+          val isIt = current != null && current.mapId == mapId && current.location == at
+          if (isIt) status.removeMapOutput(mapIndex, at)
+          isIt
+        }.getOrElse {
+          tracker.unregisterMapOutput(shuffleId, mapIndex, at)
+          true
+        }
+        if (removed) tracker.incrementEpoch()
+        removed
+    }
+
+  /**
+   * Map indexes whose recomputed output differed from the one it replaced (Spark then marks the
+   * stage runtime-indeterminate and rolls back its consumers); empty for an unknown shuffle.
+   */
+  def checksumMismatchIndices(shuffleId: Int): Seq[Int] =
+    tracker.shuffleStatuses.get(shuffleId).toSeq.flatMap { status =>
+      status.withMapStatuses(_ => status.checksumMismatchIndices.toSeq.sorted)
+    }
 
   /** The registered location of a map output (None: unregistered or unknown shuffle). */
   def mapOutputLocation(shuffleId: Int, mapId: Long): Option[BlockManagerId] =
@@ -221,4 +303,21 @@ object SparkInternals {
   def incrementEpoch(): Long = { tracker.incrementEpoch(); tracker.getEpoch }
 
   def epoch: Long = tracker.getEpoch
+}
+
+/** What [[SparkInternals.relocateIfCurrent]] did. */
+sealed trait Relocation
+
+object Relocation {
+  /** The output is now located at the adopter. */
+  case object Relocated extends Relocation
+
+  /** Spark dropped, replaced or moved the output since the adoption was decided; nothing changed. */
+  final case class NotRegistered(why: String) extends Relocation
+
+  /** Spark found a checksum mismatch in the shuffle (runtime-indeterminate): nothing changed. */
+  final case class ChecksumMismatch(mapIndexes: Seq[Int]) extends Relocation
+
+  /** ShuffleStatus's write lock is not reachable in this Spark: nothing changed. */
+  case object LockUnavailable extends Relocation
 }

@@ -68,4 +68,33 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     val none = AdoptionDecision.decide(base, "1", "a", live, Seq.empty[Int])(identity)
     assert(none == AdoptionDecision(None, "nothing to adopt: no registered outputs", Nil, Nil))
   }
+
+  test("decide: outputs unsafe to adopt are refused whatever the policy, with the rule's reason") {
+    val outputs = Seq((5, 0), (6, 0), (7, 1), (8, 0))
+    val unsafe: ((Int, Int)) => Option[String] = {
+      case (6, _) => Some(AdoptionRules.indeterminate(6))
+      case (8, _) => Some(AdoptionRules.checksumMismatch(8, Seq(0, 2)))
+      case _ => None
+    }
+    val d = AdoptionDecision.decide(base.copy(excludedShuffles = Set(5, 6), preferredExecutors = Seq("2")), "1", "a",
+      live, outputs)(_._1, unsafe)
+    assert(d.adopter.map(_.executorId).contains("2") && d.offered == Seq((7, 1)))
+    assert(unsafe((6, 0)).nonEmpty)
+    assert(d.refused.toMap == Map(
+      (6, 0) -> "not adopted: shuffle 6 is excluded from retention", // the policy's reason is named first
+      (8, 0) -> ("not adopted: " + AdoptionRules.checksumMismatch(8, Seq(0, 2))),
+      (5, 0) -> "not adopted: shuffle 5 is excluded from retention"))
+    assert(d.refused.map(_._2).forall(_.startsWith("not adopted: ")))
+    assert(AdoptionRules.indeterminate(6).startsWith("indeterminate stage: "))
+    assert(AdoptionRules.checksumMismatch(8, Seq(0, 2)).startsWith("runtime indeterminate: "))
+    assert(AdoptionRules.noDigest(1, 2L).startsWith("no digest: "))
+    assert(AdoptionRules.stale("x").startsWith("stale adoption: x"))
+  }
+
+  test("decide: nothing is offered when every output is unsafe") {
+    val d = AdoptionDecision.decide(base, "1", "a", live, Seq(1, 2))(identity,
+      s => Some(AdoptionRules.determinismUnknown(s)))
+    assert(d.adopter.isEmpty && d.offered.isEmpty && d.refused.size == 2)
+    assert(d.reason == "nothing to adopt: every output is excluded or unsafe to adopt")
+  }
 }

@@ -1,4 +1,4 @@
-"""A restarted DataFrame action never mixes two snapshots of its input (issue 11), on a real local-cluster.
+"""A restarted DataFrame action never mixes two snapshots of its input, on a real local-cluster.
 
 The query joins two aggregations of one parquet directory: a sum per key and a count per key.
 Attempt 1 fails in the count side's map stage (spark.task.maxFailures=1) after the sum side's

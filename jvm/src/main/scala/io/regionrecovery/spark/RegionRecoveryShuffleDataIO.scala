@@ -8,6 +8,7 @@ import org.apache.spark.shuffle.api._
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
+import io.regionrecovery.spark.consistency.OutputComparison
 import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 
 /**
@@ -87,10 +88,13 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
     val tc = TaskContext.get()
     val env = SparkEnv.get
     val host = if (env == null || env.blockManager == null) null else env.blockManager.blockManagerId.host
+    val records = if (tc == null) -1L else tc.taskMetrics().shuffleWriteMetrics.recordsWritten
+    val sums = if (checksums == null) Array.emptyLongArray else checksums
     ExecutorSide.send(MapOutputCommittedEvent(System.currentTimeMillis(), shuffleId, mapId,
       if (tc == null) -1 else tc.partitionId(), if (tc == null) -1 else tc.stageAttemptNumber(),
       if (executorId != null) executorId else if (env != null) env.executorId else null,
-      host, total, partitionLengths.length, nonEmpty, max))
+      host, total, partitionLengths.length, nonEmpty, max, records, sums.length, OutputComparison.digest(sums),
+      OutputComparison.digest(partitionLengths), if (tc == null) -1 else tc.attemptNumber()))
     retained.foreach { case (files, bytes) =>
       if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
         if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files,

@@ -8,6 +8,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException, SparkGuardActions}
 import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
 import io.regionrecovery.spark.retention.RetentionPolicy
 
@@ -23,6 +24,7 @@ class RegionRecoveryPlugin extends SparkPlugin {
 
 class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   @volatile private var state: DriverState = _
+  @volatile private var guardTimer: java.util.concurrent.ScheduledExecutorService = _
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     state = CurrentApplication.startForPlugin(sc)
@@ -32,15 +34,28 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
         RetentionPolicy.fromConfig(sc.getConf.getOption))
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root}")
     }
+    if (ConfigKeys.RestartConsumersOfChangedOutputs.read(sc.getConf.getOption)) {
+      val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
+      guardTimer = timer
+      state.guard = new ChangeGuard(new SparkGuardActions(sc, timer), state.consumers, state.offer)
+    }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
     logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +
       s"(event buffer ${state.capacity})")
     Collections.emptyMap()
   }
 
-  /** Executor reports: map outputs committed by the shuffle IO hook, executor plugin start. */
+  /**
+   * Executor reports: map outputs committed by the shuffle IO hook, executor plugin start. A committed
+   * output is asked about synchronously while the changed-output guard is on: the reply is null
+   * (accepted) or the reason it is refused, which the executor raises so that the task fails.
+   */
   override def receive(message: AnyRef): AnyRef = {
     message match {
+      case e: MapOutputCommittedEvent =>
+        state.offer(e)
+        val guard = state.guard
+        if (guard != null) return guard.onCommit(e)
       case e: MapOutputRetainedEvent =>
         state.offer(e)
         if (state.retention != null) state.retention.outputRetained(e)
@@ -54,6 +69,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   override def shutdown(): Unit = if (state != null) {
     val r = state.retention
     if (r != null) r.applicationEnd()
+    val t = guardTimer
+    if (t != null) t.shutdownNow()
     state.stopped = true
   }
 }
@@ -63,6 +80,7 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
   override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit =
     try {
       ExecutorSide.context = ctx
+      ExecutorSide.askCommits = ConfigKeys.RestartConsumersOfChangedOutputs.read(ctx.conf().getOption)
       // PluginContext.hostname() throws on executors in 4.3 (their RpcEnv has no address).
       val env = org.apache.spark.SparkEnv.get
       // In local mode executor plugins start before the block manager has an id.
@@ -87,6 +105,32 @@ object ExecutorSide extends Logging {
   private val unsent = new java.util.concurrent.atomic.AtomicLong(0)
 
   def unsentReports: Long = unsent.get
+
+  /** Whether committed outputs are asked about synchronously (the driver's changed-output guard is on). */
+  @volatile private[spark] var askCommits: Boolean = false
+
+  /**
+   * Asks the driver about a committed map output and returns its answer: null (accepted, or the
+   * plugin is not loaded) or the reason it is refused. Throws when the driver cannot be asked: the
+   * output must not register unchecked.
+   */
+  def askCommit(e: MapOutputCommittedEvent): String = {
+    val ctx = context
+    if (ctx == null) { send(e); null }
+    else
+      try ctx.ask(e) match {
+          case reason: String => reason
+          case _ => null
+        }
+      catch {
+        case ex: Exception =>
+          throw new OutputRefusedException(
+            s"region-recovery: the driver did not answer the commit report of " +
+              s"shuffle ${e.shuffleId} map ${e.mapIndex} (task ${e.mapId}): $ex. The output is not registered " +
+              s"unchecked; set ${ConfigKeys.RestartConsumersOfChangedOutputs.name}=false to run without the " +
+              "changed-output guard", ex)
+      }
+  }
 
   /** Fire-and-forget; a report that cannot be sent is counted and logged once, never thrown. */
   def send(e: Event): Unit = {

@@ -136,8 +136,10 @@ def test_downstream_crosses_jobs_that_reuse_a_shuffle_under_new_stage_ids():
 def test_result_readers_are_running_jobs_whose_result_stage_has_tasks_done_or_running():
     m = three_level_model()
     assert result_readers(m, {SH0}) == [], "the result stage has not started"
+    m.apply(ev.StageSubmitted(50, RESULT, 0, 2, -1))
+    (reader,) = result_readers(m, {SH0})
+    assert (reader.succeeded, reader.running, reader.active) == (0, 0, True), "its task set may launch tasks"
     m.apply(
-        ev.StageSubmitted(50, RESULT, 0, 2, -1),
         ev.TaskStart(51, RESULT, 0, 90, 0, 0, "1", "host-1", False),
         ev.TaskStart(51, RESULT, 0, 91, 1, 0, "2", "host-2", False),
         task_end(RESULT, 0, "1", t=52, shuffle_map=False, task_id=90),
@@ -145,6 +147,17 @@ def test_result_readers_are_running_jobs_whose_result_stage_has_tasks_done_or_ru
     (reader,) = result_readers(m, {SH2})
     assert (reader.job_id, reader.stage_id, reader.succeeded, reader.running) == (0, RESULT, 1, 1)
     assert result_readers(m, {99}) == [], "a job that does not read the shuffle"
+
+
+def test_a_result_stage_whose_attempts_failed_without_a_finished_task_read_nothing():
+    m = three_level_model()
+    m.apply(
+        ev.StageSubmitted(50, RESULT, 0, 2, -1),
+        ev.TaskStart(51, RESULT, 0, 90, 0, 0, "1", "host-1", False),
+        task_end(RESULT, 0, "1", t=52, shuffle_map=False, task_id=90, reason=ev.TaskEndReason.FETCH_FAILED),
+        ev.StageCompleted(53, RESULT, 0, 2, -1, "FetchFailed"),
+    )
+    assert result_readers(m, {SH0}) == []
     m.apply(ev.JobEnd(60, 0, True, None))
     assert result_readers(m, {SH2}) == [], "a finished job returned its result before the change"
 

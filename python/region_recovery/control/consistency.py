@@ -156,16 +156,18 @@ def downstream_of(m, shuffle_id: int) -> Downstream:
 
 @dataclass(frozen=True)
 class Reader:
-    """A running job whose result stage has read (or is reading) data derived from a changed output."""
+    """A running job whose result stage has read (or may still read) data derived from a changed output."""
 
     job_id: int
     stage_id: int
     succeeded: int  # result partitions finished: they cannot be rolled back
     running: int
+    active: bool  # an attempt is running: its task set, created before the change, may still launch tasks
 
 
 def result_readers(m, shuffle_ids: set[int]) -> list[Reader]:
-    """Running jobs that read one of ``shuffle_ids`` and whose result stage has a task finished or running."""
+    """Running jobs that read one of ``shuffle_ids`` and whose result stage has a task finished or running, or
+    an attempt still running; a result stage whose attempts all ended without a finished task read nothing."""
     found = []
     for job in sorted(m.jobs.values(), key=lambda j: j.job_id):
         if job.status != "running":
@@ -179,8 +181,9 @@ def result_readers(m, shuffle_ids: set[int]) -> list[Reader]:
                 continue
             ok = sum(a.tasks_succeeded for a in st.attempts.values())
             running = sum(max(0, a.tasks_started - a.tasks_succeeded - a.tasks_failed) for a in st.attempts.values())
-            if ok or running:
-                found.append(Reader(job.job_id, st.stage_id, ok, running))
+            active = any(a.status == "running" for a in st.attempts.values())
+            if ok or running or active:
+                found.append(Reader(job.job_id, st.stage_id, ok, running, active))
     return found
 
 

@@ -70,12 +70,14 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     val s = e.stageInfo
     offer(StageSubmittedEvent(s.submissionTime.getOrElse(System.currentTimeMillis()), s.stageId,
       s.attemptNumber(), s.numTasks, SparkInternals.shuffleId(s)))
+    state.consumers.stageSubmitted(s.stageId)
   }
 
   override def onStageCompleted(e: SparkListenerStageCompleted): Unit = {
     val s = e.stageInfo
     offer(StageCompletedEvent(s.completionTime.getOrElse(System.currentTimeMillis()), s.stageId,
       s.attemptNumber(), s.numTasks, SparkInternals.shuffleId(s), s.failureReason.orNull))
+    state.consumers.stageCompleted(s.stageId)
     val retention = state.retention
     if (retention != null) retention.stageCompleted(s.stageId, s.failureReason.isEmpty)
   }

@@ -37,7 +37,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     if (ConfigKeys.RestartConsumersOfChangedOutputs.read(sc.getConf.getOption)) {
       val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
       guardTimer = timer
-      state.guard = new ChangeGuard(new SparkGuardActions(sc, timer), state.consumers, state.offer)
+      state.guard = new ChangeGuard(new SparkGuardActions(sc, timer, CurrentApplication.QueueName), state.consumers,
+        state.offer)
     }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
     logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +

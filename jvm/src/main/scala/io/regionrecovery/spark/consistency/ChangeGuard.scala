@@ -27,11 +27,14 @@ trait GuardActions {
   def cancelJob(jobId: Int, reason: String): Unit
   /** Posts a marker to the listener bus; the listener hands it to `ChangeGuard.barrierReached`. */
   def postBarrier(id: Long): Unit
+  /** Events Spark dropped from the listener's queue so far: the listener's view has holes. */
+  def listenerDropped(): Long
   def schedule(delayMs: Long)(body: => Unit): Unit
 }
 
 /** The real thing: Spark's MapOutputTrackerMaster, DAGScheduler (job cancellation) and listener bus. */
-final class SparkGuardActions(sc: SparkContext, timer: ScheduledExecutorService) extends GuardActions {
+final class SparkGuardActions(sc: SparkContext, timer: ScheduledExecutorService, queue: String)
+    extends GuardActions {
   override def nextTaskId(): Long = SparkInternals.nextTaskId(sc)
   override def registeredMapId(shuffleId: Int, mapIndex: Int): Long =
     SparkInternals.registeredMapId(shuffleId, mapIndex)
@@ -42,6 +45,7 @@ final class SparkGuardActions(sc: SparkContext, timer: ScheduledExecutorService)
     SparkInternals.unregisterOutputsBelow(shuffleId, belowMapId)
   override def cancelJob(jobId: Int, reason: String): Unit = sc.cancelJob(jobId, reason)
   override def postBarrier(id: Long): Unit = SparkInternals.post(sc, ListenerBarrier(id))
+  override def listenerDropped(): Long = SparkInternals.droppedOnQueue(sc, queue)
   override def schedule(delayMs: Long)(body: => Unit): Unit =
     timer.schedule(new Runnable { def run(): Unit = body }, delayMs, TimeUnit.MILLISECONDS)
 }
@@ -59,8 +63,8 @@ final class SparkGuardActions(sc: SparkContext, timer: ScheduledExecutorService)
  *     order): a later commit of a task that started earlier is refused, and outputs of such tasks
  *     that register anyway (committed before, registered after) are unregistered by sweeps;
  *  2. after the listener has caught up with everything Spark posted so far (a barrier event), every
- *     running job whose result stage has a task running or finished, or that reads a downstream
- *     shuffle with such a task still in flight, is cancelled with a reason saying why. Spark's DAG
+ *     running job whose result stage has a task finished or running or an attempt active, or that
+ *     reads a downstream shuffle with an output still registering, is cancelled with a reason. Spark's DAG
  *     scheduler handles events in order and this runs before the recomputed task returns, so the
  *     cancellation is handled before the new output can register, let alone be read.
  * Outputs whose old version is still registered (a speculative or retried copy) are refused instead.
@@ -161,7 +165,7 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
       actions.unregisterShuffle(d)
     }
     // 2. Let the listener see everything Spark posted so far: which result tasks ran, which map tasks ended.
-    val caughtUp = barrier()
+    val caughtUp = barrier() && actions.listenerDropped() == 0L
     if (!caughtUp) counters("barrier_timeouts") += 1
     // Outputs committed before and registered after step 1 (their task's end was still on its way).
     down.shuffles.foreach(d => counters("swept") += actions.unregisterOutputsBelow(d, from))
@@ -181,10 +185,13 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
       "the old output were unregistered"
     cancel.foreach { j =>
       val why = readers.find(_._1 == j).map { case (_, r) =>
-        s"result stage ${r.stageId} of job ${j.jobId} had already read the old output (${r.succeeded} partition(s) " +
-          s"finished, ${r.running} running)"
+        if (r.succeeded > 0 || r.running > 0)
+          s"result stage ${r.stageId} of job ${j.jobId} had already read the old output (${r.succeeded} " +
+            s"partition(s) finished, ${r.running} running)"
+        else s"result stage ${r.stageId} of job ${j.jobId} is running and may read the old output (its task set " +
+          "was created before the change)"
       }.getOrElse(
-        if (!caughtUp) s"job ${j.jobId} may have read the old output (the listener did not catch up in time)"
+        if (!caughtUp) s"job ${j.jobId} may have read the old output (the listener's view is incomplete)"
         else s"job ${j.jobId} reads shuffle(s) ${j.shuffles.intersect(stillOpen).toSeq.sorted.mkString(", ")} " +
           "with outputs computed from the old data still being registered")
       val reason = s"$CancelMarker $what, and $why$undone. A result built from both versions would be wrong: " +

@@ -62,6 +62,17 @@ final class ConsumerGraph {
       children.computeIfPresent(p, (_, s) => { val r = s - node.stageId; if (r.isEmpty) null else r }))
   }
 
+  /** A result stage attempt was submitted: until it completes, its task set may launch tasks. */
+  def stageSubmitted(stageId: Int): Unit = {
+    val c = resultTasks.get(stageId)
+    if (c != null) c.activeAttempts.incrementAndGet()
+  }
+
+  def stageCompleted(stageId: Int): Unit = {
+    val c = resultTasks.get(stageId)
+    if (c != null) c.activeAttempts.updateAndGet(n => math.max(0, n - 1))
+  }
+
   /** Counts tasks of result stages: started, and how they ended. Map stages are not counted here. */
   def taskStarted(stageId: Int): Unit = {
     val c = resultTasks.get(stageId)
@@ -113,16 +124,21 @@ final class ConsumerGraph {
     jobs.values.asScala.filter(_.shuffles.exists(shuffleIds.contains)).toSeq.sortBy(_.jobId)
 
   /**
-   * Whether a job's final stage is a result stage that has a task running or finished successfully:
-   * a result partition that may have read the old data and cannot be rolled back.
+   * Whether a job's final stage is a result stage that may have read, or may still read, what it read
+   * before a change: a task finished successfully (that partition cannot be rolled back), a task is
+   * running, or an attempt is active (its task set was created before the change and may still launch
+   * tasks; they carry the old map output epoch, so an executor may serve them map statuses it cached
+   * earlier). None when every attempt completed without a successful task: nothing read, nothing will.
    */
   def resultStageReading(job: JobNode): Option[ReaderState] = {
     val node = stages.get(job.finalStage)
     val c = resultTasks.get(job.finalStage)
     if (node == null || node.shuffleId >= 0 || c == null) None
     else {
-      val started = c.started.get; val ended = c.ended.get; val ok = c.succeeded.get
-      if (ok > 0 || started > ended) Some(ReaderState(job.finalStage, ok, math.max(0, started - ended))) else None
+      val started = c.started.get; val ended = c.ended.get; val ok = c.succeeded.get; val active = c.activeAttempts.get
+      if (ok > 0 || started > ended || active > 0)
+        Some(ReaderState(job.finalStage, ok, math.max(0, started - ended), active > 0))
+      else None
     }
   }
 
@@ -137,11 +153,12 @@ object ConsumerGraph {
   final case class StageNode(stageId: Int, shuffleId: Int, parents: Vector[Int], determinism: Int)
   final case class JobNode(jobId: Int, stageIds: Set[Int], shuffles: Set[Int], finalStage: Int)
   final case class Downstream(shuffles: Vector[Int], resultStages: Vector[Int])
-  final case class ReaderState(stageId: Int, succeeded: Int, running: Int)
+  final case class ReaderState(stageId: Int, succeeded: Int, running: Int, active: Boolean)
 
   final class TaskCounts {
     val started = new AtomicInteger()
     val succeeded = new AtomicInteger()
     val ended = new AtomicInteger()
+    val activeAttempts = new AtomicInteger()
   }
 }

@@ -20,6 +20,8 @@ class ChangeGuardSuite extends AnyFunSuite {
     val cancelled = mutable.Buffer[(Int, String)]()
     val scheduled = mutable.Buffer[Long]()
     var onBarrier: Long => Unit = _ => ()
+    var dropped = 0L
+    override def listenerDropped(): Long = dropped
     override def nextTaskId(): Long = next
     override def registeredMapId(shuffleId: Int, mapIndex: Int): Long = registered.getOrElse((shuffleId, mapIndex), -1L)
     override def rowChecksum(shuffleId: Int, mapIndex: Int, mapId: Long): Long =
@@ -142,7 +144,33 @@ class ChangeGuardSuite extends AnyFunSuite {
     f.guard.onCommit(commit(10, 0, 1L))
     f.guard.onCommit(commit(10, 0, 2000L, digest = 8L))
     val Seq((0, reason)) = f.actions.cancelled.toSeq
-    assert(reason.contains("the listener did not catch up in time"))
+    assert(reason.contains("the listener's view is incomplete"))
+  }
+
+  test("when Spark dropped events from the listener's queue, the view is not trusted either") {
+    val f = new Fixture
+    f.actions.dropped = 3L
+    f.guard.onCommit(commit(10, 0, 1L))
+    f.guard.onCommit(commit(10, 0, 2000L, digest = 8L))
+    assert(f.actions.cancelled.map(_._1) == Seq(0))
+  }
+
+  test("a running result stage attempt is cancelled even before a task started: its task set may read old data") {
+    val f = new Fixture
+    f.graph.stageSubmitted(3)
+    f.guard.onCommit(commit(10, 0, 1L))
+    f.guard.onCommit(commit(10, 0, 2000L, digest = 8L))
+    val Seq((0, reason)) = f.actions.cancelled.toSeq
+    assert(reason.contains("result stage 3 of job 0 is running and may read the old output"))
+  }
+
+  test("a result stage whose attempts all failed without a finished task is not cancelled: nothing read") {
+    val f = new Fixture
+    f.graph.stageSubmitted(3); f.graph.taskStarted(3); f.graph.taskEnded(3, succeeded = false)
+    f.graph.stageCompleted(3)
+    f.guard.onCommit(commit(10, 0, 1L))
+    f.guard.onCommit(commit(10, 0, 2000L, digest = 8L))
+    assert(f.actions.cancelled.isEmpty && f.actions.unregistered == Seq(11, 12))
   }
 
   test("a downstream output committed before the change and still registering gets its job cancelled") {

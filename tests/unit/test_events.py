@@ -107,6 +107,7 @@ FIELDS = {
             ("checksum_digest", "q"),
             ("lengths_digest", "q"),
             ("task_attempt", "i"),
+            ("stage_id", "i"),
         ],
     ),
     ev.ExecutorPluginStarted: (EXECUTOR_PLUGIN_STARTED, [("executor_id", "S"), ("host", "S"), ("pid", "q")]),
@@ -344,6 +345,7 @@ EVERY_TYPE = [
         -(2**60) + 13,
         2**59 + 21,
         3,
+        17,
     ),
     ev.ExecutorPluginStarted(20, "exec-7", "host-a.example", 4_194_301),
     ev.MapOutputRetained(21, 3, 2**33 + 5, 4, "exec-7", "host-a.example", 2**32 + 9, 3, -(2**62) + 7),
@@ -607,6 +609,7 @@ GOLDEN_EVENTS = [
         checksum_digest=-3,
         lengths_digest=77,
         task_attempt=1,
+        stage_id=0,
     ),
     ev.ExecutorPluginStarted(time=1014, executor_id="3", host="h2", pid=4242),
     ev.MapOutputRetained(

@@ -234,6 +234,7 @@ class MapOutputCommitted:
     checksum_digest: int = 0  # 64-bit digest of those checksums, in partition order (order-dependent)
     lengths_digest: int = 0  # 64-bit digest of the per-partition lengths (compressed bytes)
     task_attempt: int = -1
+    stage_id: int = -1  # the stage of the map task that wrote it
 
 
 @dataclass(slots=True)
@@ -388,7 +389,7 @@ _LAYOUTS = {
     WIRE_BLOCK_MANAGER_REMOVED: (BlockManagerRemoved, "q" + "iii", (1, 2)),
     WIRE_SHUFFLE_REGISTERED: (ShuffleRegistered, "q" + "i", ()),
     WIRE_SHUFFLE_REMOVED: (ShuffleRemoved, "q" + "i?", ()),
-    WIRE_MAP_OUTPUT_COMMITTED: (MapOutputCommitted, "q" + "iqiiiiqiiqqiqqi", (5, 6)),
+    WIRE_MAP_OUTPUT_COMMITTED: (MapOutputCommitted, "q" + "iqiiiiqiiqqiqqii", (5, 6)),
     WIRE_EXECUTOR_PLUGIN_STARTED: (ExecutorPluginStarted, "q" + "iiq", (1, 2)),
     WIRE_MAP_OUTPUT_RETAINED: (MapOutputRetained, "q" + "iqiiiqiq", (4, 5)),
     WIRE_MAP_OUTPUT_ADOPTED: (MapOutputAdopted, "q" + "iqiiiiqq", (4, 5, 6)),

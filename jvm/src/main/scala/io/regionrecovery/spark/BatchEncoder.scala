@@ -60,7 +60,7 @@ object BatchEncoder {
           out.writeInt(idx(e.executorId)); out.writeInt(idx(e.host)); out.writeLong(e.bytes)
           out.writeInt(e.numPartitions); out.writeInt(e.nonEmptyPartitions); out.writeLong(e.maxPartitionBytes)
           out.writeLong(e.records); out.writeInt(e.checksums); out.writeLong(e.checksumDigest)
-          out.writeLong(e.lengthsDigest); out.writeInt(e.taskAttempt)
+          out.writeLong(e.lengthsDigest); out.writeInt(e.taskAttempt); out.writeInt(e.stageId)
         case e: StageSubmittedEvent =>
           out.writeInt(e.stageId); out.writeInt(e.attempt); out.writeInt(e.numTasks); out.writeInt(e.shuffleId)
         case e: StageCompletedEvent =>

@@ -93,13 +93,13 @@ final case class ShuffleRemovedEvent(time: Long, shuffleId: Int, blocking: Boole
  * evidence of its content that the changed-output guard compares when the output is recomputed
  * (consistency.OutputEvidence): the records written, how many per-partition checksums Spark gave
  * (0: spark.shuffle.checksum.enabled=false), a digest of those checksums and one of the
- * per-partition lengths, and the task's attempt number.
+ * per-partition lengths, the task's attempt number and its stage id.
  */
 final case class MapOutputCommittedEvent(
     time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, stageAttempt: Int,
     executorId: String, host: String, bytes: Long, numPartitions: Int, nonEmptyPartitions: Int,
     maxPartitionBytes: Long, records: Long, checksums: Int, checksumDigest: Long, lengthsDigest: Long,
-    taskAttempt: Int) extends Event {
+    taskAttempt: Int, stageId: Int) extends Event {
   def code: Int = Event.MapOutputCommitted
 }
 

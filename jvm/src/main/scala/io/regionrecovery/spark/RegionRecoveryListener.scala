@@ -70,7 +70,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     val s = e.stageInfo
     offer(StageSubmittedEvent(s.submissionTime.getOrElse(System.currentTimeMillis()), s.stageId,
       s.attemptNumber(), s.numTasks, SparkInternals.shuffleId(s)))
-    state.consumers.stageSubmitted(s.stageId)
+    state.consumers.stageSubmitted(s.stageId, s.attemptNumber(), s.submissionTime.getOrElse(System.currentTimeMillis()))
   }
 
   override def onStageCompleted(e: SparkListenerStageCompleted): Unit = {

@@ -8,7 +8,7 @@ import org.apache.spark.shuffle.api._
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
-import io.regionrecovery.spark.consistency.{OutputComparison, OutputRefusedException}
+import io.regionrecovery.spark.consistency.{ChangeGuard, OutputComparison}
 import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 
 /**
@@ -100,11 +100,12 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
       if (tc == null) -1 else tc.partitionId(), if (tc == null) -1 else tc.stageAttemptNumber(),
       if (executorId != null) executorId else if (env != null) env.executorId else null,
       host, total, partitionLengths.length, nonEmpty, max, records, sums.length, OutputComparison.digest(sums),
-      OutputComparison.digest(partitionLengths), if (tc == null) -1 else tc.attemptNumber())
+      OutputComparison.digest(partitionLengths), if (tc == null) -1 else tc.attemptNumber(),
+      if (tc == null) -1 else tc.stageId())
     if (ExecutorSide.askCommits) {
       // Before retaining: a refused output leaves no retained copy behind.
       val refused = ExecutorSide.askCommit(report)
-      if (refused != null) throw new OutputRefusedException(refused)
+      if (refused != null) throw ChangeGuard.refusal(refused, if (tc == null) 0 else tc.partitionId())
     } else ExecutorSide.send(report)
     // Retain before the task reports success: if this fails the map task fails with the reason, and
     // the output is never registered without its retained copy.

@@ -60,7 +60,7 @@ object WireReader {
         case Event.ShuffleRemoved => ShuffleRemovedEvent(time, i32(), bool())
         case Event.MapOutputCommitted =>
           MapOutputCommittedEvent(time, i32(), i64(), i32(), i32(), str(), str(), i64(), i32(), i32(), i64(), i64(),
-            i32(), i64(), i64(), i32())
+            i32(), i64(), i64(), i32(), i32())
         case Event.ExecutorPluginStarted => ExecutorPluginStartedEvent(time, str(), str(), i64())
         case Event.MapOutputRetained =>
           MapOutputRetainedEvent(time, i32(), i64(), i32(), str(), str(), i64(), i32(), i64())
@@ -114,7 +114,7 @@ class BatchEncoderSuite extends AnyFunSuite {
       StageMeta(23, 0, null, 8, -1, 0, false, Array(22))))
 
   private val committed = MapOutputCommittedEvent(19L, 21, (1L << 34) + 3, 9, 1, "exec-7", "host-a.example",
-    (1L << 32) + 17, 200, 150, (1L << 31) + 1, (1L << 36) + 11, 200, -(1L << 60) + 13, (1L << 59) + 21, 3)
+    (1L << 32) + 17, 200, 150, (1L << 31) + 1, (1L << 36) + 11, 200, -(1L << 60) + 13, (1L << 59) + 21, 3, 17)
 
   private val comparedEvent = MapOutputComparedEvent(30L, 21, 9, (1L << 34) + 3, (1L << 34) + 99, 0, 1,
     "partition-checksums", "the per-partition checksums differ", 4096L, 4097L, -(1L << 61) + 5, "22,23", "24",
@@ -218,6 +218,7 @@ class BatchEncoderSuite extends AnyFunSuite {
     assert(in.readLong() == -(1L << 60) + 13) // checksumDigest
     assert(in.readLong() == (1L << 59) + 21) // lengthsDigest
     assert(in.readInt() == 3) // taskAttempt
+    assert(in.readInt() == 17) // stageId
     assert(in.available() == 0)
   }
 
@@ -341,7 +342,7 @@ class BatchEncoderSuite extends AnyFunSuite {
     BlockManagerRemovedEvent(1010L, "1", "h1", 7337),
     ShuffleRegisteredEvent(1011L, 0),
     ShuffleRemovedEvent(1012L, 0, blocking = true),
-    MapOutputCommittedEvent(1013L, 0, 5L, 2, 0, "1", "h1", 512L, 2, 1, 400L, 10L, 2, -3L, 77L, 1),
+    MapOutputCommittedEvent(1013L, 0, 5L, 2, 0, "1", "h1", 512L, 2, 1, 400L, 10L, 2, -3L, 77L, 1, 0),
     ExecutorPluginStartedEvent(1014L, "3", "h2", 4242L),
     MapOutputRetainedEvent(1015L, 0, 5L, 2, "1", "h1", 512L, 3, -7L),
     MapOutputAdoptedEvent(1016L, 0, 5L, 2, "1", "4", "h1", 512L, 1009L),

@@ -75,10 +75,8 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
   import ChangeGuard._
 
   private val outputs = mutable.HashMap[Int, mutable.HashMap[Int, OutputEvidence]]()
-  /** Shuffle -> outputs of tasks with a lower id may have read data that has since changed. */
-  private val trustedFrom = mutable.HashMap[Int, Long]()
-  /** The latest change behind each tainted shuffle, for refusal messages: shuffle -> (changed shuffle, map index). */
-  private val changes = mutable.HashMap[Int, (Int, Int)]()
+  /** Shuffles computed from an output that changed since, and from when on their outputs are trusted. */
+  private val taints = mutable.HashMap[Int, Taint]()
   /** Map tasks whose commit was accepted and whose end the listener has not seen: task id -> shuffle id. */
   private val open = new ConcurrentHashMap[Long, Integer]()
   private val barriers = new ConcurrentHashMap[Long, CountDownLatch]()
@@ -102,13 +100,19 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
   private def decide(e: MapOutputCommittedEvent): String = {
     counters("reports") += 1
     val evidence = OutputEvidence(e.mapId, e.bytes, e.records, e.checksums, e.checksumDigest, e.lengthsDigest)
-    val trusted = trustedFrom.getOrElse(e.shuffleId, Long.MinValue)
-    if (e.mapId < trusted) {
-      val cause = changes.get(e.shuffleId)
-      return refuse(e, cause.map(_._1).getOrElse(-1), cause.map(_._2).getOrElse(-1),
-        s"region-recovery: changed-output: task ${e.mapId} (shuffle ${e.shuffleId} map ${e.mapIndex}) started " +
-          s"before its input ${cause.map { case (s, i) => s"shuffle $s map $i" }.getOrElse("")} changed when " +
-          "recomputed, so it may have read the old data; its output is refused and Spark runs the task again")
+    val taint = taints.get(e.shuffleId)
+    val trusted = taint.map(_.trustedFrom).getOrElse(Long.MinValue)
+    taint.filter(t => stale(e, t)).foreach { t =>
+      // Its task set was created before the change: launched before it, or stamped with the old map output
+      // epoch, so that its executor may have served it map statuses cached before the change.
+      val reason = s"$CancelMarker task ${e.mapId} (stage ${e.stageId}.${e.stageAttempt}, shuffle ${e.shuffleId} " +
+        s"map ${e.mapIndex}) belongs to a stage attempt submitted before its input shuffle ${t.changedShuffle} map " +
+        s"${t.changedMapIndex} changed when recomputed, so it may have read the old data; its output is refused " +
+        "and Spark runs the stage again"
+      val parent = graph.parentShuffles(e.stageId).headOption
+      return refuse(e, t.changedShuffle, t.changedMapIndex,
+        parent.map(p => s"$FetchFailedPrefix$p:$reason")
+          .getOrElse(reason))
     }
     val byIndex = outputs.getOrElseUpdate(e.shuffleId, mutable.HashMap())
     byIndex.get(e.mapIndex) match {
@@ -142,12 +146,17 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
     null
   }
 
-  private def refuse(e: MapOutputCommittedEvent, changedShuffle: Int, changedIndex: Int, reason: String): String = {
+  /** Whether an output of a tainted shuffle comes from a stage attempt submitted before the change (or unknown). */
+  private def stale(e: MapOutputCommittedEvent, t: Taint): Boolean =
+    e.mapId < t.trustedFrom || graph.submissionTime(e.stageId, e.stageAttempt).forall(_ <= t.since)
+
+  private def refuse(e: MapOutputCommittedEvent, changedShuffle: Int, changedIndex: Int, reply: String): String = {
+    val reason = message(reply)
     counters("refused") += 1
     offer(MapOutputRefusedEvent(now(), e.shuffleId, e.mapId, e.mapIndex, e.executorId, changedShuffle, changedIndex,
       reason))
     logWarning(reason)
-    reason
+    reply
   }
 
   private def changed(e: MapOutputCommittedEvent, prev: OutputEvidence, determinism: Int, verdict: Verdict,
@@ -159,10 +168,13 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
       case id => id
     }
     val down = graph.downstream(e.shuffleId)
+    down.shuffles.foreach(actions.unregisterShuffle)
+    // Stage attempts submitted until now (after the unregistering) are stale: their task sets carry the old
+    // epoch. Later ones stamp the new epoch on their tasks, whose executors then fetch fresh map statuses.
+    val since = now()
     down.shuffles.foreach { d =>
-      trustedFrom(d) = math.max(trustedFrom.getOrElse(d, Long.MinValue), from)
-      changes(d) = (e.shuffleId, e.mapIndex)
-      actions.unregisterShuffle(d)
+      taints(d) = Taint(math.max(taints.get(d).map(_.trustedFrom).getOrElse(Long.MinValue), from), since,
+        e.shuffleId, e.mapIndex)
     }
     // 2. Let the listener see everything Spark posted so far: which result tasks ran, which map tasks ended.
     val caughtUp = barrier() && actions.listenerDropped() == 0L
@@ -214,7 +226,7 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
 
   private def sweep(shuffles: Seq[Int]): Unit = synchronized {
     shuffles.foreach { d =>
-      trustedFrom.get(d).foreach { from =>
+      taints.get(d).map(_.trustedFrom).foreach { from =>
         val n = try actions.unregisterOutputsBelow(d, from)
         catch { case NonFatal(ex) => logWarning(s"region-recovery: sweep of shuffle $d failed: $ex"); 0 }
         if (n > 0) logWarning(s"region-recovery: unregistered $n output(s) of shuffle $d from tasks that started " +
@@ -252,15 +264,14 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
   def shuffleRemoved(shuffleId: Int): Unit = {
     synchronized {
       outputs.remove(shuffleId)
-      trustedFrom.remove(shuffleId)
-      changes.remove(shuffleId)
+      taints.remove(shuffleId)
     }
     open.values.removeIf(_.intValue == shuffleId)
   }
 
   def statusJson: String = synchronized {
     Json.obj((counters.toSeq.map { case (k, v) => k -> v.toString } ++ Seq(
-        "shuffles_tracked" -> outputs.size.toString, "tainted_shuffles" -> trustedFrom.size.toString,
+        "shuffles_tracked" -> outputs.size.toString, "tainted_shuffles" -> taints.size.toString,
         "open_map_tasks" -> open.size.toString)): _*)
   }
 }
@@ -268,6 +279,30 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
 object ChangeGuard {
   /** Starts every reason the guard gives (job cancellations, refused outputs); the Python classifier matches it. */
   val CancelMarker = "region-recovery: changed-output:"
+
+  /** A reply "fetch-failed:<shuffle id>:<reason>": the task fails as if that input shuffle were missing. */
+  val FetchFailedPrefix = "fetch-failed:"
+
+  /** Shuffles computed from a changed output: outputs of tasks below `trustedFrom`, or of stage attempts
+   * submitted at or before `since`, may have read the old data. */
+  final case class Taint(trustedFrom: Long, since: Long, changedShuffle: Int, changedMapIndex: Int)
+
+  /** The reason in a reply, without its fetch-failed prefix. */
+  def message(reply: String): String =
+    if (reply.startsWith(FetchFailedPrefix)) reply.substring(reply.indexOf(':', FetchFailedPrefix.length) + 1)
+    else reply
+
+  /**
+   * What the executor throws for a refusal (on the task thread): a fetch failure of the named input
+   * shuffle, so that Spark fails the stage attempt and runs it again with a new task set (not counted
+   * against the task's failures); otherwise an OutputRefusedException, a plain task failure.
+   */
+  def refusal(reply: String, partition: Int): Exception =
+    if (reply.startsWith(FetchFailedPrefix)) {
+      val rest = reply.substring(FetchFailedPrefix.length)
+      val colon = rest.indexOf(':')
+      SparkInternals.metadataFetchFailed(rest.substring(0, colon).toInt, partition, rest.substring(colon + 1))
+    } else new OutputRefusedException(reply)
 
   /** When outputs committed before a change and registered after it are looked for again. */
   val SweepDelaysMs: Seq[Long] = Seq(50L, 250L, 1000L, 5000L, 30000L)

@@ -22,6 +22,8 @@ final class ConsumerGraph {
   private val shuffleStages = new ConcurrentHashMap[Int, Set[Int]]()
   private val jobs = new ConcurrentHashMap[Int, JobNode]()
   private val resultTasks = new ConcurrentHashMap[Int, TaskCounts]()
+  /** Stage id -> attempt number -> when Spark submitted it (driver clock, ms). */
+  private val submissions = new ConcurrentHashMap[Int, ConcurrentHashMap[Int, java.lang.Long]]()
 
   /** A job started; `stageList` is every stage it lists (skipped ones included): (id, shuffle id or -1, parents, determinism). */
   def jobStarted(jobId: Int, stageList: Seq[(Int, Int, Array[Int], Int)]): Unit = {
@@ -58,15 +60,30 @@ final class ConsumerGraph {
   private def removeStage(node: StageNode): Unit = {
     stages.remove(node.stageId)
     resultTasks.remove(node.stageId)
+    submissions.remove(node.stageId)
     node.parents.foreach(p =>
       children.computeIfPresent(p, (_, s) => { val r = s - node.stageId; if (r.isEmpty) null else r }))
   }
 
-  /** A result stage attempt was submitted: until it completes, its task set may launch tasks. */
-  def stageSubmitted(stageId: Int): Unit = {
+  /**
+   * A stage attempt was submitted at `time`: Spark created its task set then, and stamped its tasks with
+   * the map output epoch of that moment. A result stage's attempt, until it completes, may launch tasks.
+   */
+  def stageSubmitted(stageId: Int, attempt: Int, time: Long): Unit = {
+    if (stages.containsKey(stageId))
+      submissions.computeIfAbsent(stageId, _ => new ConcurrentHashMap[Int, java.lang.Long]()).put(attempt, time)
     val c = resultTasks.get(stageId)
     if (c != null) c.activeAttempts.incrementAndGet()
   }
+
+  /** When an attempt of a stage was submitted, if the listener has seen it. */
+  def submissionTime(stageId: Int, attempt: Int): Option[Long] =
+    Option(submissions.get(stageId)).flatMap(m => Option(m.get(attempt))).map(_.longValue)
+
+  /** The shuffles a stage reads (its parents' shuffles). */
+  def parentShuffles(stageId: Int): Seq[Int] =
+    Option(stages.get(stageId)).toSeq.flatMap(_.parents).flatMap(p => Option(stages.get(p))).map(_.shuffleId)
+      .filter(_ >= 0).distinct.sorted
 
   def stageCompleted(stageId: Int): Unit = {
     val c = resultTasks.get(stageId)

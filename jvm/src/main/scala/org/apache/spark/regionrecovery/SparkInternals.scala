@@ -279,6 +279,15 @@ object SparkInternals {
     case _ => -1L
   }
 
+  /**
+   * What a task throws to say "an input of mine is not there": Spark records a FetchFailed naming
+   * `shuffleId` (no executor, no map index: nothing is unregistered), fails the stage attempt without
+   * counting it against the task's failures, and resubmits the stage with a new task set once its parents
+   * are available. Created on the task thread (it marks the task context as fetch-failed).
+   */
+  def metadataFetchFailed(shuffleId: Int, reduceId: Int, message: String): Exception =
+    new org.apache.spark.shuffle.MetadataFetchFailedException(shuffleId, reduceId, message)
+
   /** Posts an event to every listener-bus queue (delivered in order with the events posted before it). */
   def post(sc: SparkContext, event: SparkListenerEvent): Unit = sc.listenerBus.post(event)
 }

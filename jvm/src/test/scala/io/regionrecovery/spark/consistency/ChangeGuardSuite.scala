@@ -50,10 +50,11 @@ class ChangeGuardSuite extends AnyFunSuite {
     def refused: Seq[MapOutputRefusedEvent] = events.collect { case e: MapOutputRefusedEvent => e }.toSeq
   }
 
+  /** A commit of map task `mapId` of stage `shuffle - 10` (the fixture's stage of that shuffle), attempt `attempt`. */
   private def commit(shuffle: Int, index: Int, mapId: Long, digest: Long = 7L, bytes: Long = 100L,
-      records: Long = 10L, checksums: Int = 4): MapOutputCommittedEvent =
-    MapOutputCommittedEvent(1L, shuffle, mapId, index, 0, "1", "h", bytes, 4, 4, 30L, records, checksums, digest,
-      99L, 0)
+      records: Long = 10L, checksums: Int = 4, attempt: Int = 0): MapOutputCommittedEvent =
+    MapOutputCommittedEvent(1L, shuffle, mapId, index, attempt, "1", "h", bytes, 4, 4, 30L, records, checksums,
+      digest, 99L, 0, shuffle - 10)
 
   test("the first output is the baseline; an identical recomputed one is accepted and recorded as same") {
     val f = new Fixture
@@ -93,19 +94,50 @@ class ChangeGuardSuite extends AnyFunSuite {
 
   test("outputs of downstream tasks that started before the change are refused; later ones are new baselines") {
     val f = new Fixture
+    f.graph.stageSubmitted(1, 0, 1L) // stage 1 (shuffle 11), attempt 0, before the change
     f.guard.onCommit(commit(11, 0, 900L)) // a consumer output read the old data
     f.guard.onCommit(commit(10, 0, 1L))
-    f.guard.onCommit(commit(10, 0, 950L, digest = 8L)) // changed; tasks from 1000 on are trusted
+    f.guard.onCommit(commit(10, 0, 950L, digest = 8L)) // changed at time 42; tasks from 1000 on
     val stale = f.guard.onCommit(commit(11, 1, 990L))
-    assert(stale != null && stale.startsWith(ChangeGuard.CancelMarker) && stale.contains("shuffle 10 map 0"))
+    assert(stale != null && stale.startsWith(ChangeGuard.FetchFailedPrefix + "10:"), stale)
+    assert(ChangeGuard.message(stale).startsWith(ChangeGuard.CancelMarker))
+    assert(ChangeGuard.message(stale).contains("input shuffle 10 map 0 changed"))
     val Seq(r) = f.refused
     assert((r.shuffleId, r.mapId, r.changedShuffle, r.changedMapIndex) == (11, 990L, 10, 0))
-    // The recomputed consumer output differs from the one computed from the old data: expected, not a change.
-    assert(f.guard.onCommit(commit(11, 0, 1001L, digest = 12345L, records = 3L)) == null)
+    assert(r.reason == ChangeGuard.message(stale))
+    // The stage runs again: a new attempt, submitted after the change. Its output differs from the one computed
+    // from the old data: expected, not a change; it is the new baseline.
+    f.graph.stageSubmitted(1, 1, 100L)
+    assert(f.guard.onCommit(commit(11, 0, 1001L, digest = 12345L, records = 3L, attempt = 1)) == null)
     assert(f.compared.size == 1, "no comparison with an output computed from the old input")
     // But a later recomputation of that consumer output is compared again.
-    f.guard.onCommit(commit(11, 0, 1100L, digest = 12345L, records = 4L))
+    f.graph.stageSubmitted(1, 2, 200L)
+    f.guard.onCommit(commit(11, 0, 1100L, digest = 12345L, records = 4L, attempt = 2))
     assert(f.compared.last.outcome == Verdict.Changed && f.compared.last.oldMapId == 1001L)
+  }
+
+  test("a task launched after the change from a stage attempt submitted before it is refused: old epoch") {
+    val f = new Fixture
+    f.graph.stageSubmitted(2, 0, 40L) // stage 2 (shuffle 12), its task set stamped with the old epoch
+    f.guard.onCommit(commit(10, 0, 1L))
+    f.guard.onCommit(commit(10, 0, 950L, digest = 8L))
+    val reply = f.guard.onCommit(commit(12, 3, 1500L)) // launched after the change (id >= 1000)
+    assert(reply != null && reply.startsWith(ChangeGuard.FetchFailedPrefix + "11:"), reply)
+    // An attempt the listener has not seen submitted is not trusted either.
+    assert(f.guard.onCommit(commit(12, 1, 1501L, attempt = 5)) != null)
+    f.graph.stageSubmitted(2, 6, 43L)
+    assert(f.guard.onCommit(commit(12, 1, 1502L, attempt = 6)) == null, "submitted after the change")
+  }
+
+  test("the executor turns a fetch-failed reply into Spark's fetch failure of that input, others into a task failure") {
+    val e = ChangeGuard.refusal(ChangeGuard.FetchFailedPrefix + "11:region-recovery: changed-output: x", 3)
+    assert(e.getClass.getName == "org.apache.spark.shuffle.MetadataFetchFailedException") // private[spark]
+    assert(e.getMessage.contains("region-recovery: changed-output: x"))
+    val reason = e.getClass.getMethod("toTaskFailedReason").invoke(e).asInstanceOf[org.apache.spark.FetchFailed]
+    assert(reason.shuffleId == 11 && reason.bmAddress == null && reason.mapIndex == -1 && reason.reduceId == 3)
+    assert(!reason.countTowardsTaskFailures, "Spark does not count it against the task")
+    val plain = ChangeGuard.refusal("region-recovery: changed-output: y", 3)
+    assert(plain.isInstanceOf[OutputRefusedException] && plain.getMessage == "region-recovery: changed-output: y")
   }
 
   test("a different second copy of a still-registered output is refused, nothing downstream restarts") {
@@ -157,7 +189,7 @@ class ChangeGuardSuite extends AnyFunSuite {
 
   test("a running result stage attempt is cancelled even before a task started: its task set may read old data") {
     val f = new Fixture
-    f.graph.stageSubmitted(3)
+    f.graph.stageSubmitted(3, 0, 1L)
     f.guard.onCommit(commit(10, 0, 1L))
     f.guard.onCommit(commit(10, 0, 2000L, digest = 8L))
     val Seq((0, reason)) = f.actions.cancelled.toSeq
@@ -166,7 +198,7 @@ class ChangeGuardSuite extends AnyFunSuite {
 
   test("a result stage whose attempts all failed without a finished task is not cancelled: nothing read") {
     val f = new Fixture
-    f.graph.stageSubmitted(3); f.graph.taskStarted(3); f.graph.taskEnded(3, succeeded = false)
+    f.graph.stageSubmitted(3, 0, 1L); f.graph.taskStarted(3); f.graph.taskEnded(3, succeeded = false)
     f.graph.stageCompleted(3)
     f.guard.onCommit(commit(10, 0, 1L))
     f.guard.onCommit(commit(10, 0, 2000L, digest = 8L))

@@ -42,19 +42,29 @@ class ConsumerGraphSuite extends AnyFunSuite {
     val Seq(job) = g.activeJobsReading(Set(12))
     assert(job.jobId == 0 && job.finalStage == 3 && g.isResultStage(0))
     assert(g.resultStageReading(job).isEmpty, "nothing submitted")
-    g.stageSubmitted(3)
+    g.stageSubmitted(3, 0, 1L)
     assert(g.resultStageReading(job).contains(ConsumerGraph.ReaderState(3, 0, 0, active = true)))
     g.taskStarted(3); g.taskStarted(3)
     assert(g.resultStageReading(job).contains(ConsumerGraph.ReaderState(3, 0, 2, active = true)))
     g.taskEnded(3, succeeded = false); g.taskEnded(3, succeeded = false); g.stageCompleted(3)
     assert(g.resultStageReading(job).isEmpty, "both failed (a fetch failure), the attempt ended: nothing was read")
-    g.stageSubmitted(3); g.taskStarted(3); g.taskEnded(3, succeeded = true); g.stageCompleted(3)
+    g.stageSubmitted(3, 0, 1L); g.taskStarted(3); g.taskEnded(3, succeeded = true); g.stageCompleted(3)
     assert(g.resultStageReading(job).contains(ConsumerGraph.ReaderState(3, 1, 0, active = false)))
-    g.taskStarted(1); g.stageSubmitted(1) // map stages are not counted
+    g.taskStarted(1); g.stageSubmitted(1, 0, 1L) // map stages are not counted
     assert(g.resultStageReading(job).contains(ConsumerGraph.ReaderState(3, 1, 0, active = false)))
     g.jobEnded(0)
     assert(g.activeJobsReading(Set(12)).isEmpty)
     assert(g.activeJobsReading(Set(99)).isEmpty)
+  }
+
+  test("submission times of stage attempts, and the shuffles a stage reads") {
+    val g = threeLevels()
+    g.stageSubmitted(2, 0, 100L); g.stageSubmitted(2, 1, 250L)
+    assert(g.submissionTime(2, 0).contains(100L) && g.submissionTime(2, 1).contains(250L))
+    assert(g.submissionTime(2, 2).isEmpty && g.submissionTime(99, 0).isEmpty)
+    assert(g.parentShuffles(2) == Seq(11) && g.parentShuffles(3) == Seq(12, 13) && g.parentShuffles(0).isEmpty)
+    g.shuffleRemoved(12)
+    assert(g.submissionTime(2, 0).isEmpty)
   }
 
   test("a map-stage job (AQE) has no result stage") {

@@ -52,7 +52,9 @@ class RegionRecovery:
         self.controller = Controller(self, conf)
         self.recovery_decisions = DecisionRecorder(self.model, self.controller.config)
         self._drain.subscribe(self.recovery_decisions.on_batch)
-        self.consumer_guard = ChangedOutputGuard(self)
+        # The driver JVM decides about changed outputs when the plugin's guard is on; Python records.
+        status = json.loads(state.statusJson())
+        self.consumer_guard = ChangedOutputGuard(self, driver_guard=status.get("changed_output_guard") is not None)
         if self.controller.config.restart_consumers_of_changed_outputs:
             self._drain.subscribe(self.consumer_guard.on_batch)
 
@@ -132,6 +134,8 @@ class RegionRecovery:
             jobs=self.model.job_summaries(),
             recovery_decisions=self.recovery_decisions.snapshot(),
             consumer_restarts=self.consumer_guard.snapshot(),
+            output_comparisons=self.consumer_guard.comparisons_snapshot(),
+            refused_outputs=self.consumer_guard.refused_snapshot(),
             retained=self.model.retained_bytes() if self.retained_ledger() is not None else None,
         )
 
@@ -172,6 +176,14 @@ class RegionRecovery:
         if known:
             self.model.lose_shuffle(shuffle_id, reason)
         return known
+
+    def cancel_job(self, job_id: int, reason: str) -> None:
+        """Cancels a running Spark job; its action fails with "Job <id> cancelled <reason>"."""
+        self._sc._jsc.sc().cancelJob(job_id, reason)
+
+    def map_output_row_checksum(self, shuffle_id: int, map_index: int, map_id: int) -> int:
+        """Spark's order-independent row checksum of a registered map output (0: none, or not registered)."""
+        return int(self._bridge.mapOutputRowChecksum(shuffle_id, map_index, map_id))
 
     def retention(self) -> list | None:
         """Retained outputs: the executor losses the JVM handled (adopted, unregistered, timings); None when off."""

@@ -194,7 +194,7 @@ class ConfigKey:
     type: str = "string"
     minimum: float | None = None
     choices: Mapping[str, str] | None = None
-    read_by: str = "python"  # "python" or "jvm": which side acts on it (both declare it)
+    read_by: str = "python"  # "python", "jvm" or "both": which side acts on it (both declare it)
     section: str = ""
 
     def read(self, conf: Mapping[str, Any]) -> Any:
@@ -568,13 +568,19 @@ RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = boolean(
     True,
     (
         "Flink's rule 3 where Spark does not apply it. Spark rolls back the consumers of a recomputed map "
-        "stage only when it knows the stage is indeterminate. When a recomputed map output differs in size "
-        "from the output it replaced although Spark labels the stage deterministic (random keys, a "
-        "time-dependent function), every shuffle written by a consumer stage is unregistered so Spark "
-        "recomputes it from the new data; a result stage that already read the old output cannot be rolled "
-        "back and is reported. Only the size is compared today, so a change that keeps every output's size is "
-        "not detected."
+        "stage only when it knows the stage is indeterminate (and, for DataFrame shuffles, when its own "
+        "order-independent row checksum differs). When a recomputed map output differs in content from the "
+        "output it replaced although Spark labels the stage deterministic (random keys, a time-dependent "
+        "function), every shuffle computed from the old output, transitively, is unregistered so Spark "
+        "recomputes it from the new data, and a running action whose result stage already read the old output "
+        "is cancelled with a `region-recovery: changed-output:` reason (`rr.run` restarts it) instead of "
+        "returning a result built from both versions. Decided in the driver JVM before the recomputed output "
+        "registers: each map task asks the driver once its output is committed (one round trip per map task). "
+        "Compared: Spark's per-partition checksums for DETERMINATE stages; only the record count for UNORDERED "
+        "stages, whose bytes legitimately change with the order rows arrive in (a change that keeps the count is "
+        "not detected there). `false` turns the guard off, on both sides."
     ),
+    read_by="both",
     section=_FAILOVER,
 )
 EVENT_BUFFER_CAPACITY = integer(

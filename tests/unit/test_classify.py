@@ -49,6 +49,19 @@ def abort(reason: str, tid: str = "(TID 7) (10.0.0.5 executor 1)") -> str:
 
 CASES = [
     # (rule name, exception class, message, kind)
+    (
+        "changed-output",
+        "org.apache.spark.SparkException",
+        "[SPARK_JOB_CANCELLED] Job 3 cancelled region-recovery: changed-output: map output 1 of shuffle 0 was "
+        "recomputed (task 40, replacing task 7) with different content (partition-checksums: ...) SQLSTATE: XXKDA",
+        LOST,
+    ),
+    (
+        "changed-output",
+        "io.regionrecovery.spark.consistency.OutputRefusedException",
+        "region-recovery: changed-output: task 12 (shuffle 1 map 0) started before its input shuffle 0 map 1 changed",
+        LOST,
+    ),
     ("job-cancelled", "org.apache.spark.SparkException", "Job 3 cancelled because SparkContext was shut down", NON),
     ("job-cancelled", None, "Job 12 cancelled part of cancelled job group etl-nightly", NON),
     ("job-cancelled", None, "Job 4 cancelled as part of cancellation of all jobs", NON),

@@ -102,6 +102,15 @@ def test_first_line_prefers_the_last_line_of_a_python_traceback():
     assert _first_line("") == ""
 
 
+def test_first_line_skips_the_py4j_envelope():
+    text = (
+        "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+        ": org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 3 cancelled region-recovery: changed-output: "
+        "map output 1 of shuffle 0 ...\n\tat org.apache.spark.scheduler.DAGScheduler.handleJobCancellation"
+    )
+    assert _first_line(text).startswith("org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 3 cancelled")
+
+
 def test_report_rendering_shows_retained_bytes_per_host_and_early_releases():
     report = {
         "app_id": "app-1",

@@ -20,14 +20,14 @@ from region_recovery.jvm import events as ev
 from region_recovery.jvm.events import CorruptBatchError, Determinism, decode_batch
 
 MAGIC = 0x52524231
-VERSION = 1
+VERSION = 2
 
 # Event codes, as Events.scala numbers them.
 APP_START, APP_END, JOB_START, JOB_END, STAGE_SUBMITTED, STAGE_COMPLETED = 1, 2, 3, 4, 5, 6
 TASK_START, TASK_END, EXECUTOR_ADDED, EXECUTOR_REMOVED, BLOCK_MANAGER_REMOVED = 7, 8, 9, 10, 11
 SHUFFLE_REGISTERED, SHUFFLE_REMOVED, MAP_OUTPUT_COMMITTED, EXECUTOR_PLUGIN_STARTED = 12, 13, 14, 15
 MAP_OUTPUT_RETAINED, MAP_OUTPUT_ADOPTED, MAP_OUTPUT_UNREGISTERED, RETAINED_FILES_DELETED = 16, 17, 18, 19
-MAP_OUTPUT_RELEASED = 20
+MAP_OUTPUT_RELEASED, MAP_OUTPUT_COMPARED, MAP_OUTPUT_REFUSED = 20, 21, 22
 
 # Field order of each fixed-shape event after (code, time), from BatchEncoder.encode.
 # i = i32, q = i64, ? = boolean byte, b = signed byte, S = string (i32 table index, -1 = null).
@@ -102,6 +102,12 @@ FIELDS = {
             ("num_partitions", "i"),
             ("non_empty_partitions", "i"),
             ("max_partition_bytes", "q"),
+            ("records", "q"),
+            ("checksums", "i"),
+            ("checksum_digest", "q"),
+            ("lengths_digest", "q"),
+            ("task_attempt", "i"),
+            ("stage_id", "i"),
         ],
     ),
     ev.ExecutorPluginStarted: (EXECUTOR_PLUGIN_STARTED, [("executor_id", "S"), ("host", "S"), ("pid", "q")]),
@@ -151,6 +157,40 @@ FIELDS = {
             ("reason", "S"),
         ],
     ),
+    # Lists of ids travel as one comma-separated string ("L" here).
+    ev.MapOutputCompared: (
+        MAP_OUTPUT_COMPARED,
+        [
+            ("shuffle_id", "i"),
+            ("map_index", "i"),
+            ("old_map_id", "q"),
+            ("new_map_id", "q"),
+            ("determinism", "b"),
+            ("outcome", "b"),
+            ("basis", "S"),
+            ("detail", "S"),
+            ("bytes_before", "q"),
+            ("bytes_after", "q"),
+            ("row_checksum_before", "q"),
+            ("downstream", "L"),
+            ("result_stages", "L"),
+            ("cancelled_jobs", "L"),
+            ("trusted_from", "q"),
+            ("reason", "S"),
+        ],
+    ),
+    ev.MapOutputRefused: (
+        MAP_OUTPUT_REFUSED,
+        [
+            ("shuffle_id", "i"),
+            ("map_id", "q"),
+            ("map_index", "i"),
+            ("executor_id", "S"),
+            ("changed_shuffle", "i"),
+            ("changed_map_index", "i"),
+            ("reason", "S"),
+        ],
+    ),
 }
 
 
@@ -172,7 +212,9 @@ class Encoder:
         return self._index[value]
 
     def _put(self, kind: str, value) -> None:
-        if kind == "S":
+        if kind == "L":
+            self.body += struct.pack(">i", self.s(",".join(str(v) for v in value)))
+        elif kind == "S":
             self.body += struct.pack(">i", self.s(value))
         else:
             self.body += struct.pack(">" + kind, value)
@@ -286,7 +328,25 @@ EVERY_TYPE = [
     ev.ShuffleRegistered(16, 21),
     ev.ShuffleRemoved(17, 21, True),
     ev.ShuffleRemoved(18, 22, False),
-    ev.MapOutputCommitted(19, 21, 2**34 + 3, 9, 1, "exec-7", "host-a.example", 2**32 + 17, 200, 150, 2**31 + 1),
+    ev.MapOutputCommitted(
+        19,
+        21,
+        2**34 + 3,
+        9,
+        1,
+        "exec-7",
+        "host-a.example",
+        2**32 + 17,
+        200,
+        150,
+        2**31 + 1,
+        2**36 + 11,
+        200,
+        -(2**60) + 13,
+        2**59 + 21,
+        3,
+        17,
+    ),
     ev.ExecutorPluginStarted(20, "exec-7", "host-a.example", 4_194_301),
     ev.MapOutputRetained(21, 3, 2**33 + 5, 4, "exec-7", "host-a.example", 2**32 + 9, 3, -(2**62) + 7),
     ev.MapOutputAdopted(22, 3, 2**33 + 5, 4, "exec-7", "exec-9", "host-a.example", 4096, 2**41 + 1),
@@ -294,6 +354,29 @@ EVERY_TYPE = [
     ev.RetainedFilesDeleted(24, None, None, 0, 0, "shuffle 3 removed"),
     ev.RetainedFilesDeleted(25, "exec-7", "host-a.example", 6, 2**33, "heartbeat timeout"),
     ev.MapOutputReleased(26, 3, 2**33 + 6, 5, "exec-9", "host-a.example", 2**32 + 3, "retained.maxBytes"),
+    ev.MapOutputCompared(
+        27,
+        21,
+        9,
+        2**34 + 3,
+        2**34 + 99,
+        Determinism.DETERMINATE,
+        ev.Outcome.CHANGED,
+        "partition-checksums",
+        "the per-partition checksums differ",
+        4096,
+        4097,
+        -(2**61) + 5,
+        (22, 23),
+        (24,),
+        (7, 8),
+        2**35 + 1,
+        "region-recovery: changed-output: map output 9 of shuffle 21 ...",
+    ),
+    ev.MapOutputCompared(
+        28, 3, 0, 5, 6, Determinism.UNORDERED, ev.Outcome.UNDETERMINED, "records", None, 1, 2, 0, (), (), (), -1, None
+    ),
+    ev.MapOutputRefused(29, 22, 2**34 + 50, 2, "exec-7", 21, 9, "region-recovery: changed-output: task ..."),
 ]
 
 
@@ -307,7 +390,7 @@ def test_round_trip_of_every_fixed_event_type(event):
 def test_every_event_type_is_covered():
     covered = {type(e) for e in EVERY_TYPE} | {ev.JobStart}
     assert covered == set(FIELDS) | {ev.JobStart}
-    assert len(covered) == 20
+    assert len(covered) == 22
 
 
 def test_all_types_in_one_batch_keep_order():
@@ -521,6 +604,12 @@ GOLDEN_EVENTS = [
         num_partitions=2,
         non_empty_partitions=1,
         max_partition_bytes=400,
+        records=10,
+        checksums=2,
+        checksum_digest=-3,
+        lengths_digest=77,
+        task_attempt=1,
+        stage_id=0,
     ),
     ev.ExecutorPluginStarted(time=1014, executor_id="3", host="h2", pid=4242),
     ev.MapOutputRetained(
@@ -558,6 +647,35 @@ GOLDEN_EVENTS = [
         bytes=512,
         reason="consumers finished",
     ),
+    ev.MapOutputCompared(
+        time=1020,
+        shuffle_id=0,
+        map_index=2,
+        old_map_id=5,
+        new_map_id=9,
+        determinism=Determinism.DETERMINATE,
+        outcome=ev.Outcome.CHANGED,
+        basis="partition-checksums",
+        detail="checksums differ",
+        bytes_before=512,
+        bytes_after=512,
+        row_checksum_before=0,
+        downstream=(1, 2),
+        result_stages=(3,),
+        cancelled_jobs=(4,),
+        trusted_from=12,
+        reason="changed",
+    ),
+    ev.MapOutputRefused(
+        time=1021,
+        shuffle_id=1,
+        map_id=8,
+        map_index=0,
+        executor_id="3",
+        changed_shuffle=0,
+        changed_map_index=2,
+        reason="stale",
+    ),
 ]
 
 
@@ -569,7 +687,7 @@ def golden_batch() -> bytes:
 
 def test_golden_batch_covers_every_event_code():
     codes = {FIELDS[type(e)][0] if type(e) in FIELDS else JOB_START for e in GOLDEN_EVENTS}
-    assert codes == set(range(1, 21))
+    assert codes == set(range(1, 23))
 
 
 def test_golden_batch_from_the_jvm_encoder():
@@ -601,11 +719,11 @@ def test_wrong_magic():
 
 
 def test_wrong_version_names_the_jar_and_package_mismatch():
-    data = Encoder().add(ev.ShuffleRegistered(1, 0)).encode(version=2)
+    data = Encoder().add(ev.ShuffleRegistered(1, 0)).encode(version=1)  # a jar from before the evidence fields
     with pytest.raises(CorruptBatchError) as info:
         decode_batch(data)
     message = str(info.value)
-    assert "version 2" in message
+    assert "version 1" in message
     assert "jar" in message and "Python package" in message and "different versions" in message
 
 

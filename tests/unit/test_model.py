@@ -299,7 +299,22 @@ def test_recomputation_on_another_executor(job_model):
     out = sh.outputs[0]
     assert (out.available, out.executor_id, out.computations, out.bytes, out.stage_attempt) == (True, "3", 2, 111, 1)
     assert out.lost_reason is None
-    assert sh.recomputations == [Recomputation(SH0, 0, "1", "executor 1 lost (process-exited)", "3", 6100, 100, 111)]
+    (r,) = sh.recomputations
+    assert r == Recomputation(
+        SH0,
+        0,
+        "1",
+        "executor 1 lost (process-exited)",
+        "3",
+        6100,
+        100,
+        111,
+        r.map_id_before,
+        out.map_id,
+        records_before=5,
+        records_after=5,
+    )
+    assert r.map_id_before != r.map_id_after
     assert sh.missing() == [2]
     assert [(o.shuffle_id, o.map_index) for o in m.outputs_on("3")] == [(SH0, 0)]
     assert [(o.shuffle_id, o.map_index) for o in m.outputs_on("1")] == [(SH0, 2)]

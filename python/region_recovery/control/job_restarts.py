@@ -16,6 +16,7 @@ record (`exchanges_refused`).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -107,8 +108,16 @@ class RestartRefusedError(RegionRecoveryError):
         self.record = record
 
 
+# Py4J's envelope of a JVM error: "An error occurred while calling o41.collect.\n: org.apache...".
+_PY4J_CALL = re.compile(r"^(?:py4j\.protocol\.Py4JJavaError: )?An error occurred while calling [^\n]*\n: ?")
+
+
 def _first_line(text: str, limit: int = 300) -> str:
-    """The line that says what went wrong: a Python traceback's last line, else the first line."""
+    """The line that says what went wrong: a Python traceback's last line, else the first line.
+
+    Py4J's "An error occurred while calling ..." line says nothing: the JVM exception after it is taken.
+    """
+    text = _PY4J_CALL.sub("", text.lstrip(), count=1)
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return ""

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, field
 
 WIRE_MAGIC = 0x52524231  # "RRB1"
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 
 (
     WIRE_APP_START,
@@ -35,7 +35,9 @@ WIRE_VERSION = 1
     WIRE_MAP_OUTPUT_UNREGISTERED,
     WIRE_RETAINED_FILES_DELETED,
     WIRE_MAP_OUTPUT_RELEASED,
-) = range(1, 21)
+    WIRE_MAP_OUTPUT_COMPARED,
+    WIRE_MAP_OUTPUT_REFUSED,
+) = range(1, 23)
 
 
 class CorruptBatchError(ValueError):
@@ -210,7 +212,11 @@ class ShuffleRemoved:
 
 @dataclass(slots=True)
 class MapOutputCommitted:
-    """Reported by the shuffle IO hook on the executor once a map output's files are committed."""
+    """Reported by the shuffle IO hook on the executor once a map output's files are committed.
+
+    The last fields are the evidence of its content the changed-output guard compares when the
+    output is recomputed (control.consistency.compare_outputs).
+    """
 
     time: int
     shuffle_id: int
@@ -223,6 +229,12 @@ class MapOutputCommitted:
     num_partitions: int
     non_empty_partitions: int
     max_partition_bytes: int
+    records: int = -1  # records the map task wrote (-1: unknown); order-independent
+    checksums: int = 0  # per-partition checksums Spark gave (0: spark.shuffle.checksum.enabled=false)
+    checksum_digest: int = 0  # 64-bit digest of those checksums, in partition order (order-dependent)
+    lengths_digest: int = 0  # 64-bit digest of the per-partition lengths (compressed bytes)
+    task_attempt: int = -1
+    stage_id: int = -1  # the stage of the map task that wrote it
 
 
 @dataclass(slots=True)
@@ -303,6 +315,58 @@ class MapOutputReleased:
     reason: str | None
 
 
+class Outcome(enum.IntEnum):
+    """What the driver's changed-output guard concluded about a recomputed output (consistency.Verdict)."""
+
+    SAME = 0
+    CHANGED = 1
+    UNDETERMINED = 2  # only order-dependent evidence differs (UNORDERED producer): not acted on
+    DEFERRED = 3  # Spark decides: its row checksum, or an INDETERMINATE stage it rolls back itself
+    REFUSED = 4  # a second copy of a still-registered output, refused
+
+
+@dataclass(slots=True)
+class MapOutputCompared:
+    """The driver JVM compared a recomputed map output with the one it replaced, before it registered.
+
+    When it changed: the shuffles computed from the old output that were unregistered (`downstream`),
+    the result stages that had read it, the jobs cancelled for that, and the task id from which on
+    outputs of those shuffles are trusted again (`trusted_from`, -1 when none were affected).
+    """
+
+    time: int
+    shuffle_id: int
+    map_index: int
+    old_map_id: int
+    new_map_id: int
+    determinism: Determinism
+    outcome: Outcome
+    basis: str | None
+    detail: str | None
+    bytes_before: int
+    bytes_after: int
+    row_checksum_before: int  # Spark's order-independent checksum of the replaced output (0: none)
+    downstream: tuple[int, ...]
+    result_stages: tuple[int, ...]
+    cancelled_jobs: tuple[int, ...]
+    trusted_from: int
+    reason: str | None
+
+
+@dataclass(slots=True)
+class MapOutputRefused:
+    """The guard refused a committed map output before it registered; the task fails and runs again."""
+
+    time: int
+    shuffle_id: int
+    map_id: int
+    map_index: int
+    executor_id: str | None
+    changed_shuffle: int  # the change behind it (-1: none)
+    changed_map_index: int
+    reason: str | None
+
+
 @dataclass(slots=True)
 class Batch:
     first_seq: int
@@ -325,13 +389,14 @@ _LAYOUTS = {
     WIRE_BLOCK_MANAGER_REMOVED: (BlockManagerRemoved, "q" + "iii", (1, 2)),
     WIRE_SHUFFLE_REGISTERED: (ShuffleRegistered, "q" + "i", ()),
     WIRE_SHUFFLE_REMOVED: (ShuffleRemoved, "q" + "i?", ()),
-    WIRE_MAP_OUTPUT_COMMITTED: (MapOutputCommitted, "q" + "iqiiiiqiiq", (5, 6)),
+    WIRE_MAP_OUTPUT_COMMITTED: (MapOutputCommitted, "q" + "iqiiiiqiiqqiqqii", (5, 6)),
     WIRE_EXECUTOR_PLUGIN_STARTED: (ExecutorPluginStarted, "q" + "iiq", (1, 2)),
     WIRE_MAP_OUTPUT_RETAINED: (MapOutputRetained, "q" + "iqiiiqiq", (4, 5)),
     WIRE_MAP_OUTPUT_ADOPTED: (MapOutputAdopted, "q" + "iqiiiiqq", (4, 5, 6)),
     WIRE_MAP_OUTPUT_UNREGISTERED: (MapOutputUnregistered, "q" + "iqiii", (4, 5)),
     WIRE_RETAINED_FILES_DELETED: (RetainedFilesDeleted, "q" + "iiiqi", (1, 2, 5)),
     WIRE_MAP_OUTPUT_RELEASED: (MapOutputReleased, "q" + "iqiiiqi", (4, 5, 7)),
+    WIRE_MAP_OUTPUT_REFUSED: (MapOutputRefused, "q" + "iqiiiii", (4, 7)),
 }
 _STRUCTS = {code: (cls, struct.Struct(">" + fmt), strs) for code, (cls, fmt, strs) in _LAYOUTS.items()}
 _HEADER = struct.Struct(">iHqqi")
@@ -339,6 +404,7 @@ _NO_EXIT_CODE = -(2**31)  # the listener's Int.MinValue: Spark reported no exit 
 _INT = struct.Struct(">i")
 _JOB_HEAD = struct.Struct(">qiqii")
 _STAGE_HEAD = struct.Struct(">iiiiib?i")
+_COMPARED = struct.Struct(">qiiqqbbiiqqqiiiqi")
 
 
 def decode_batch(data: bytes) -> Batch:
@@ -379,6 +445,10 @@ def _decode(buf: memoryview) -> Batch:
             ev, off = _decode_job_start(buf, off, strings)
             append(ev)
             continue
+        if code == WIRE_MAP_OUTPUT_COMPARED:
+            append(_decode_compared(_COMPARED.unpack_from(buf, off), strings))
+            off += _COMPARED.size
+            continue
         cls, st, str_slots = structs[code]
         values = st.unpack_from(buf, off)
         off += st.size
@@ -409,3 +479,30 @@ def _decode_job_start(buf: memoryview, off: int, strings: list):
             )
         )
     return JobStart(time, job_id, None if sql_id < 0 else sql_id, strings[group], stages), off
+
+
+def _ints(text: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x) if text else ()
+
+
+def _decode_compared(v: tuple, strings: list) -> MapOutputCompared:
+    (time, sid, index, old, new, det, outcome, basis, detail, before, after, row, down, results, jobs, trusted, why) = v
+    return MapOutputCompared(
+        time,
+        sid,
+        index,
+        old,
+        new,
+        Determinism(det),
+        Outcome(outcome),
+        strings[basis],
+        strings[detail],
+        before,
+        after,
+        row,
+        _ints(strings[down]),
+        _ints(strings[results]),
+        _ints(strings[jobs]),
+        trusted,
+        strings[why],
+    )

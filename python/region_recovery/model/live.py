@@ -31,6 +31,22 @@ class ExecutorState:
     removals: int = 0  # how many ExecutorRemoved events Spark posted (duplicates happen)
 
 
+@dataclass(frozen=True)
+class OutputEvidence:
+    """What the shuffle IO hook reported about a map output's content (control.consistency compares it)."""
+
+    map_id: int
+    bytes: int
+    records: int = -1  # order-independent, blind to a change that keeps the count
+    checksums: int = 0  # how many per-partition checksums Spark gave (0: checksums off)
+    checksum_digest: int = 0  # of Spark's per-partition checksums: order-dependent
+    lengths_digest: int = 0  # of the per-partition (compressed) lengths: order-dependent under compression
+
+    @classmethod
+    def of(cls, e: ev.MapOutputCommitted) -> OutputEvidence:
+        return cls(e.map_id, e.bytes, e.records, e.checksums, e.checksum_digest, e.lengths_digest)
+
+
 @dataclass
 class MapOutput:
     """One blocking result partition: the output of map task `map_index` of a shuffle."""
@@ -47,6 +63,8 @@ class MapOutput:
     lost_reason: str | None = None
     computations: int = 1  # 1 = computed once; more = recomputed after a loss or a retry
     committed_bytes: int | None = None  # confirmed by the shuffle IO hook
+    evidence: OutputEvidence | None = None  # its content, as the shuffle IO hook reported it
+    records: int = -1  # records written, as the task's metrics say
     retained_bytes: int | None = None  # kept in the retained directory (survives the executor)
     retained_checksum: int | None = None
     adopted_from: str | None = None  # the lost executor whose retained copy this executor serves
@@ -62,6 +80,12 @@ class Recomputation:
     time: int
     bytes_before: int = -1  # shuffle bytes the lost output had, and the recomputed one has
     bytes_after: int = -1
+    map_id_before: int = -1  # the task that wrote the replaced output, and the recomputing task
+    map_id_after: int = -1
+    evidence_before: OutputEvidence | None = None
+    evidence_after: OutputEvidence | None = None
+    records_before: int = -1  # from the tasks' metrics (also without the shuffle IO hook)
+    records_after: int = -1
 
 
 @dataclass
@@ -78,8 +102,8 @@ class Shuffle:
     adoptions: list[Adoption] = field(default_factory=list)
     # retention reports that overtook their TaskEnd, by map id (bytes, checksum)
     pending_retained: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
-    # commit reports that overtook their TaskEnd, by map id (bytes)
-    pending_commits: dict[int, int] = field(default_factory=dict, repr=False)
+    # commit reports that overtook their TaskEnd, by map id
+    pending_commits: dict[int, OutputEvidence] = field(default_factory=dict, repr=False)
 
     def available_count(self) -> int:
         return sum(1 for o in self.outputs.values() if o.available)
@@ -186,6 +210,9 @@ class LiveModel(RetentionTracking):
             ev.ShuffleRemoved: self._shuffle_removed,
             ev.MapOutputCommitted: self._map_output_committed,
             ev.ExecutorPluginStarted: self._executor_plugin_started,
+            # decisions of the driver's changed-output guard: recorded by control.consistency
+            ev.MapOutputCompared: lambda e: None,
+            ev.MapOutputRefused: lambda e: None,
             **self._retention_handlers(),
         }
 
@@ -459,9 +486,13 @@ class LiveModel(RetentionTracking):
         sh = self._shuffle(e.shuffle_id)
         out = sh.outputs.get(e.map_index)
         if out is not None and out.map_id == e.map_id:
-            out.committed_bytes = e.bytes
+            out.committed_bytes, out.evidence = e.bytes, OutputEvidence.of(e)
+            for r in reversed(sh.recomputations):  # the report came after the TaskEnd that recorded it
+                if r.map_index == e.map_index and r.map_id_after == e.map_id and r.evidence_after is None:
+                    r.evidence_after = out.evidence
+                    break
         else:  # the commit report overtook the TaskEnd: remember it until the task ends
-            sh.pending_commits[e.map_id] = e.bytes
+            sh.pending_commits[e.map_id] = OutputEvidence.of(e)
 
     # ---- helpers -------------------------------------------------------------------------
     def _shuffle(self, shuffle_id: int) -> Shuffle:
@@ -495,9 +526,11 @@ class LiveModel(RetentionTracking):
             e.shuffle_bytes_written,
             e.stage_attempt,
             e.attempt,
+            records=e.shuffle_records_written,
         )
         if e.task_id in sh.pending_commits:
-            out.committed_bytes = sh.pending_commits.pop(e.task_id)
+            out.evidence = sh.pending_commits.pop(e.task_id)
+            out.committed_bytes = out.evidence.bytes
         if e.task_id in sh.pending_retained:
             out.retained_bytes, out.retained_checksum = sh.pending_retained.pop(e.task_id)
         if old is not None:
@@ -514,6 +547,12 @@ class LiveModel(RetentionTracking):
                         e.time,
                         old.bytes,
                         out.bytes,
+                        old.map_id,
+                        out.map_id,
+                        old.evidence,
+                        out.evidence,
+                        old.records,
+                        out.records,
                     )
                 )
         sh.outputs[e.partition] = out

@@ -7,6 +7,8 @@ hold a whole stack trace with its ``Caused by:`` chain). Rules are data: an orde
 ``Classifier(rules=(*my_rules, *DEFAULT_RULES))`` to take precedence, or append to come last.
 
 Why the default order:
+  0. the changed-output guard's own cancellation (control.consistency): an input changed when
+     recomputed after the action had read it; PARTITION_LOST, so rr.run restarts the action;
   1. cancellation: a job the user or SparkContext cancelled must never be restarted;
   2. PARTITION_LOST: a fetch failure names the lost map output, whatever caused it;
   3. ENVIRONMENT: lost executors, full disks and network trouble are transient, even when they
@@ -92,6 +94,9 @@ _ENV = FailureKind.ENVIRONMENT
 _REC = FailureKind.RECOVERABLE
 
 DEFAULT_RULES: tuple[Rule, ...] = (
+    # 0. The changed-output guard cancelled the job (or refused a task's output) because an input it had
+    # read changed when recomputed: running it again reads only the new data. Before the cancellation rule.
+    Rule(_LOST, None, r"region-recovery: changed-output:", "changed-output"),
     # 1. Cancellation (DAGScheduler messages).
     Rule(
         _NON,

@@ -130,10 +130,18 @@ def describe_report(report: dict) -> str:
             f"{j['tasks_reexecuted']} re-executed; failures: {kinds}"
         )
     for r in report.get("consumer_restarts", []):
+        basis = f"{r['basis']}, " if r.get("basis") else ""
+        cancelled = f"; job(s) {r['jobs_cancelled']} cancelled" if r.get("jobs_cancelled") else ""
         lines.append(
             f"  shuffle {r['producer_shuffle']} map {r['map_index']} changed when recomputed "
-            f"({r['bytes_before']} -> {r['bytes_after']} bytes): consumer shuffles "
-            f"{r['consumer_shuffles_unregistered']} recomputed"
+            f"({basis}{r['bytes_before']} -> {r['bytes_after']} bytes): consumer shuffles "
+            f"{r['consumer_shuffles_unregistered']} recomputed{cancelled}"
+        )
+    refused = report.get("refused_outputs", [])
+    if refused:
+        lines.append(
+            f"  {len(refused)} map output(s) refused before they registered (their tasks had started before an "
+            "input changed, or they were a different second copy)"
         )
     kept = report.get("retained")
     if kept is not None:

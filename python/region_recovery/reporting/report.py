@@ -25,6 +25,8 @@ def build_report(
     recovery_decisions: list[dict],
     consumer_restarts: list[dict],
     retained: dict | None,
+    output_comparisons: list[dict] | None = None,
+    refused_outputs: list[dict] | None = None,
 ) -> dict:
     """The report document; every argument is already JSON-serialisable."""
     return {
@@ -36,6 +38,8 @@ def build_report(
         "jobs": jobs,
         "recovery_decisions": recovery_decisions,
         "consumer_restarts": consumer_restarts,
+        "output_comparisons": output_comparisons or [],
+        "refused_outputs": refused_outputs or [],
         "retained": retained,
     }
 

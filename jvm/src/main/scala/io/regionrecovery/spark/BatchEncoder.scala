@@ -14,7 +14,7 @@ import java.nio.charset.StandardCharsets.UTF_8
  */
 object BatchEncoder {
   val Magic: Int = 0x52524231 // "RRB1"
-  val Version: Int = 1
+  val Version: Int = 2
   /** Messages (exception descriptions, failure reasons) are cut to this many characters. */
   val MaxMessageChars: Int = 4000
 
@@ -59,6 +59,8 @@ object BatchEncoder {
           out.writeInt(e.shuffleId); out.writeLong(e.mapId); out.writeInt(e.mapIndex); out.writeInt(e.stageAttempt)
           out.writeInt(idx(e.executorId)); out.writeInt(idx(e.host)); out.writeLong(e.bytes)
           out.writeInt(e.numPartitions); out.writeInt(e.nonEmptyPartitions); out.writeLong(e.maxPartitionBytes)
+          out.writeLong(e.records); out.writeInt(e.checksums); out.writeLong(e.checksumDigest)
+          out.writeLong(e.lengthsDigest); out.writeInt(e.taskAttempt); out.writeInt(e.stageId)
         case e: StageSubmittedEvent =>
           out.writeInt(e.stageId); out.writeInt(e.attempt); out.writeInt(e.numTasks); out.writeInt(e.shuffleId)
         case e: StageCompletedEvent =>
@@ -105,6 +107,16 @@ object BatchEncoder {
           out.writeInt(e.shuffleId); out.writeLong(e.mapId); out.writeInt(e.mapIndex)
           out.writeInt(idx(e.executorId)); out.writeInt(idx(e.host)); out.writeLong(e.bytes)
           out.writeInt(idx(e.reason))
+        case e: MapOutputComparedEvent =>
+          out.writeInt(e.shuffleId); out.writeInt(e.mapIndex); out.writeLong(e.oldMapId); out.writeLong(e.newMapId)
+          out.writeByte(e.determinism); out.writeByte(e.outcome); out.writeInt(idx(e.basis));
+          out.writeInt(idx(e.detail))
+          out.writeLong(e.bytesBefore); out.writeLong(e.bytesAfter); out.writeLong(e.rowChecksumBefore)
+          out.writeInt(idx(e.downstream)); out.writeInt(idx(e.resultStages)); out.writeInt(idx(e.cancelledJobs))
+          out.writeLong(e.trustedFrom); out.writeInt(idx(e.reason))
+        case e: MapOutputRefusedEvent =>
+          out.writeInt(e.shuffleId); out.writeLong(e.mapId); out.writeInt(e.mapIndex); out.writeInt(idx(e.executorId))
+          out.writeInt(e.changedShuffle); out.writeInt(e.changedMapIndex); out.writeInt(idx(e.reason))
       }
     }
     out.flush()

@@ -3,6 +3,7 @@ package io.regionrecovery.spark
 import org.apache.spark.SparkContext
 import org.apache.spark.regionrecovery.SparkInternals
 
+import io.regionrecovery.spark.consistency.{ChangeGuard, ConsumerGraph}
 import io.regionrecovery.spark.retention.RetentionCoordinator
 
 /**
@@ -17,6 +18,10 @@ final class DriverState(val capacity: Int, val installedBy: String) {
   @volatile var stopped: Boolean = false
   /** Retained shuffle outputs (spark.regionRecovery.retained.enabled), driver side; null when off. */
   @volatile var retention: RetentionCoordinator = _
+  /** Who reads which shuffle, fed by the listener; the changed-output guard's view of the running jobs. */
+  val consumers = new ConsumerGraph
+  /** The changed-output guard (failover.restart-consumers-of-changed-outputs), driver side; null when off. */
+  @volatile var guard: ChangeGuard = _
   private val executorsReporting = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
 
   def offer(e: Event): Unit = {
@@ -67,6 +72,7 @@ final class DriverState(val capacity: Int, val installedBy: String) {
       "stopped" -> stopped.toString,
       "orphan_events" -> CurrentApplication.orphanEvents.toString,
       "retention" -> (r != null).toString,
+      "changed_output_guard" -> (if (guard == null) "null" else guard.statusJson),
       "retention_agents" -> (if (r == null) 0 else r.liveAgents.size).toString,
       "retained_root" -> Json.str(if (r == null) null else r.store.root.toString),
       "retained_app_dir" -> Json.str(if (r == null) null else r.appDir.orNull))

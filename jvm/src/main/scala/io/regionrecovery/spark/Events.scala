@@ -15,6 +15,7 @@ object Event {
   val ExecutorPluginStarted = 15
   val MapOutputRetained = 16; val MapOutputAdopted = 17; val MapOutputUnregistered = 18
   val RetainedFilesDeleted = 19; val MapOutputReleased = 20
+  val MapOutputCompared = 21; val MapOutputRefused = 22
 
   /** Task end reasons (TaskEndEvent.reason). */
   object Reason {
@@ -88,12 +89,17 @@ final case class ShuffleRemovedEvent(time: Long, shuffleId: Int, blocking: Boole
 
 /**
  * A map output committed by the shuffle IO hook on an executor, sent to the driver through the
- * plugin RPC (so it must be Serializable, which case classes are).
+ * plugin RPC (so it must be Serializable, which case classes are). Besides its size it carries the
+ * evidence of its content that the changed-output guard compares when the output is recomputed
+ * (consistency.OutputEvidence): the records written, how many per-partition checksums Spark gave
+ * (0: spark.shuffle.checksum.enabled=false), a digest of those checksums and one of the
+ * per-partition lengths, the task's attempt number and its stage id.
  */
 final case class MapOutputCommittedEvent(
     time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, stageAttempt: Int,
     executorId: String, host: String, bytes: Long, numPartitions: Int, nonEmptyPartitions: Int,
-    maxPartitionBytes: Long) extends Event {
+    maxPartitionBytes: Long, records: Long, checksums: Int, checksumDigest: Long, lengthsDigest: Long,
+    taskAttempt: Int, stageId: Int) extends Event {
   def code: Int = Event.MapOutputCommitted
 }
 
@@ -144,4 +150,32 @@ final case class MapOutputReleasedEvent(
     time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, host: String,
     bytes: Long, reason: String) extends Event {
   def code: Int = Event.MapOutputReleased
+}
+
+/**
+ * The changed-output guard compared a recomputed map output with the one it replaced (driver JVM,
+ * before the recomputed output registers). `outcome` is a consistency.Verdict code (same, changed,
+ * undetermined, deferred to Spark, refused); `basis` names the evidence decided on. When it changed:
+ * the shuffles computed from the old output that were unregistered (`downstream`, comma-separated),
+ * the result stages that had read it, the jobs cancelled for that, and the task id from which on
+ * outputs of those shuffles are trusted again (`trustedFrom`). `rowChecksumBefore` is Spark's
+ * order-independent checksum of the replaced output (0: none).
+ */
+final case class MapOutputComparedEvent(
+    time: Long, shuffleId: Int, mapIndex: Int, oldMapId: Long, newMapId: Long, determinism: Int, outcome: Int,
+    basis: String, detail: String, bytesBefore: Long, bytesAfter: Long, rowChecksumBefore: Long,
+    downstream: String, resultStages: String, cancelledJobs: String, trustedFrom: Long, reason: String)
+    extends Event {
+  def code: Int = Event.MapOutputCompared
+}
+
+/**
+ * The guard refused a committed map output before it registered (the task fails and Spark runs it
+ * again): it may have read data that has since changed, or it is a second, different copy of a
+ * registered output. `changedShuffle` / `changedMapIndex` name the change behind it (-1 if none).
+ */
+final case class MapOutputRefusedEvent(
+    time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, changedShuffle: Int,
+    changedMapIndex: Int, reason: String) extends Event {
+  def code: Int = Event.MapOutputRefused
 }

@@ -66,6 +66,19 @@ object RegionRecoveryBridge {
   def unregisterShuffle(shuffleId: Int): Boolean =
     org.apache.spark.regionrecovery.SparkInternals.unregisterAllMapOutputs(shuffleId)
 
+  /**
+   * Spark's order-independent row checksum (MapStatus.checksumValue) of the map output task `mapId`
+   * wrote at `mapIndex`, registered or just unregistered; 0 when there is none (RDD-API shuffles).
+   */
+  def mapOutputRowChecksum(shuffleId: Int, mapIndex: Int, mapId: Long): Long =
+    org.apache.spark.regionrecovery.SparkInternals.rowChecksum(shuffleId, mapIndex, mapId)
+
+  /** The driver's changed-output guard: counters as JSON; null when it is off. */
+  def changedOutputGuardJson(): String = {
+    val s = CurrentApplication.current
+    if (s == null || s.guard == null) null else s.guard.statusJson
+  }
+
   /** Retained outputs: the last executor losses handled (adopted, unregistered, timings), as JSON; null when off. */
   def retentionJson(): String = {
     val s = CurrentApplication.current

@@ -39,6 +39,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     }.toArray
     val sqlExecutionId = if (sqlId == null) -1L else sqlId.toLong
     offer(JobStartEvent(e.time, e.jobId, sqlExecutionId, prop("spark.jobGroup.id"), stages))
+    state.consumers.jobStarted(e.jobId, stages.toSeq.map(m => (m.stageId, m.shuffleId, m.parents, m.determinism)))
     val retention = state.retention
     if (retention != null) retention.jobStarted(e.jobId, sqlExecutionId, stages)
   }
@@ -49,12 +50,16 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
       case JobFailed(ex) => offer(JobEndEvent(e.time, e.jobId, succeeded = false, String.valueOf(ex)))
       case other => offer(JobEndEvent(e.time, e.jobId, succeeded = false, String.valueOf(other)))
     }
+    state.consumers.jobEnded(e.jobId)
     val retention = state.retention
     if (retention != null) retention.jobEnded(e.jobId, e.jobResult == JobSucceeded)
   }
 
   /** The end of a DataFrame action (all its AQE jobs): what the job-end release policy waits for. */
   override def onOtherEvent(e: SparkListenerEvent): Unit = e match {
+    case b: org.apache.spark.regionrecovery.ListenerBarrier =>
+      val guard = state.guard
+      if (guard != null) guard.barrierReached(b.id)
     case end: org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd =>
       val retention = state.retention
       if (retention != null) retention.sqlExecutionEnded(end.executionId, end.errorMessage.forall(_.isEmpty))
@@ -65,12 +70,14 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     val s = e.stageInfo
     offer(StageSubmittedEvent(s.submissionTime.getOrElse(System.currentTimeMillis()), s.stageId,
       s.attemptNumber(), s.numTasks, SparkInternals.shuffleId(s)))
+    state.consumers.stageSubmitted(s.stageId, s.attemptNumber(), s.submissionTime.getOrElse(System.currentTimeMillis()))
   }
 
   override def onStageCompleted(e: SparkListenerStageCompleted): Unit = {
     val s = e.stageInfo
     offer(StageCompletedEvent(s.completionTime.getOrElse(System.currentTimeMillis()), s.stageId,
       s.attemptNumber(), s.numTasks, SparkInternals.shuffleId(s), s.failureReason.orNull))
+    state.consumers.stageCompleted(s.stageId)
     val retention = state.retention
     if (retention != null) retention.stageCompleted(s.stageId, s.failureReason.isEmpty)
   }
@@ -79,6 +86,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     val t = e.taskInfo
     offer(TaskStartEvent(t.launchTime, e.stageId, e.stageAttemptId, t.taskId, t.partitionId,
       t.attemptNumber, t.executorId, t.host, t.speculative))
+    state.consumers.taskStarted(e.stageId)
   }
 
   override def onTaskEnd(e: SparkListenerTaskEnd): Unit = {
@@ -119,6 +127,9 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
       t.executorId, t.host, t.speculative, e.taskType == "ShuffleMapTask",
       if (t.finishTime > 0) t.finishTime - t.launchTime else 0L, bytes, records,
       reason, fShuffle, fMapId, fMapIndex, fReduce, lostExec, bmHost, exClass, message, byApp, counts))
+    state.consumers.taskEnded(e.stageId, reason == Event.Reason.Success)
+    val guard = state.guard
+    if (guard != null && e.taskType == "ShuffleMapTask") guard.mapTaskEnded(t.taskId)
   }
 
   override def onExecutorAdded(e: SparkListenerExecutorAdded): Unit =

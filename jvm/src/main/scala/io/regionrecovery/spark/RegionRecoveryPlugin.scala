@@ -8,6 +8,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException, SparkGuardActions}
 import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
 import io.regionrecovery.spark.retention.{RetentionPolicy, RetentionPreconditions, RetentionProtocol}
 
@@ -23,6 +24,7 @@ class RegionRecoveryPlugin extends SparkPlugin {
 
 class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   @volatile private var state: DriverState = _
+  @volatile private var guardTimer: java.util.concurrent.ScheduledExecutorService = _
 
   /**
    * With retention on, refuses to start the application under settings where adoption cannot be
@@ -44,15 +46,29 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root} " +
         s"(this driver's incarnation $incarnation)")
     }
+    if (ConfigKeys.RestartConsumersOfChangedOutputs.read(sc.getConf.getOption)) {
+      val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
+      guardTimer = timer
+      state.guard = new ChangeGuard(new SparkGuardActions(sc, timer, CurrentApplication.QueueName), state.consumers,
+        state.offer)
+    }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
     logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +
       s"(event buffer ${state.capacity})")
     extraConf
   }
 
-  /** Executor reports: map outputs committed by the shuffle IO hook, executor plugin start. */
+  /**
+   * Executor reports: map outputs committed by the shuffle IO hook, executor plugin start. A committed
+   * output is asked about synchronously while the changed-output guard is on: the reply is null
+   * (accepted) or the reason it is refused, which the executor raises so that the task fails.
+   */
   override def receive(message: AnyRef): AnyRef = {
     message match {
+      case e: MapOutputCommittedEvent =>
+        state.offer(e)
+        val guard = state.guard
+        if (guard != null) return guard.onCommit(e)
       case e: MapOutputRetainedEvent =>
         state.offer(e)
         if (state.retention != null) state.retention.outputRetained(e)
@@ -66,6 +82,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   override def shutdown(): Unit = if (state != null) {
     val r = state.retention
     if (r != null) r.applicationEnd()
+    val t = guardTimer
+    if (t != null) t.shutdownNow()
     state.stopped = true
   }
 }
@@ -75,6 +93,7 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
   override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit =
     try {
       ExecutorSide.context = ctx
+      ExecutorSide.askCommits = ConfigKeys.RestartConsumersOfChangedOutputs.read(ctx.conf().getOption)
       // PluginContext.hostname() throws on executors in 4.3 (their RpcEnv has no address).
       val env = org.apache.spark.SparkEnv.get
       // In local mode executor plugins start before the block manager has an id.
@@ -100,6 +119,32 @@ object ExecutorSide extends Logging {
   private val unsent = new java.util.concurrent.atomic.AtomicLong(0)
 
   def unsentReports: Long = unsent.get
+
+  /** Whether committed outputs are asked about synchronously (the driver's changed-output guard is on). */
+  @volatile private[spark] var askCommits: Boolean = false
+
+  /**
+   * Asks the driver about a committed map output and returns its answer: null (accepted, or the
+   * plugin is not loaded) or the reason it is refused. Throws when the driver cannot be asked: the
+   * output must not register unchecked.
+   */
+  def askCommit(e: MapOutputCommittedEvent): String = {
+    val ctx = context
+    if (ctx == null) { send(e); null }
+    else
+      try ctx.ask(e) match {
+          case reason: String => reason
+          case _ => null
+        }
+      catch {
+        case ex: Exception =>
+          throw new OutputRefusedException(
+            s"region-recovery: the driver did not answer the commit report of " +
+              s"shuffle ${e.shuffleId} map ${e.mapIndex} (task ${e.mapId}): $ex. The output is not registered " +
+              s"unchecked; set ${ConfigKeys.RestartConsumersOfChangedOutputs.name}=false to run without the " +
+              "changed-output guard", ex)
+      }
+  }
 
   /** Fire-and-forget; a report that cannot be sent is counted and logged once, never thrown. */
   def send(e: Event): Unit = {

@@ -8,6 +8,7 @@ import org.apache.spark.shuffle.api._
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
+import io.regionrecovery.spark.consistency.{ChangeGuard, OutputComparison}
 import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 
 /**
@@ -41,7 +42,12 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
     CurrentApplication.offer(ShuffleRemovedEvent(System.currentTimeMillis(), shuffleId, blocking))
     delegate.removeShuffle(shuffleId, blocking)
     val s = CurrentApplication.current
-    if (s != null && s.retention != null) s.retention.shuffleRemoved(shuffleId)
+    if (s != null) {
+      s.consumers.shuffleRemoved(shuffleId)
+      val guard = s.guard
+      if (guard != null) guard.shuffleRemoved(shuffleId)
+      if (s.retention != null) s.retention.shuffleRemoved(shuffleId)
+    }
   }
 
   /**
@@ -75,22 +81,36 @@ class ReportingExecutorComponents(delegate: ShuffleExecutorComponents) extends S
     }
 }
 
-/** Summarises one committed map output and sends it; runs on the task thread, after the commit. */
+/**
+ * Summarises one committed map output and reports it; runs on the task thread, after the commit and
+ * before the task reports success. While the driver's changed-output guard is on, the report is a
+ * question: the driver compares the output with the one it replaces and may refuse it (then this
+ * throws, the task fails with the reason and the output never registers).
+ */
 private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorId: String) {
   def committed(partitionLengths: Array[Long], checksums: Array[Long]): Unit = {
-    // Retain first (on the task thread, before the task reports success): if this fails the map
-    // task fails with the reason, and the output is never registered without its retained copy.
-    val agent = RetentionAgent.current
-    val retained = if (agent == null) None else Some(agent.retain(shuffleId, mapId))
     var total = 0L; var nonEmpty = 0; var max = 0L
     partitionLengths.foreach { l => total += l; if (l > 0) nonEmpty += 1; if (l > max) max = l }
     val tc = TaskContext.get()
     val env = SparkEnv.get
     val host = if (env == null || env.blockManager == null) null else env.blockManager.blockManagerId.host
-    ExecutorSide.send(MapOutputCommittedEvent(System.currentTimeMillis(), shuffleId, mapId,
+    val records = if (tc == null) -1L else tc.taskMetrics().shuffleWriteMetrics.recordsWritten
+    val sums = if (checksums == null) Array.emptyLongArray else checksums
+    val report = MapOutputCommittedEvent(System.currentTimeMillis(), shuffleId, mapId,
       if (tc == null) -1 else tc.partitionId(), if (tc == null) -1 else tc.stageAttemptNumber(),
       if (executorId != null) executorId else if (env != null) env.executorId else null,
-      host, total, partitionLengths.length, nonEmpty, max))
+      host, total, partitionLengths.length, nonEmpty, max, records, sums.length, OutputComparison.digest(sums),
+      OutputComparison.digest(partitionLengths), if (tc == null) -1 else tc.attemptNumber(),
+      if (tc == null) -1 else tc.stageId())
+    if (ExecutorSide.askCommits) {
+      // Before retaining: a refused output leaves no retained copy behind.
+      val refused = ExecutorSide.askCommit(report)
+      if (refused != null) throw ChangeGuard.refusal(refused, if (tc == null) 0 else tc.partitionId())
+    } else ExecutorSide.send(report)
+    // Retain before the task reports success: if this fails the map task fails with the reason, and
+    // the output is never registered without its retained copy.
+    val agent = RetentionAgent.current
+    val retained = if (agent == null) None else Some(agent.retain(shuffleId, mapId))
     retained.foreach { case (files, bytes) =>
       if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
         if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files,

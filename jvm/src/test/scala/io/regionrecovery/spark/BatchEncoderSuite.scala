@@ -59,7 +59,8 @@ object WireReader {
         case Event.ShuffleRegistered => ShuffleRegisteredEvent(time, i32())
         case Event.ShuffleRemoved => ShuffleRemovedEvent(time, i32(), bool())
         case Event.MapOutputCommitted =>
-          MapOutputCommittedEvent(time, i32(), i64(), i32(), i32(), str(), str(), i64(), i32(), i32(), i64())
+          MapOutputCommittedEvent(time, i32(), i64(), i32(), i32(), str(), str(), i64(), i32(), i32(), i64(), i64(),
+            i32(), i64(), i64(), i32(), i32())
         case Event.ExecutorPluginStarted => ExecutorPluginStartedEvent(time, str(), str(), i64())
         case Event.MapOutputRetained =>
           MapOutputRetainedEvent(time, i32(), i64(), i32(), str(), str(), i64(), i32(), i64())
@@ -68,6 +69,10 @@ object WireReader {
         case Event.MapOutputUnregistered => MapOutputUnregisteredEvent(time, i32(), i64(), i32(), str(), str())
         case Event.RetainedFilesDeleted => RetainedFilesDeletedEvent(time, str(), str(), i32(), i64(), str())
         case Event.MapOutputReleased => MapOutputReleasedEvent(time, i32(), i64(), i32(), str(), str(), i64(), str())
+        case Event.MapOutputCompared =>
+          MapOutputComparedEvent(time, i32(), i32(), i64(), i64(), in.readByte().toInt, in.readByte().toInt, str(),
+            str(), i64(), i64(), i64(), str(), str(), str(), i64(), str())
+        case Event.MapOutputRefused => MapOutputRefusedEvent(time, i32(), i64(), i32(), str(), i32(), i32(), str())
         case other => throw new IllegalStateException(s"unknown event code $other")
       }
     }
@@ -109,7 +114,11 @@ class BatchEncoderSuite extends AnyFunSuite {
       StageMeta(23, 0, null, 8, -1, 0, false, Array(22))))
 
   private val committed = MapOutputCommittedEvent(19L, 21, (1L << 34) + 3, 9, 1, "exec-7", "host-a.example",
-    (1L << 32) + 17, 200, 150, (1L << 31) + 1)
+    (1L << 32) + 17, 200, 150, (1L << 31) + 1, (1L << 36) + 11, 200, -(1L << 60) + 13, (1L << 59) + 21, 3, 17)
+
+  private val comparedEvent = MapOutputComparedEvent(30L, 21, 9, (1L << 34) + 3, (1L << 34) + 99, 0, 1,
+    "partition-checksums", "the per-partition checksums differ", 4096L, 4097L, -(1L << 61) + 5, "22,23", "24",
+    "7,8", (1L << 35) + 1, "region-recovery: changed-output: map output 9 of shuffle 21 ...")
 
   private val everyType: Seq[Event] = Seq(
     AppStartEvent(1L, "app-20261122-0001", "nightly étl ✓", "alice"),
@@ -131,13 +140,15 @@ class BatchEncoderSuite extends AnyFunSuite {
     MapOutputAdoptedEvent(14L, 3, (1L << 33) + 5, 4, "exec-7", "exec-9", "host-a.example", 4096L, (1L << 41) + 1),
     MapOutputUnregisteredEvent(15L, 3, 12L, 5, "exec-7", "not adopted: checksum mismatch"),
     RetainedFilesDeletedEvent(16L, null, null, 0, 0L, "shuffle 3 removed"),
-    MapOutputReleasedEvent(17L, 3, (1L << 33) + 6, 5, "exec-9", "host-a.example", (1L << 32) + 3, "retained.maxBytes"))
+    MapOutputReleasedEvent(17L, 3, (1L << 33) + 6, 5, "exec-9", "host-a.example", (1L << 32) + 3, "retained.maxBytes"),
+    comparedEvent,
+    MapOutputRefusedEvent(18L, 22, (1L << 34) + 50, 2, "exec-7", 21, 9, "region-recovery: changed-output: task ..."))
 
-  test("header: magic RRB1, version 1, first sequence number and dropped count") {
+  test("header: magic RRB1, version 2, first sequence number and dropped count") {
     val bytes = encode(ShuffleRegisteredEvent(1L, 0))(firstSeq = 1L << 40, dropped = 12345L)
     assert(new String(bytes, 0, 4, UTF_8) == "RRB1")
     val d = decode(bytes)
-    assert(d.header == Header(0x52524231, 1, 1L << 40, 12345L))
+    assert(d.header == Header(0x52524231, 2, 1L << 40, 12345L))
     assert(d.events == Vector(ShuffleRegisteredEvent(1L, 0)))
   }
 
@@ -151,7 +162,7 @@ class BatchEncoderSuite extends AnyFunSuite {
   test("every event type round-trips through the documented layout") {
     val d = decode(encode(everyType: _*)())
     assert(d.events.map(comparable) == everyType.map(comparable))
-    assert(everyType.map(_.code).toSet == (1 to 20).toSet)
+    assert(everyType.map(_.code).toSet == (1 to 22).toSet)
   }
 
   test("TaskEnd field order") {
@@ -202,6 +213,37 @@ class BatchEncoderSuite extends AnyFunSuite {
     assert(in.readInt() == 200) // numPartitions
     assert(in.readInt() == 150) // nonEmptyPartitions
     assert(in.readLong() == (1L << 31) + 1) // maxPartitionBytes
+    assert(in.readLong() == (1L << 36) + 11) // records
+    assert(in.readInt() == 200) // checksums
+    assert(in.readLong() == -(1L << 60) + 13) // checksumDigest
+    assert(in.readLong() == (1L << 59) + 21) // lengthsDigest
+    assert(in.readInt() == 3) // taskAttempt
+    assert(in.readInt() == 17) // stageId
+    assert(in.available() == 0)
+  }
+
+  test("MapOutputCompared field order") {
+    val bytes = encode(comparedEvent)()
+    val d = decode(bytes)
+    assert(d.events == Vector(comparedEvent))
+    val body = 22 + 4 + d.strings.map(s => 4 + s.getBytes(UTF_8).length).sum + 4
+    val in = new DataInputStream(new ByteArrayInputStream(bytes, body, bytes.length - body))
+    assert(in.readUnsignedByte() == Event.MapOutputCompared)
+    assert(in.readLong() == 30L)
+    assert(in.readInt() == 21) // shuffleId
+    assert(in.readInt() == 9) // mapIndex
+    assert(in.readLong() == (1L << 34) + 3) // oldMapId
+    assert(in.readLong() == (1L << 34) + 99) // newMapId
+    assert(in.readByte() == 0) // determinism
+    assert(in.readByte() == 1) // outcome
+    assert(d.strings(in.readInt()) == "partition-checksums")
+    assert(d.strings(in.readInt()) == "the per-partition checksums differ")
+    assert(in.readLong() == 4096L && in.readLong() == 4097L && in.readLong() == -(1L << 61) + 5)
+    assert(d.strings(in.readInt()) == "22,23")
+    assert(d.strings(in.readInt()) == "24")
+    assert(d.strings(in.readInt()) == "7,8")
+    assert(in.readLong() == (1L << 35) + 1) // trustedFrom
+    assert(d.strings(in.readInt()).startsWith("region-recovery: changed-output:"))
     assert(in.available() == 0)
   }
 
@@ -300,13 +342,16 @@ class BatchEncoderSuite extends AnyFunSuite {
     BlockManagerRemovedEvent(1010L, "1", "h1", 7337),
     ShuffleRegisteredEvent(1011L, 0),
     ShuffleRemovedEvent(1012L, 0, blocking = true),
-    MapOutputCommittedEvent(1013L, 0, 5L, 2, 0, "1", "h1", 512L, 2, 1, 400L),
+    MapOutputCommittedEvent(1013L, 0, 5L, 2, 0, "1", "h1", 512L, 2, 1, 400L, 10L, 2, -3L, 77L, 1, 0),
     ExecutorPluginStartedEvent(1014L, "3", "h2", 4242L),
     MapOutputRetainedEvent(1015L, 0, 5L, 2, "1", "h1", 512L, 3, -7L),
     MapOutputAdoptedEvent(1016L, 0, 5L, 2, "1", "4", "h1", 512L, 1009L),
     MapOutputUnregisteredEvent(1017L, 0, 6L, 3, "1", "not adopted: host h2 is avoided by policy"),
     RetainedFilesDeletedEvent(1018L, null, "h1", 1, 512L, "shuffle 0 is excluded from retention"),
-    MapOutputReleasedEvent(1019L, 0, 5L, 2, "4", "h1", 512L, "consumers finished"))
+    MapOutputReleasedEvent(1019L, 0, 5L, 2, "4", "h1", 512L, "consumers finished"),
+    MapOutputComparedEvent(1020L, 0, 2, 5L, 9L, 0, 1, "partition-checksums", "checksums differ", 512L, 512L, 0L,
+      "1,2", "3", "4", 12L, "changed"),
+    MapOutputRefusedEvent(1021L, 1, 8L, 0, "3", 0, 2, "stale"))
 
   /** tests/golden/event-batch.hex, found from the working directory (sbt forks tests in the repo root) upwards. */
   private def goldenFile: java.nio.file.Path = {
@@ -321,7 +366,7 @@ class BatchEncoderSuite extends AnyFunSuite {
     text.linesIterator.filterNot(_.trim.startsWith("#")).mkString.filterNot(_.isWhitespace)
 
   test("golden batch shared with the Python decoder's tests covers every event code") {
-    assert(goldenEvents.map(_.code).sorted == (1 to 20), "one event of every code in Events.scala")
+    assert(goldenEvents.map(_.code).sorted == (1 to 22), "one event of every code in Events.scala")
     val hex = encode(goldenEvents: _*)(firstSeq = 3L, dropped = 1L).map(b => f"${b & 0xff}%02x").mkString
     if (sys.env.get("REGION_RECOVERY_WRITE_GOLDEN").contains("1")) { // regenerate after a deliberate format change
       val header = "# BatchEncoder.encode of BatchEncoderSuite's goldenEvents (first seq 3, dropped 1); the Python\n" +

@@ -123,6 +123,11 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(commits.map(c => c.mapIndex -> c.mapId).toMap == mapEnds.map(e => e.partition -> e.taskId).toMap)
     assert(commits.map(c => c.mapIndex -> c.bytes).toMap ==
       mapEnds.map(e => e.partition -> e.shuffleBytesWritten).toMap)
+    // The evidence of their content the changed-output guard compares on a recomputation.
+    assert(commits.map(c => c.mapIndex -> c.records).toMap ==
+      mapEnds.map(e => e.partition -> e.shuffleRecordsWritten).toMap)
+    assert(commits.forall(c => c.checksums == resultStage.numTasks && c.checksumDigest != 0L && c.lengthsDigest != 0L))
+    assert(commits.map(_.checksumDigest).distinct.size == 4, "four outputs of different content")
 
     assert(ofType[ShuffleRegisteredEvent](events).map(_.shuffleId).contains(mapStage.shuffleId))
     assert(ofType[StageCompletedEvent](events).map(s => s.stageId -> s.failureReason).toMap ==
@@ -138,6 +143,10 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     val keys = new com.fasterxml.jackson.databind.ObjectMapper().readTree(status).fieldNames().asScala.toSeq
     assert(keys.size == 17 && keys.forall(_.matches("[a-z0-9_]+")), s"snake_case keys only: $keys")
     assert(state.buffer.droppedCount == 0)
+    // Every commit was asked about synchronously: the guard saw all four, each a first output.
+    val guard = new com.fasterxml.jackson.databind.ObjectMapper().readTree(status).get("changed_output_guard")
+    assert(guard.get("reports").asLong == 4L && guard.get("compared").asLong == 0L, status)
+    assert(guard.get("refused").asLong == 0L && guard.get("errors").asLong == 0L, status)
   }
 
   test("spark.extraListeners alone: events arrive, installed by extraListeners") {

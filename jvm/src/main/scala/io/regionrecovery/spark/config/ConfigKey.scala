@@ -1,11 +1,12 @@
 package io.regionrecovery.spark.config
 
-/** Which side of the plugin reads a key: the Python controller or the JVM plugin. */
+/** Which side of the plugin reads a key: the Python controller, the JVM plugin, or both. */
 sealed abstract class ReadBy(val name: String)
 
 object ReadBy {
   case object Python extends ReadBy("python")
   case object Jvm extends ReadBy("jvm")
+  case object Both extends ReadBy("both")
 }
 
 /** Bad configuration: the message names the key, the raw value and what is accepted. */

@@ -88,9 +88,11 @@ object ConfigKeys {
 
   val RestartConsumersOfChangedOutputs: ConfigKey[Boolean] = ConfigKey(
     Prefix + "failover.restart-consumers-of-changed-outputs", BooleanType, true, "true", "true, false",
-    "Flink's rule 3 where Spark does not apply it: when a recomputed map output differs from the one it replaces " +
-      "although Spark labels its stage deterministic, every consumer shuffle that read the old output is " +
-      "unregistered so that Spark recomputes it.", ReadBy.Python)
+    "Flink's rule 3 where Spark does not apply it: when a recomputed map output differs in content from the one it " +
+      "replaces although Spark labels its stage deterministic, every shuffle computed from the old output, " +
+      "transitively, is unregistered so that Spark recomputes it, and a running action whose result stage already " +
+      "read the old output is cancelled (rr.run restarts it). Decided in the driver JVM before the recomputed " +
+      "output registers: each map task asks the driver once its output is committed.", ReadBy.Both)
 
   // ---- the plugin (read by the JVM on the driver and the executors) ----------------------------------
 

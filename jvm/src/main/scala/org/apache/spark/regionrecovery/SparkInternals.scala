@@ -8,7 +8,7 @@ import scala.reflect.ClassTag
 
 import org.apache.spark.{MapOutputTrackerMaster, MapOutputTrackerWorker, ShuffleStatus, SparkContext, SparkEnv}
 import org.apache.spark.rpc.{RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv, RpcTimeout}
-import org.apache.spark.scheduler.{SparkListenerInterface, StageInfo}
+import org.apache.spark.scheduler.{SparkListenerEvent, SparkListenerInterface, StageInfo, TaskSchedulerImpl}
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleChecksumUtils}
 import org.apache.spark.storage.BlockManagerId
 import org.apache.spark.util.ThreadUtils
@@ -303,6 +303,84 @@ object SparkInternals {
   def incrementEpoch(): Long = { tracker.incrementEpoch(); tracker.getEpoch }
 
   def epoch: Long = tracker.getEpoch
+
+  // ---- the changed-output guard (driver side) -------------------------------------------------------
+
+  /** The map id (task attempt id) of the output registered at `mapIndex` of a shuffle; -1 if none. */
+  def registeredMapId(shuffleId: Int, mapIndex: Int): Long =
+    tracker.shuffleStatuses.get(shuffleId) match {
+      case Some(status) =>
+        status.withMapStatuses { a =>
+          if (mapIndex < 0 || mapIndex >= a.length || a(mapIndex) == null) -1L else a(mapIndex).mapId
+        }
+      case None => -1L
+    }
+
+  /**
+   * Spark's order-independent row checksum (MapStatus.checksumValue) of the output written by task
+   * `mapId` at `mapIndex`, whether it is still registered or was unregistered since (ShuffleStatus
+   * keeps the last removed status per index in mapStatusesDeleted); 0 when there is none: an
+   * RDD-API shuffle, checksums off, or that output is in neither place.
+   */
+  def rowChecksum(shuffleId: Int, mapIndex: Int, mapId: Long): Long =
+    tracker.shuffleStatuses.get(shuffleId) match {
+      case Some(status) =>
+        status.withMapStatuses { a =>
+          val current = if (mapIndex >= 0 && mapIndex < a.length) a(mapIndex) else null
+          if (current != null && current.mapId == mapId) current.checksumValue
+          else {
+            val deleted = status.mapStatusesDeleted
+            val old = if (mapIndex >= 0 && mapIndex < deleted.length) deleted(mapIndex) else null
+            if (old != null && old.mapId == mapId) old.checksumValue else 0L
+          }
+        }
+      case None => 0L
+    }
+
+  /**
+   * Unregisters every registered output of a shuffle written by a task whose id is below `belowMapId`
+   * (task ids grow in launch order: those tasks started before some point). Returns how many.
+   */
+  def unregisterOutputsBelow(shuffleId: Int, belowMapId: Long): Int =
+    tracker.shuffleStatuses.get(shuffleId) match {
+      case Some(status) =>
+        val stale = status.withMapStatuses { a =>
+          a.indices.collect { case i if a(i) != null && a(i).mapId < belowMapId => (i, a(i).location) }
+        }
+        stale.foreach { case (i, location) => tracker.unregisterMapOutput(shuffleId, i, location) }
+        stale.size
+      case None => 0
+    }
+
+  /**
+   * The id the driver gives the next task it launches: every task launched so far has a lower id
+   * (TaskSchedulerImpl.newTaskId, an AtomicLong). -1 with a task scheduler of another kind.
+   */
+  def nextTaskId(sc: SparkContext): Long = sc.taskScheduler match {
+    case t: TaskSchedulerImpl => t.nextTaskId.get
+    case _ => -1L
+  }
+
+  /**
+   * What a task throws to say "an input of mine is not there": Spark records a FetchFailed naming
+   * `shuffleId` (no executor, no map index: nothing is unregistered), fails the stage attempt without
+   * counting it against the task's failures, and resubmits the stage with a new task set once its parents
+   * are available. Created on the task thread (it marks the task context as fetch-failed).
+   */
+  def metadataFetchFailed(shuffleId: Int, reduceId: Int, message: String): Exception =
+    new org.apache.spark.shuffle.MetadataFetchFailedException(shuffleId, reduceId, message)
+
+  /** Posts an event to every listener-bus queue (delivered in order with the events posted before it). */
+  def post(sc: SparkContext, event: SparkListenerEvent): Unit = sc.listenerBus.post(event)
+}
+
+/**
+ * A marker the changed-output guard posts to the listener bus and waits for: once the listener sees
+ * it, it has seen every event Spark posted before it (each queue delivers in order). Never written
+ * to the event log.
+ */
+final case class ListenerBarrier(id: Long) extends SparkListenerEvent {
+  override protected[spark] def logEvent: Boolean = false
 }
 
 /** What [[SparkInternals.relocateIfCurrent]] did. */

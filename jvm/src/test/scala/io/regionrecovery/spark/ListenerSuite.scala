@@ -141,7 +141,10 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(status.contains("\"dropped\": 0"), status)
     assert(status.contains(s""""app_id": "${sc.applicationId}""""), status)
     val keys = new com.fasterxml.jackson.databind.ObjectMapper().readTree(status).fieldNames().asScala.toSeq
-    assert(keys.size == 17 && keys.forall(_.matches("[a-z0-9_]+")), s"snake_case keys only: $keys")
+    assert(keys.forall(_.matches("[a-z0-9_]+")), s"snake_case keys only: $keys")
+    assert(keys.toSet == Set("version", "app_id", "installed_by", "queue", "shuffle_io", "executors_reporting",
+      "capacity", "accepted", "dropped", "pending", "spark_queue_dropped", "stopped", "orphan_events", "retention",
+      "changed_output_guard", "retention_agents", "retained_root", "retained_app_dir"), s"status keys: $keys")
     assert(state.buffer.droppedCount == 0)
     // Every commit was asked about synchronously: the guard saw all four, each a first output.
     val guard = new com.fasterxml.jackson.databind.ObjectMapper().readTree(status).get("changed_output_guard")

@@ -255,6 +255,45 @@ def test_under_rr_run_the_action_is_restarted_and_returns_a_consistent_result(cl
     assert not first["succeeded"] and second["succeeded"]
 
 
+# ---- DataFrame shuffles: Spark's own order-independent row checksum decides ----------------------------------
+
+
+def test_dataframe_shuffles_are_left_to_sparks_row_checksum_and_recorded(cluster):
+    """SQL shuffles carry Spark's row checksum (MapStatus.checksumValue): Spark compares it as a recomputed
+    output registers and rolls the consumers back itself. The guard defers to it and records both values."""
+    c = cluster(**{"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "4"})
+    c.wait_executors(2)
+    from pyspark.sql import functions as F
+
+    def slow_key(k):
+        time.sleep(0.5)
+        return k
+
+    slow = F.udf(slow_key, "long")
+    df = (
+        c.spark.range(0, N, 1, 4)
+        .withColumn("k", (F.col("id") * 7919) % 13)
+        .groupBy("k")
+        .agg(F.sum("id").alias("s"))
+        .withColumn("k2", slow(F.col("k")))
+    )
+    runner, out = in_thread(lambda: sorted((r.k, r.s) for r in df.collect()))
+    assert c.model.wait_for(result_stage_done(4, 1), 120)
+    sid = c.model.read(lambda m: shuffle_with_maps(m, 4))
+    kill_an_executor_holding(c, sid)
+    runner.join(240)
+    assert "error" not in out, out.get("error")
+    expected = sorted((k, sum(x for x in range(N) if x * 7919 % 13 == k)) for k in range(13))
+    assert out["result"] == expected
+    c.rr.sync()
+    compared = [x for x in c.rr.report()["output_comparisons"] if x["shuffle_id"] == sid]
+    assert compared, "the recomputed outputs were compared"
+    assert all(x["basis"] == "row-checksum" and x["row_checksum_before"] != 0 for x in compared), compared
+    read = [x for x in c.rr.report()["output_comparisons"] if x["shuffle_id"] == sid and x["row_checksum_after"]]
+    assert read and all(x["outcome"] == "same" and x["decided_by"] == "spark" for x in read), read
+    assert c.rr.report()["consumer_restarts"] == [], "deterministic data: nothing changed, nothing restarted"
+
+
 # ---- the window: why Python is too late, and the negative control ------------------------------------------
 
 

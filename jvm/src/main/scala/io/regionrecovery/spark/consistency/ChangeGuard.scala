@@ -74,7 +74,8 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
     now: () => Long = () => System.currentTimeMillis(), barrierTimeoutMs: Long = 2000L) extends Logging {
   import ChangeGuard._
 
-  private val outputs = mutable.HashMap[Int, mutable.HashMap[Int, OutputEvidence]]()
+  /** The latest accepted output of every (shuffle, map index): 48 bytes each, no object per output. */
+  private val outputs = mutable.HashMap[Int, EvidenceArray]()
   /** Shuffles computed from an output that changed since, and from when on their outputs are trusted. */
   private val taints = mutable.HashMap[Int, Taint]()
   /** Map tasks whose commit was accepted and whose end the listener has not seen: task id -> shuffle id. */
@@ -114,7 +115,7 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
         parent.map(p => s"$FetchFailedPrefix$p:$reason")
           .getOrElse(reason))
     }
-    val byIndex = outputs.getOrElseUpdate(e.shuffleId, mutable.HashMap())
+    val byIndex = outputs.getOrElseUpdate(e.shuffleId, new EvidenceArray)
     byIndex.get(e.mapIndex) match {
       case None => accept(e, evidence, byIndex)
       case Some(prev) if prev.mapId == e.mapId => accept(e, evidence, byIndex) // the same output, reported again
@@ -140,7 +141,7 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
   }
 
   private def accept(e: MapOutputCommittedEvent, evidence: OutputEvidence,
-      byIndex: mutable.HashMap[Int, OutputEvidence]): String = {
+      byIndex: EvidenceArray): String = {
     byIndex(e.mapIndex) = evidence
     open.put(e.mapId, e.shuffleId)
     null
@@ -273,6 +274,29 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
     Json.obj((counters.toSeq.map { case (k, v) => k -> v.toString } ++ Seq(
         "shuffles_tracked" -> outputs.size.toString, "tainted_shuffles" -> taints.size.toString,
         "open_map_tasks" -> open.size.toString)): _*)
+  }
+}
+
+/** OutputEvidence by map index, packed into one growing array of longs (six per index). */
+private[consistency] final class EvidenceArray {
+  private var data = Array.fill(6 * 16)(Long.MinValue)
+
+  def get(index: Int): Option[OutputEvidence] =
+    if (index < 0 || 6 * index >= data.length || data(6 * index) == Long.MinValue) None
+    else {
+      val o = 6 * index
+      Some(OutputEvidence(data(o), data(o + 1), data(o + 2), data(o + 3).toInt, data(o + 4), data(o + 5)))
+    }
+
+  def update(index: Int, e: OutputEvidence): Unit = if (index >= 0) {
+    if (6 * index >= data.length) {
+      val grown = Array.fill(math.max(data.length * 2, 6 * (index + 1)))(Long.MinValue)
+      System.arraycopy(data, 0, grown, 0, data.length)
+      data = grown
+    }
+    val o = 6 * index
+    data(o) = e.mapId; data(o + 1) = e.bytes; data(o + 2) = e.records; data(o + 3) = e.checksums.toLong
+    data(o + 4) = e.checksumDigest; data(o + 5) = e.lengthsDigest
   }
 }
 

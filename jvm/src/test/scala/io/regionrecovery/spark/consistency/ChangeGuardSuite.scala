@@ -229,6 +229,14 @@ class ChangeGuardSuite extends AnyFunSuite {
     assert(f.guard.statusJson.contains("\"changed\": 1"))
   }
 
+  test("the packed evidence store keeps every field, grows, and tells absent from present") {
+    val a = new EvidenceArray
+    val e = OutputEvidence(Long.MaxValue - 1, 1L << 40, -1L, 200, Long.MinValue + 1, -5L)
+    assert(a.get(0).isEmpty && a.get(-1).isEmpty && a.get(100000).isEmpty)
+    a(0) = e; a(5000) = e.copy(mapId = 7L)
+    assert(a.get(0).contains(e) && a.get(5000).contains(e.copy(mapId = 7L)) && a.get(4999).isEmpty)
+  }
+
   test("a failure inside the guard accepts the output and is counted, never fails the task") {
     val f = new Fixture
     val broken = new ChangeGuard(new FakeActions {

@@ -29,6 +29,7 @@ from test_retention import (
     record,
     retained_files,
     retention_conf,
+    run_and_pick_victim,
     settled,
 )
 
@@ -129,15 +130,8 @@ def test_a_relocation_that_lands_after_spark_dropped_the_shuffle_restores_nothin
     system = c.sc._jvm.java.lang.System
     system.setProperty(DELAY_PROPERTY, "6000")
     try:
-        c.wait_executors(2)
-        pairs = pairs_rdd(c.sc)
-        expected = sorted(pairs.collect())
-        c.rr.sync()
-        (sid,) = list(c.model.shuffles)
-        on = outputs_by_executor(c.model, sid)
-        victim = max(on, key=lambda e: len(on[e]))
-        lost = on[victim]
-        adopter = next(e for e in on if e != victim)
+        pairs, expected, sid, victim, lost = run_and_pick_victim(c)
+        adopter = next(e for e in c.model.live_executors() if e != victim)
         lost_ids = {c.model.shuffles[sid].outputs[i].map_id for i in lost}
         kill(c, victim)
         time.sleep(1.5)  # the agent has adopted (0.1-0.3 s); the coordinator waits before relocating

@@ -13,7 +13,7 @@ import pytest
 from region_recovery.config import ConfigError
 from region_recovery.errors import RetentionNotEnabledError
 from region_recovery.testing import faults
-from test_retention import outputs_by_executor, pairs_rdd, retained_files, retention_conf, settled
+from test_retention import outputs_by_executor, pairs_rdd, retained_files, retention_conf, run_and_pick_victim, settled
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -58,13 +58,8 @@ def test_no_policy_without_retention(cluster, tmp_path):
 
 def test_outputs_on_an_avoided_host_are_recomputed_not_adopted(cluster, tmp_path):
     c = cluster(**retention_conf(str(tmp_path / "r"), True))
-    c.wait_executors(2)
-    pairs = pairs_rdd(c.sc)
-    expected = sorted(pairs.collect())
-    c.rr.sync()
-    (sid,) = list(c.model.shuffles)
-    on = outputs_by_executor(c.model, sid)
-    victim = max(on, key=lambda e: len(on[e]))
+    pairs, expected, sid, victim, lost = run_and_pick_victim(c)
+    on = {victim: lost}
     host = c.model.executors[victim].host
     c.rr.retention_policy.update(avoided_hosts=[host])
     _kill_and_settle(c, sid, victim, len(on[victim]))

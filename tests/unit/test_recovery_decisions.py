@@ -18,6 +18,7 @@ from region_recovery.control.recovery_decisions import DecisionRecorder, Recover
 from region_recovery.jvm import events as ev
 from region_recovery.jvm.events import Determinism, TaskEndReason
 from region_recovery.model.live import LiveModel
+from test_model import task_end
 
 DET = Determinism.DETERMINATE
 FULL = RecoveryConfig(failover_strategy="full")
@@ -63,37 +64,21 @@ class Spark:
         )
 
     def end(self, stage_id, partition, executor="1", reason=TaskEndReason.SUCCESS, stage_attempt=0, **kw):
-        """A TaskEnd; kw sets the reason's fields (fetch_shuffle_id, lost_executor_id, exception_class ...)."""
-        fields = dict(
-            fetch_shuffle_id=-1,
-            fetch_map_id=-1,
-            fetch_map_index=-1,
-            fetch_reduce_id=-1,
-            lost_executor_id=None,
-            block_manager_host=None,
-            exception_class=None,
-            message=None,
-        )
-        fields.update(kw)
-        is_map = self.model.stages[stage_id].shuffle_id is not None
-        return ev.TaskEnd(
-            0,
+        """A TaskEnd (test_model.task_end); kw sets the reason's fields (fetch_shuffle_id, exception_class ...)."""
+        return task_end(
             stage_id,
-            stage_attempt,
-            next(self._ids),
             partition,
-            0,
             executor,
-            f"host-{executor}",
-            False,
-            is_map,
-            5,
-            64 if is_map else 0,
-            1,
-            int(reason),
-            exit_caused_by_app=False,
+            reason=reason,
+            shuffle_map=self.model.stages[stage_id].shuffle_id is not None,
+            t=0,
+            stage_attempt=stage_attempt,
+            task_id=next(self._ids),
+            bytes_written=64,
+            duration_ms=5,
+            shuffle_records_written=1,
             counts_toward_failures=reason != TaskEndReason.SUCCESS,
-            **fields,
+            **kw,
         )
 
     def fetch_failed(self, stage_id, partition, shuffle, map_index, lost, executor="3", stage_attempt=0):

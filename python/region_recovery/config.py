@@ -151,6 +151,26 @@ def _parse_path(text: str) -> str:
     return path
 
 
+_JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_URI_WITH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:.+")
+
+
+def _parse_job_id(text: str) -> str:
+    """A job identifier (it names a directory); empty means unset."""
+    job_id = text.strip()
+    if job_id and (not _JOB_ID.fullmatch(job_id) or job_id in (".", "..")):
+        raise ValueError("not a job id: 1 to 128 letters, digits, '.', '_' or '-'")
+    return job_id
+
+
+def _parse_uri(text: str) -> str:
+    """A Hadoop FileSystem URI (scheme:...) or an absolute local path; empty means the default."""
+    uri = text.strip()
+    if uri and not uri.startswith("/") and not _URI_WITH_SCHEME.fullmatch(uri):
+        raise ValueError("not an absolute path or a URI with a scheme")
+    return uri
+
+
 def _parse_multiplier(text: str) -> float:
     value = _parse_float(text)
     if value <= 1:
@@ -173,7 +193,7 @@ def _parse_attempts_or_unlimited(text: str) -> int | None:
 
 # ---------------------------------------------------------------------- registry
 
-TYPES = ("boolean", "int", "duration", "bytes", "double", "choice", "int-or-unlimited", "path")
+TYPES = ("boolean", "int", "duration", "bytes", "double", "choice", "int-or-unlimited", "path", "job-id", "uri")
 
 
 @dataclass(frozen=True)
@@ -683,10 +703,106 @@ RETAINED_LEASE_TIMEOUT = duration(
     section=_RETAINED,
 )
 
+_JOB_RECOVERY = "Batch job recovery after a driver crash"
+_JR = PREFIX + "job-recovery."
+
+JOB_RECOVERY_ENABLED = boolean(
+    _JR + "enabled",
+    False,
+    (
+        "Batch job recovery after a driver crash (Flink's `execution.batch.job-recovery.enabled`): the driver "
+        "records every materialized DataFrame shuffle in the job's event store, a lost driver's retained files "
+        "are kept for `job-recovery.window`, and a resubmission with the same `job-recovery.job-id` reuses the "
+        "shuffles whose plan, input files and settings are the same instead of recomputing them. Needs "
+        "`retained.enabled=true` and a `job-recovery.job-id`. See docs/internals/job-recovery.md."
+    ),
+    read_by="both",
+    section=_JOB_RECOVERY,
+)
+JOB_RECOVERY_JOB_ID = register(
+    ConfigKey(
+        _JR + "job-id",
+        "",
+        _parse_job_id,
+        "1 to 128 letters, digits, '.', '_' or '-'",
+        (
+            "The job's identity across applications, declared by the user; the resubmission uses the same one. "
+            "A second live driver with the same job id is refused."
+        ),
+        "(none)",
+        type="job-id",
+        read_by="both",
+        section=_JOB_RECOVERY,
+    )
+)
+JOB_RECOVERY_DIR = register(
+    ConfigKey(
+        _JR + "dir",
+        "",
+        _parse_uri,
+        "a Hadoop FileSystem URI or an absolute path",
+        (
+            "Where the job event store lives: `<dir>/<job-id>/segment-*`, one segment per application, appended, "
+            "never rewritten. A local path (the default) is refused in cluster deploy mode, where the next driver "
+            "may run on another host."
+        ),
+        "<java.io.tmpdir>/spark-region-recovery-jobs-<user>",
+        type="uri",
+        read_by="both",
+        section=_JOB_RECOVERY,
+    )
+)
+JOB_RECOVERY_WORKER_TIMEOUT = duration(
+    _JR + "previous-worker.recovery.timeout",
+    "30 s",
+    (
+        "How long the new driver waits, from its start, for executors on the hosts that hold a recorded "
+        "shuffle's files (FLIP-383's name). Outputs on hosts with no executor by then are recomputed."
+    ),
+    read_by="jvm",
+    section=_JOB_RECOVERY,
+)
+JOB_RECOVERY_WINDOW = duration(
+    _JR + "window",
+    "30 min",
+    (
+        "How long a lost driver's retained files are kept for a resubmission (instead of being deleted at "
+        "once), skipped by other applications' sweeps until then. 30 min covers a scheduler's retry (Airflow "
+        "waits 5 min by default) or an operator's rerun, and bounds the disk a job that is never resubmitted "
+        "holds."
+    ),
+    minimum_ms=1000,
+    read_by="jvm",
+    section=_JOB_RECOVERY,
+)
+JOB_EVENT_WRITE_BUFFER_SIZE = size(
+    PREFIX + "job-event.store.write-buffer.size",
+    "1m",
+    (
+        "Bytes of events the driver buffers before it writes them to the job event store (FLIP-383's "
+        "`job-event.store.write-buffer.size`). A materialized shuffle is written at once in any case."
+    ),
+    read_by="jvm",
+    section=_JOB_RECOVERY,
+)
+JOB_EVENT_FLUSH_INTERVAL = duration(
+    PREFIX + "job-event.store.write-buffer.flush-interval",
+    "1 s",
+    (
+        "How often buffered events are flushed to the job event store (FLIP-383's "
+        "`job-event.store.write-buffer.flush-interval`)."
+    ),
+    minimum_ms=1,
+    read_by="jvm",
+    section=_JOB_RECOVERY,
+)
+
 register_namespace(PREFIX + "retained")
 register_namespace(PREFIX + "restart-strategy")
 register_namespace(PREFIX + "failover")
 register_namespace(PREFIX + "eventBuffer")
+register_namespace(PREFIX + "job-recovery")
+register_namespace(PREFIX + "job-event")
 
 
 @dataclass(frozen=True)

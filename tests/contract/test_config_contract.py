@@ -55,6 +55,8 @@ PROBES = {
     "choice": [],  # filled per key from its aliases, plus the probes below
     "int-or-unlimited": ["1", "4", "0", "-3", "infinite", "unlimited", "Infinite", "UNLIMITED", "many", ""],
     "path": ["/tmp/x", " /data/spark ", "relative/dir", "./x", "", "/"],
+    "job-id": ["nightly-etl", " a.b_c-1 ", "", ".", "..", "a/b", "x" * 128, "x" * 129, "é", "job id"],
+    "uri": ["/tmp/jobs", "hdfs://nn:8020/jobs", "file:/tmp/x", "s3a://bucket/p", "", "relative", "1x://y", "hdfs:"],
 }
 CHOICE_EXTRA = ["", "nonsense", "REGION", "Fixed-Delay", "JOB-END"]
 

@@ -141,13 +141,58 @@ object ConfigKeys {
       "executor removes the directories of other applications whose lease expired (a driver that crashed). An " +
       "executor that stops while its driver does not answer deletes them at once.", ReadBy.Jvm)
 
+  // ---- batch job recovery after a driver crash (FLIP-383's keys after the prefix) ---------------------
+
+  private val JR = Prefix + "job-recovery."
+
+  val JobRecoveryEnabled: ConfigKey[Boolean] = ConfigKey(JR + "enabled", BooleanType, false, "false", "true, false",
+    "Batch job recovery after a driver crash (Flink's execution.batch.job-recovery.enabled): the driver records " +
+      "every materialized DataFrame shuffle in the job's event store, a lost driver's retained files are kept for " +
+      "job-recovery.window, and a resubmission with the same job-recovery.job-id reuses the shuffles whose plan, " +
+      "input files and settings are the same instead of recomputing them. Needs retained.enabled=true and a " +
+      "job-recovery.job-id.", ReadBy.Both)
+
+  val JobRecoveryJobId: ConfigKey[String] = ConfigKey(JR + "job-id", JobIdType, "", "(none)",
+    "1 to 128 letters, digits, '.', '_' or '-'",
+    "The job's identity across applications, declared by the user; the resubmission uses the same one. A second " +
+      "live driver with the same job id is refused.", ReadBy.Both)
+
+  val JobRecoveryDir: ConfigKey[String] = ConfigKey(JR + "dir", UriType, "",
+    "<java.io.tmpdir>/spark-region-recovery-jobs-<user>", "a Hadoop FileSystem URI or an absolute path",
+    "Where the job event store lives: <dir>/<job-id>/segment-*, one segment per application, appended, never " +
+      "rewritten. A local path (the default) is refused in cluster deploy mode, where the next driver may run on " +
+      "another host.", ReadBy.Both)
+
+  val JobRecoveryWorkerTimeout: ConfigKey[Long] = ConfigKey(JR + "previous-worker.recovery.timeout",
+    DurationType(None), 30000L, "30 s", DurationForms,
+    "How long the new driver waits, from its start, for executors on the hosts that hold a recorded shuffle's " +
+      "files (FLIP-383's name). Outputs on hosts with no executor by then are recomputed.", ReadBy.Jvm)
+
+  val JobRecoveryWindow: ConfigKey[Long] = ConfigKey(JR + "window", DurationType(Some(1000L)), 1800000L, "30 min",
+    DurationForms + "; at least 1 s",
+    "How long a lost driver's retained files are kept for a resubmission (instead of being deleted at once), " +
+      "skipped by other applications' sweeps until then. 30 min covers a scheduler's retry (Airflow waits 5 min " +
+      "by default) or an operator's rerun, and bounds the disk a job that is never resubmitted holds.",
+    ReadBy.Jvm)
+
+  val JobEventWriteBufferSize: ConfigKey[Long] = ConfigKey(Prefix + "job-event.store.write-buffer.size",
+    BytesType, 1048576L, "1m", BytesForms,
+    "Bytes of events the driver buffers before it writes them to the job event store (FLIP-383's " +
+      "job-event.store.write-buffer.size). A materialized shuffle is written at once in any case.", ReadBy.Jvm)
+
+  val JobEventFlushInterval: ConfigKey[Long] = ConfigKey(Prefix + "job-event.store.write-buffer.flush-interval",
+    DurationType(Some(1L)), 1000L, "1 s", DurationForms + "; at least 1 ms",
+    "How often buffered events are flushed to the job event store (FLIP-383's " +
+      "job-event.store.write-buffer.flush-interval).", ReadBy.Jvm)
+
   /** Every key, sorted by name. */
   val all: Seq[ConfigKey[_]] = Seq[ConfigKey[_]](
     RestartStrategyType, FixedDelayAttempts, FixedDelayDelay, FailureRateMaxFailures, FailureRateInterval,
     FailureRateDelay, ExponentialInitialBackoff, ExponentialMaxBackoff, ExponentialMultiplier,
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
     RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
-    RetainedRelease, RetainedLeaseTimeout).sortBy(_.name)
+    RetainedRelease, RetainedLeaseTimeout, JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryDir,
+    JobRecoveryWorkerTimeout, JobRecoveryWindow, JobEventWriteBufferSize, JobEventFlushInterval).sortBy(_.name)
 
   /** A key by its name or one of its deprecated names. */
   def byName(name: String): Option[ConfigKey[_]] = all.find(k => k.name == name || k.deprecatedNames.contains(name))

@@ -139,4 +139,27 @@ object ConfigType {
     }
     def json(value: String): String = io.regionrecovery.spark.Json.str(value)
   }
+  /** A job identifier (it names a directory): 1 to 128 letters, digits, '.', '_' or '-'; empty means unset. */
+  case object JobIdType extends ConfigType[String]("job-id") {
+    private val Allowed = "[A-Za-z0-9._-]{1,128}".r
+    def parse(raw: String): String = {
+      val id = raw.trim
+      if (id.nonEmpty && (!Allowed.matches(id) || id == "." || id == ".."))
+        throw new IllegalArgumentException("not a job id: 1 to 128 letters, digits, '.', '_' or '-'")
+      id
+    }
+    def json(value: String): String = io.regionrecovery.spark.Json.str(value)
+  }
+
+  /** A Hadoop FileSystem URI (scheme:...) or an absolute local path; empty means "the default". */
+  case object UriType extends ConfigType[String]("uri") {
+    private val WithScheme = "[A-Za-z][A-Za-z0-9+.-]*:.+".r
+    def parse(raw: String): String = {
+      val uri = raw.trim
+      if (uri.nonEmpty && !uri.startsWith("/") && !WithScheme.matches(uri))
+        throw new IllegalArgumentException("not an absolute path or a URI with a scheme")
+      uri
+    }
+    def json(value: String): String = io.regionrecovery.spark.Json.str(value)
+  }
 }

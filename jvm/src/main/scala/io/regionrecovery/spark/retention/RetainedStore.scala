@@ -160,9 +160,91 @@ final class RetainedStore(val root: Path) extends Logging {
 
   private def sum(deleted: Seq[(Int, Long)]): (Int, Long) = (deleted.map(_._1).sum, deleted.map(_._2).sum)
 
+  // ---- keep marks: a lost driver's files kept for a resubmission of its job (job recovery) -------
+
+  /** <root>/<appKey>.keep: "<deadline ms>\t<jobId>" */
+  def keepFile(appKey: String): Path = root.resolve(safe(appKey) + ".keep")
+
   /**
-   * Deletes the directories (and leases) of other applications whose lease expired: their driver
-   * is gone and no executor of theirs on this host renews it. Returns (appDir, files, bytes) deleted.
+   * Marks an application's directory on this host as kept for a successor until `until` (atomic
+   * write, like renewLease), so other applications' sweeps skip it until then even though its lease
+   * expired. The temporary file is per process and thread: two executors, or an executor's lease
+   * thread and its stop, may mark at once.
+   */
+  def markKept(appKey: String, until: Long, jobId: String): Unit = {
+    require(jobId != null && jobId.nonEmpty && !jobId.exists(c => c == '\t' || c == '\n' || c == '\r'),
+      s"bad job id for a keep mark: $jobId")
+    ensureDir(root)
+    val tmp = root.resolve(
+      s"${safe(appKey)}.keep.${ProcessHandle.current().pid()}-${Thread.currentThread().getId}.tmp")
+    Files.write(tmp, s"$until\t$jobId".getBytes(StandardCharsets.UTF_8))
+    try Files.move(tmp, keepFile(appKey), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
+    catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
+  }
+
+  /** The mark, if any and readable: (until, jobId). */
+  def keptUntil(appKey: String): Option[(Long, String)] = readKeep(keepFile(appKey))
+
+  /** Removes the keep mark (the driver answers again: its application is live, not a successor's to claim). */
+  def unmarkKept(appKey: String): Unit = Files.deleteIfExists(keepFile(appKey))
+
+  private def readKeep(mark: Path): Option[(Long, String)] =
+    try {
+      new String(Files.readAllBytes(mark), StandardCharsets.UTF_8).trim.split("\t", 2) match {
+        case Array(until, jobId) if jobId.trim.nonEmpty => Some((until.trim.toLong, jobId.trim))
+        case _ => None
+      }
+    } catch { case _: IOException | _: NumberFormatException => None }
+
+  /**
+   * Whether a keep mark holds its application's directory at `now`. An unreadable mark counts as
+   * expired: it can only be corrupt (marks are renamed into place whole), and deleting too early
+   * loses only a recovery while trusting a mark nobody can read could keep the files forever.
+   */
+  private def keptAt(mark: Path, now: Long): Boolean = readKeep(mark).exists(_._1 >= now)
+
+  /**
+   * Every kept application directory on this host: (appKey, until, jobId, files, bytes) — for
+   * reports and the successor. Lists every readable mark whose directory exists, sorted by appKey,
+   * including marks whose deadline passed but that no sweep removed yet: callers compare `until`
+   * with their clock. Files and bytes count every file below the directory, as deleteApp would.
+   */
+  def keptApps(): Seq[(String, Long, String, Int, Long)] = {
+    if (!Files.isDirectory(root)) return Nil
+    namesIn(root).filter(_.endsWith(".keep")).sorted.flatMap { n =>
+      val app = n.stripSuffix(".keep")
+      val dir = root.resolve(app)
+      readKeep(root.resolve(n)) match {
+        case Some((until, jobId)) if Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS) =>
+          val (files, bytes) = treeSize(dir)
+          Some((app, until, jobId, files, bytes))
+        case _ => None
+      }
+    }
+  }
+
+  /** (files, bytes) below a directory, without following links; what vanishes meanwhile counts as 0. */
+  private def treeSize(p: Path): (Int, Long) = {
+    var files = 0; var bytes = 0L
+    def walk(q: Path): Unit =
+      if (Files.isDirectory(q, LinkOption.NOFOLLOW_LINKS)) {
+        val children =
+          try namesIn(q)
+          catch { case _: IOException | _: java.io.UncheckedIOException => Nil }
+        children.foreach(c => walk(q.resolve(c)))
+      } else {
+        try { bytes += Files.size(q); files += 1 }
+        catch { case _: IOException => }
+      }
+    walk(p)
+    (files, bytes)
+  }
+
+  /**
+   * Deletes the directories (and leases and keep marks) of other applications whose lease expired:
+   * their driver is gone and no executor of theirs on this host renews it. A directory whose keep
+   * mark's deadline is still ahead is skipped: it waits for a resubmission of its job; once the
+   * deadline passed (or the mark is unreadable) it goes like any other. Returns (appDir, files, bytes) deleted.
    */
   def sweepExpired(ownAppKey: String, now: Long, leaseTimeoutMs: Long): Seq[(String, Int, Long)] = {
     if (!Files.isDirectory(root)) return Nil
@@ -177,11 +259,16 @@ final class RetainedStore(val root: Path) extends Logging {
         val app = n.stripSuffix(".lease")
         if (app != own && !Files.isDirectory(root.resolve(app)) && leaseExpiry(p, p, leaseTimeoutMs) < now)
           deleteQuietly(p)
+      } else if (n.endsWith(".keep")) {
+        val app = n.stripSuffix(".keep")
+        if (app != own && !Files.isDirectory(root.resolve(app)) && !keptAt(p, now)) deleteQuietly(p)
       } else if (n != own && Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
         val lease = root.resolve(n + ".lease")
-        if (leaseExpiry(lease, p, leaseTimeoutMs) < now) {
+        val mark = root.resolve(n + ".keep")
+        if (leaseExpiry(lease, p, leaseTimeoutMs) < now && !keptAt(mark, now)) {
           val (files, bytes) = deleteTree(p)
           deleteQuietly(lease)
+          deleteQuietly(mark)
           out += ((n, files, bytes))
         }
       }
@@ -189,10 +276,11 @@ final class RetainedStore(val root: Path) extends Logging {
     out.result()
   }
 
-  /** Deletes an application's directory and lease on this host. */
+  /** Deletes an application's directory, lease and keep mark on this host. */
   def deleteApp(appKey: String): (Int, Long) = {
     val r = deleteTree(appDir(appKey))
     Files.deleteIfExists(leaseFile(appKey))
+    Files.deleteIfExists(keepFile(appKey))
     r
   }
 

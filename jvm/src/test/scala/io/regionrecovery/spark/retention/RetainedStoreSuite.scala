@@ -165,4 +165,116 @@ class RetainedStoreSuite extends AnyFunSuite {
       assert(Files.exists(store.executorDir("app-2", "1").resolve("shuffle_0_1_0.data")))
     }
   }
+
+  private def namesUnder(root: Path): Set[String] =
+    Using.resource(Files.list(root))(_.iterator().asScala.map(_.getFileName.toString).toSet)
+
+  /**
+   * A dead application's directory on this host, its lease expired a minute ago: one 10-byte file,
+   * from a source of its own (a hard link shares the inode, so rewriting a shared source changes it).
+   */
+  private def deadApp(root: Path, store: RetainedStore, app: String, now: Long): Unit = {
+    store.retain(app, "1", "shuffle_0_1", Seq(file(root.getParent.resolve("bm-" + app), "shuffle_0_1_0.data", 10)))
+    store.renewLease(app, now - 60000)
+  }
+
+  test("a kept directory survives the sweep after its lease expired, until its deadline") {
+    withRoot { (root, store) =>
+      val now = System.currentTimeMillis()
+      deadApp(root, store, "app-kept", now)
+      store.markKept("app-kept", now + 60000, "nightly-etl")
+      assert(store.keptUntil("app-kept") == Some((now + 60000, "nightly-etl")))
+      assert(store.sweepExpired("app-other", now, leaseTimeoutMs = 30000L).isEmpty)
+      assert(namesUnder(root) == Set("app-kept", "app-kept.lease", "app-kept.keep"), "kept with lease and mark")
+      assert(store.sweepExpired("app-other", now + 60000, 30000L).isEmpty, "the deadline itself still keeps")
+    }
+  }
+
+  test("after its deadline a kept directory is swept with its lease and its mark") {
+    withRoot { (root, store) =>
+      val now = System.currentTimeMillis()
+      deadApp(root, store, "app-kept", now)
+      store.markKept("app-kept", now - 1, "nightly-etl")
+      assert(store.sweepExpired("app-other", now, 30000L) == Seq(("app-kept", 1, 10L)))
+      assert(namesUnder(root).isEmpty)
+    }
+  }
+
+  test("a past deadline does not take a directory whose lease is live; the own application is never swept") {
+    withRoot { (root, store) =>
+      val now = System.currentTimeMillis()
+      deadApp(root, store, "app-back", now)
+      store.renewLease("app-back", now + 60000) // its driver answered again
+      store.markKept("app-back", now - 1, "j")
+      deadApp(root, store, "app-own", now)
+      store.markKept("app-own", now - 1, "j")
+      assert(store.sweepExpired("app-own", now, 30000L).isEmpty)
+      assert(namesUnder(root) ==
+        Set("app-back", "app-back.lease", "app-back.keep", "app-own", "app-own.lease", "app-own.keep"))
+      store.deleteApp("app-own")
+      store.markKept("app-own", now - 1, "j") // nor is an own mark without a directory
+      assert(store.sweepExpired("app-own", now, 30000L).isEmpty)
+      assert(Files.exists(store.keepFile("app-own")))
+    }
+  }
+
+  test("a keep mark without a directory is removed once expired, kept before") {
+    withRoot { (root, store) =>
+      val now = System.currentTimeMillis()
+      store.markKept("app-future", now + 60000, "j")
+      store.markKept("app-past", now - 1, "j")
+      assert(store.sweepExpired("app-own", now, 30000L).isEmpty)
+      assert(namesUnder(root) == Set("app-future.keep"))
+    }
+  }
+
+  test("an unreadable keep mark counts as expired: it keeps nothing") {
+    withRoot { (root, store) =>
+      val now = System.currentTimeMillis()
+      deadApp(root, store, "app-corrupt", now)
+      Files.write(store.keepFile("app-corrupt"), "not a deadline".getBytes("UTF-8")) // written just now
+      Files.write(store.keepFile("app-nojob"), s"${now + 60000}\t".getBytes("UTF-8"))
+      assert(store.keptUntil("app-corrupt").isEmpty && store.keptUntil("app-nojob").isEmpty)
+      assert(store.keptApps().isEmpty)
+      assert(store.sweepExpired("app-own", now, 30000L).map(_._1) == Seq("app-corrupt"))
+      assert(namesUnder(root).isEmpty, "directory, lease and both marks gone")
+    }
+  }
+
+  test("deleteApp removes the keep mark too") {
+    withRoot { (root, store) =>
+      val now = System.currentTimeMillis()
+      deadApp(root, store, "app-1", now)
+      store.markKept("app-1", now + 60000, "j")
+      assert(store.deleteApp("app-1") == ((1, 10L)))
+      assert(namesUnder(root).isEmpty)
+      assert(store.keptUntil("app-1").isEmpty)
+    }
+  }
+
+  test("keptApps lists every kept directory with its files and bytes") {
+    withRoot { (root, store) =>
+      val now = System.currentTimeMillis()
+      val bm = root.getParent.resolve("bm")
+      store.retain("app-b", "1", "shuffle_0_1",
+        Seq(file(bm, "shuffle_0_1_0.data", 100), file(bm, "shuffle_0_1_0.index", 16)))
+      store.retain("app-b", "2", "shuffle_0_2", Seq(file(bm, "shuffle_0_2_0.data", 50)))
+      store.markKept("app-b", now + 60000, "job-b")
+      deadApp(root, store, "app-a", now)
+      store.markKept("app-a", now - 1, "job-a") // past its deadline, not yet swept: listed, the caller compares
+      deadApp(root, store, "app-unkept", now)
+      store.markKept("app-nodir", now + 60000, "job-c")
+      assert(store.keptApps() == Seq(("app-a", now - 1, "job-a", 1, 10L), ("app-b", now + 60000, "job-b", 3, 166L)))
+      store.markKept("app-b", now + 120000, "job-b") // a later mark replaces the earlier one
+      assert(store.keptUntil("app-b") == Some((now + 120000, "job-b")))
+      assert(!namesUnder(root).exists(_.endsWith(".tmp")))
+    }
+  }
+
+  test("markKept refuses a job id that would break the mark's format") {
+    withRoot { (_, store) =>
+      intercept[IllegalArgumentException](store.markKept("app-1", 1L, ""))
+      intercept[IllegalArgumentException](store.markKept("app-1", 1L, "a\tb"))
+    }
+  }
 }

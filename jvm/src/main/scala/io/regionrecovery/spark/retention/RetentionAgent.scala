@@ -2,6 +2,7 @@ package io.regionrecovery.spark.retention
 
 import java.io.IOException
 import java.nio.file.{Files, StandardCopyOption}
+import java.time.Instant
 import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
@@ -39,8 +40,9 @@ object RetentionAgent extends Logging {
         None
       } else {
         val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
+        val jobRecovery = DriverLossAction.jobRecovery(conf.getOption)
         val a = new RetentionAgent(new RetainedStore(root), RetainedStore.appKey(conf.getAppId, incarnation),
-          executorId, ConfigKeys.RetainedLeaseTimeout.read(conf.getOption))
+          executorId, ConfigKeys.RetainedLeaseTimeout.read(conf.getOption), jobRecovery)
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
         a.startLease()
         agent = a
@@ -68,21 +70,27 @@ object RetentionAgent extends Logging {
   }
 }
 
-/** One executor's agent; `appKey` names its application incarnation's retained directory on this host. */
+/**
+ * One executor's agent; `appKey` names its application incarnation's retained directory on this
+ * host. `jobRecovery` is (job id, window ms) when job recovery is on: a lost driver's files are then
+ * kept for a resubmission instead of deleted ([[DriverLossAction]]).
+ */
 final class RetentionAgent(val store: RetainedStore, val appKey: String, val executorId: String,
-    val leaseTimeoutMs: Long) extends Logging {
+    val leaseTimeoutMs: Long, val jobRecovery: Option[(String, Long)] = None) extends Logging {
   @volatile private[spark] var ref: AnyRef = _
   @volatile private var driverRef: AnyRef = _
   @volatile private var lastDriverContact = System.currentTimeMillis()
   @volatile private var droppedForDriverLoss = false
+  @volatile private var markedKept = false // this agent kept the files for a resubmission (job recovery)
   private val leaseThread = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-lease")
   private def renewEveryMs: Long = math.max(500L, leaseTimeoutMs / 4)
   private def pingTimeoutMs: Long = math.min(renewEveryMs, 10000L)
 
   /**
    * Safety nets that do not depend on Python: renew this application's lease on the host while the
-   * driver answers; delete the application's retained files here when it has not answered for a
-   * whole lease; remove the directories of other applications whose lease expired.
+   * driver answers; delete the application's retained files here (or keep them for a resubmission,
+   * with job recovery) when it has not answered for a whole lease; remove the directories of other
+   * applications whose lease expired.
    */
   private[spark] def startLease(): Unit = {
     driverRef =
@@ -130,12 +138,14 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       lastDriverContact = now
       droppedForDriverLoss = false
       store.renewLease(appKey, now + leaseTimeoutMs)
+      // it answers again after a loss: its application is live, no successor's to claim
+      if (markedKept) { store.unmarkKept(appKey); markedKept = false }
     } else if (!droppedForDriverLoss && now - lastDriverContact > leaseTimeoutMs) {
       droppedForDriverLoss = true
-      val (files, bytes) = store.deleteApp(appKey)
-      logWarning(s"region-recovery: the driver has not answered for ${now - lastDriverContact} ms " +
-        s"(${ConfigKeys.RetainedLeaseTimeout.name}); deleted this application's $files retained files " +
-        s"($bytes bytes) on this host")
+      val silent = s"the driver has not answered for ${now - lastDriverContact} ms " +
+        s"(${ConfigKeys.RetainedLeaseTimeout.name})"
+      onDriverLoss(now, silent)((files, bytes) =>
+        s"region-recovery: $silent; deleted this application's $files retained files ($bytes bytes) on this host")
     }
     sweep()
   } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }
@@ -147,19 +157,45 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   } catch { case NonFatal(e) => logWarning(s"region-recovery: sweeping expired retained directories failed: $e") }
 
   /**
+   * The driver is lost: delete this application's files on this host, or, with job recovery, mark
+   * them kept for a resubmission until now + window (the lease is left to expire). `deleted` words
+   * the deletion's log line, which stays as it was before job recovery.
+   */
+  private[spark] def onDriverLoss(now: Long, cause: String)(deleted: (Int, Long) => String): DriverLossAction = {
+    val action = DriverLossAction.decide(jobRecovery, now)
+    action match {
+      case DriverLossAction.Delete =>
+        val (files, bytes) = store.deleteApp(appKey)
+        logWarning(deleted(files, bytes))
+      case DriverLossAction.Keep(until, jobId) =>
+        store.markKept(appKey, until, jobId)
+        markedKept = true
+        logWarning(s"region-recovery: $cause; this application's retained files on this host " +
+          s"(${store.appDir(appKey)}) are kept for a resubmission of job $jobId until ${Instant.ofEpochMilli(until)} " +
+          s"(${ConfigKeys.JobRecoveryWindow.name})")
+    }
+    action
+  }
+
+  /**
    * The executor is stopping. If the driver is gone (driver exit, lost connection: the reasons an
    * executor exits on its own), nobody will adopt or delete this application's files: delete them
-   * on this host now. If it answers, it decides (adoption after a crash, deletion at application end).
+   * on this host now, or keep them for a resubmission with job recovery. If it answers, it decides
+   * (adoption after a crash, deletion at application end).
    */
   private[spark] def stopLease(): Unit = {
     leaseThread.shutdownNow()
     honourFenceLogged()
     try {
       if (!driverAnswers(math.min(pingTimeoutMs, 3000L))) {
-        val (files, bytes) = store.deleteApp(appKey)
-        logWarning(s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
-          s"this application's $files retained files ($bytes bytes) on this host")
-      } else if (!Files.isDirectory(store.appDir(appKey))) Files.deleteIfExists(store.leaseFile(appKey))
+        onDriverLoss(System.currentTimeMillis(), s"executor $executorId stops and the driver does not answer")(
+          (files, bytes) =>
+            s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
+              s"this application's $files retained files ($bytes bytes) on this host")
+      } else {
+        if (markedKept) store.unmarkKept(appKey) // it answers again: it decides, no successor
+        if (!Files.isDirectory(store.appDir(appKey))) Files.deleteIfExists(store.leaseFile(appKey))
+      }
     } catch { case NonFatal(e) => logWarning(s"region-recovery: cleanup at executor stop failed: $e") }
   }
 

@@ -1,0 +1,72 @@
+package io.regionrecovery.spark.retention
+
+import java.nio.file.{Files, Path}
+
+import scala.jdk.CollectionConverters._
+import scala.util.Using
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.regionrecovery.spark.retention.DriverLossAction.{Delete, Keep}
+
+class DriverLossActionSuite extends AnyFunSuite {
+  private val JR = "spark.regionRecovery.job-recovery."
+
+  test("job recovery is on only when enabled and given a job id; the window defaults to 30 min") {
+    assert(DriverLossAction.jobRecovery(Map.empty[String, String].get _).isEmpty)
+    assert(DriverLossAction.jobRecovery(Map(JR + "enabled" -> "true").get _).isEmpty, "no job id: nobody to keep for")
+    assert(DriverLossAction.jobRecovery(Map(JR + "job-id" -> "etl").get _).isEmpty, "a job id alone: off")
+    assert(DriverLossAction.jobRecovery(Map(JR + "enabled" -> "true", JR + "job-id" -> "etl").get _) ==
+      Some(("etl", 1800000L)))
+    assert(DriverLossAction.jobRecovery(
+      Map(JR + "enabled" -> "true", JR + "job-id" -> "etl", JR + "window" -> "5 min").get _) == Some(("etl", 300000L)))
+  }
+
+  test("decide: delete without job recovery, else keep until now + window (never wrapping into the past)") {
+    assert(DriverLossAction.decide(None, 1000L) == Delete)
+    assert(DriverLossAction.decide(Some(("etl", 60000L)), 1000L) == Keep(61000L, "etl"))
+    assert(DriverLossAction.decide(Some(("etl", Long.MaxValue)), 1000L) == Keep(Long.MaxValue, "etl"))
+  }
+
+  private def withAgent(jobRecovery: Option[(String, Long)])(f: (Path, RetentionAgent) => Unit): Unit = {
+    val tmp = Files.createTempDirectory("rr-loss-")
+    val root = tmp.resolve("retained").toAbsolutePath.normalize()
+    try {
+      val agent = new RetentionAgent(new RetainedStore(root), "app-1.abc", "1", 30000L, jobRecovery)
+      val src = tmp.resolve("bm")
+      Files.createDirectories(src)
+      Files.write(src.resolve("shuffle_0_1_0.data"), Array.fill[Byte](10)(7))
+      agent.store.retain(agent.appKey, "1", "shuffle_0_1", Seq(src.resolve("shuffle_0_1_0.data").toFile))
+      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L)
+      f(root, agent)
+    } finally {
+      def rm(p: Path): Unit = { if (Files.isDirectory(p)) Files.list(p).forEach(rm); Files.deleteIfExists(p) }
+      rm(tmp)
+    }
+  }
+
+  private def names(root: Path): Set[String] =
+    Using.resource(Files.list(root))(_.iterator().asScala.map(_.getFileName.toString).toSet)
+
+  test("the agent on driver loss without job recovery deletes the directory and lease, as before") {
+    withAgent(None) { (root, agent) =>
+      var logged = ""
+      assert(agent.onDriverLoss(5000L, "gone")((f, b) => { logged = s"$f/$b"; logged }) == Delete)
+      assert(logged == "1/10")
+      assert(names(root).isEmpty)
+    }
+  }
+
+  test("the agent on driver loss with job recovery marks the directory kept and leaves files and lease") {
+    withAgent(Some(("nightly", 60000L))) { (root, agent) =>
+      val now = System.currentTimeMillis() // the lease runs out at about now + 30 s
+      assert(agent.onDriverLoss(now, "gone")((_, _) => fail("must not delete")) == Keep(now + 60000L, "nightly"))
+      assert(names(root) == Set("app-1.abc", "app-1.abc.lease", "app-1.abc.keep"))
+      assert(agent.store.keptApps() == Seq(("app-1.abc", now + 60000L, "nightly", 1, 10L)))
+      // another application's sweep: after the lease expired but within the window, kept; after the window, gone
+      assert(agent.store.sweepExpired("app-2.def", now + 45000L, 30000L).isEmpty)
+      assert(agent.store.sweepExpired("app-2.def", now + 61000L, 30000L) == Seq(("app-1.abc", 1, 10L)))
+      assert(names(root).isEmpty)
+    }
+  }
+}

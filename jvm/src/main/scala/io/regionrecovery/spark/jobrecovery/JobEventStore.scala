@@ -1,0 +1,626 @@
+package io.regionrecovery.spark.jobrecovery
+
+import java.io.{ByteArrayOutputStream, FileNotFoundException, IOException}
+import java.net.URI
+import java.nio.ByteBuffer
+import java.nio.channels.{FileChannel, FileLock, OverlappingFileLockException}
+import java.nio.charset.{CharacterCodingException, CodingErrorAction, StandardCharsets}
+import java.nio.file.{FileAlreadyExistsException, Files, Paths, StandardOpenOption}
+import java.nio.file.attribute.{BasicFileAttributes, PosixFilePermissions}
+import java.util.UUID
+import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
+import java.util.concurrent.atomic.AtomicBoolean
+import java.util.zip.CRC32
+
+import scala.util.control.NonFatal
+
+import com.fasterxml.jackson.core.{JsonFactoryBuilder, JsonToken, StreamReadConstraints}
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{FSDataOutputStream, FileSystem, Path, RawLocalFileSystem}
+import org.apache.spark.internal.Logging
+
+/** One record: its kind ("segment", "shuffle", ... free-form short ASCII) and its JSON payload. */
+final case class JobEvent(kind: String, json: String)
+
+/**
+ * What replay found. `events` in order (segments oldest first). `ignored`: human-readable notes on
+ * torn last records that were skipped. `corrupt`: Some(why) when a record before the last of its
+ * segment fails its checksum or cannot be parsed: then nothing must be recovered (events is empty)
+ * and the job runs as new. `segments`: the segment file names read.
+ */
+final case class Replay(events: Seq[JobEvent], segments: Seq[String], ignored: Seq[String], corrupt: Option[String])
+
+/** Another live driver holds the job's lock. Message says which application and how to proceed. */
+final class JobAlreadyRunningException(message: String) extends IllegalStateException(message)
+
+/**
+ * The job event store: what a batch job's drivers record so that a resubmission after a driver crash
+ * (same job id) can recover the job's progress, as Flink's FileSystemJobEventStore does (FLIP-383).
+ *
+ * Layout, on any Hadoop file system (an absolute path without a scheme, or `file:`, is the raw local
+ * file system: no .crc side files):
+ * {{{
+ *   <dir>/<jobId>/driver.lock                         who holds the job (see "Lock" below)
+ *   <dir>/<jobId>/segment-<epoch ms, 13 digits>-<app>  one per application, appended, never rewritten
+ *   <dir>/<jobId>/corrupt-segment-...                  segments set aside after a corrupt replay
+ * }}}
+ * Replay reads the segments in name order; a new segment's timestamp is above every existing one,
+ * so name order is application order even when the clock went back.
+ *
+ * A segment is a sequence of records, big-endian (DataOutputStream):
+ * {{{
+ *   int    magic 0x52524A45 ("RRJE")
+ *   int    format version (FormatVersion)
+ *   short  kind length K (unsigned, at most 256), then K bytes of UTF-8
+ *   int    payload length P (at most 64 MiB), then P bytes of UTF-8: a JSON object
+ *   int    CRC32 of every byte of the record before it, magic included
+ * }}}
+ * A writer's kinds are 1 to 256 printable ASCII characters. A driver that dies mid-write leaves at
+ * most its last record torn: a segment that ends inside a record, or whose last record fails its
+ * checksum exactly at the end of the file, loses that record only (noted in [[Replay.ignored]]),
+ * unless a whole valid record starts inside the bytes it spans (its length was corrupted, and a
+ * torn write never contains one). Anything else that does not read back (bad magic, a version other
+ * than ours, a length over its cap, a checksum failure with more bytes after it, text that is not
+ * UTF-8 or a payload that is not a JSON object) is corruption: nothing is recovered, since a
+ * history with a hole in it could make the resubmission trust outputs a lost record would have
+ * invalidated. open() then moves the existing segments aside (corrupt-segment-*, kept for a human)
+ * so that the history this application writes stands on its own. python/region_recovery/jobrecovery
+ * reads the same format with the same rules; tests/golden/job-events.bin holds a segment written here.
+ *
+ * Writing (as Flink's store): append() buffers, a daemon thread writes and hflush()es the buffer every
+ * flushIntervalMs, and so does an append that fills it; appendAndFlush() returns once its record is
+ * hflushed. The first write error marks the store failed: recording stops for good (what was written
+ * is a prefix of the history, never one with a hole), the job goes on, and nothing is thrown.
+ *
+ * Lock: one live driver per job. On the local file system, an OS lock on driver.lock
+ * (FileChannel.tryLock), which dies with its JVM: a SIGKILLed driver never blocks its resubmission.
+ * Elsewhere (HDFS, object stores) file systems offer no such lock, so driver.lock is a lease: the
+ * holder's application id and a timestamp, renewed by the flush thread; a lease renewed less than
+ * max(30 s, 10 x flushIntervalMs) ago refuses a new driver, an older one is taken over. That is
+ * weaker: it trusts the hosts' clocks to agree within the timeout, a driver paused for longer than
+ * the timeout loses the job (it notices at its next renewal and stops recording), and two drivers
+ * that start within one file-system round trip of each other can both take a stale lease.
+ */
+object JobEventStore extends Logging {
+  val FormatVersion: Int = 1
+  val Magic: Int = 0x52524a45
+  val MaxKindBytes: Int = 256
+  val MaxPayloadBytes: Int = 64 * 1024 * 1024
+  val LockName: String = "driver.lock"
+  val SegmentPrefix: String = "segment-"
+  val CorruptPrefix: String = "corrupt-"
+
+  /** Record bytes besides kind and payload: magic, version, kind length, payload length, CRC. */
+  private[jobrecovery] val Overhead: Int = 4 + 4 + 2 + 4 + 4
+
+  private val JobIdPattern = "[A-Za-z0-9._-]{1,128}".r
+
+  /** <dirUri>/<jobId> */
+  def jobDir(dirUri: String, jobId: String): String = {
+    require(JobIdPattern.matches(jobId) && jobId != "." && jobId != "..",
+      s"not a job id: '$jobId' (1 to 128 letters, digits, '.', '_' or '-')")
+    require(dirUri != null && dirUri.trim.nonEmpty, "no job recovery dir")
+    dirUri.trim.replaceAll("/+$", "") + "/" + jobId
+  }
+
+  /** The default dir when spark.regionRecovery.job-recovery.dir is empty: <java.io.tmpdir>/spark-region-recovery-jobs-<user.name> */
+  def defaultDir: String =
+    Paths.get(System.getProperty("java.io.tmpdir"),
+      "spark-region-recovery-jobs-" + System.getProperty("user.name", "user")).toAbsolutePath.normalize().toString
+
+  /** The file name of a new segment. */
+  private[jobrecovery] def segmentName(epochMs: Long, appId: String): String =
+    f"$SegmentPrefix$epochMs%013d-${appId.replaceAll("[^A-Za-z0-9._-]", "_")}"
+
+  private val SegmentTime = ("^" + SegmentPrefix + "(\\d{13})-").r.unanchored
+
+  /** Takes the job's driver lock (throws JobAlreadyRunningException), replays the existing segments, then creates this application's new segment and writes nothing yet. */
+  def open(dirUri: String, jobId: String, appId: String, hadoopConf: Configuration, writeBufferBytes: Long,
+      flushIntervalMs: Long): (JobEventStore, Replay) = {
+    require(flushIntervalMs > 0, s"flush interval must be positive: $flushIntervalMs")
+    val dir = new Path(jobDir(dirUri, jobId))
+    val (fs, local) = fileSystem(dir, hadoopConf)
+    var lock: DriverLock = null
+    try {
+      val qualified = fs.makeQualified(dir)
+      if (local) LocalLock.ensureDir(java.nio.file.Paths.get(qualified.toUri.getPath)) else fs.mkdirs(qualified)
+      lock =
+        if (local) LocalLock.acquire(java.nio.file.Paths.get(qualified.toUri.getPath, LockName), jobId, appId)
+        else LeaseLock.acquire(fs, new Path(qualified, LockName), jobId, appId, flushIntervalMs)
+      val replay = replayIn(fs, qualified)
+      if (replay.corrupt.isDefined) setAside(fs, qualified, replay.corrupt.get)
+      val (segment, out) = createSegment(fs, qualified, appId)
+      val store = new JobEventStore(segment.toString, jobId, fs, local, qualified, out, lock, writeBufferBytes,
+        flushIntervalMs)
+      logInfo(s"region-recovery: job $jobId records its events in $segment (replayed ${replay.events.size} " +
+        s"events from ${replay.segments.size} segments${replay.corrupt.fold("")(c => s"; corrupt: $c")})")
+      (store, replay)
+    } catch {
+      case e: Throwable =>
+        if (lock != null) lock.release()
+        if (local) closeQuietly(fs)
+        throw e
+    }
+  }
+
+  /** Read-only replay, no lock (for the CLI and tests). */
+  def replay(dirUri: String, jobId: String, hadoopConf: Configuration): Replay = {
+    val dir = new Path(jobDir(dirUri, jobId))
+    val (fs, local) = fileSystem(dir, hadoopConf)
+    try replayIn(fs, fs.makeQualified(dir))
+    finally if (local) closeQuietly(fs)
+  }
+
+  /**
+   * The file system of a path and whether it is the local one. Local paths get a raw local file
+   * system of their own (closed with the store); others the shared cached instance, never closed here.
+   */
+  private def fileSystem(path: Path, conf: Configuration): (FileSystem, Boolean) = {
+    val scheme = path.toUri.getScheme
+    if (scheme == null || scheme == "file") {
+      require(path.isAbsolute, s"the job recovery dir must be an absolute path or a URI: $path")
+      val fs = new RawLocalFileSystem()
+      fs.initialize(URI.create("file:///"), conf)
+      (fs, true)
+    } else (path.getFileSystem(conf), false)
+  }
+
+  private def closeQuietly(fs: FileSystem): Unit =
+    try fs.close()
+    catch { case NonFatal(_) => }
+
+  private def segmentFiles(fs: FileSystem, dir: Path, prefix: String): Seq[Path] =
+    try fs.listStatus(dir).toSeq.filter(s => s.isFile && s.getPath.getName.startsWith(prefix)).map(_.getPath)
+        .sortBy(_.getName)
+    catch { case _: FileNotFoundException => Nil }
+
+  private def replayIn(fs: FileSystem, dir: Path): Replay = {
+    val events = Vector.newBuilder[JobEvent]
+    val read = Vector.newBuilder[String]
+    val ignored = Vector.newBuilder[String]
+    val it = segmentFiles(fs, dir, SegmentPrefix).iterator
+    var corrupt: Option[String] = None
+    while (corrupt.isEmpty && it.hasNext) {
+      val p = it.next()
+      read += p.getName
+      val in = fs.open(p)
+      val parsed =
+        try parseSegment(p.getName, in.readAllBytes())
+        finally in.close()
+      events ++= parsed.events
+      ignored ++= parsed.torn
+      corrupt = parsed.corrupt
+    }
+    Replay(if (corrupt.isDefined) Vector.empty else events.result(), read.result(), ignored.result(), corrupt)
+  }
+
+  /** Renames every segment to corrupt-segment-*: a corrupt history is never read again, nor extended. */
+  private def setAside(fs: FileSystem, dir: Path, why: String): Unit = {
+    logWarning(s"region-recovery: the job event store in $dir is corrupt ($why); the job runs as new and " +
+      s"its segments are kept as $CorruptPrefix$SegmentPrefix*")
+    for (p <- segmentFiles(fs, dir, SegmentPrefix)) {
+      val target = new Path(dir, CorruptPrefix + p.getName)
+      if (!fs.rename(p, target))
+        throw new IOException(s"cannot set aside the corrupt segment $p as $target")
+    }
+  }
+
+  /** A new segment after every existing one (NO_OVERWRITE: a name taken by another driver is skipped). */
+  private def createSegment(fs: FileSystem, dir: Path, appId: String): (Path, FSDataOutputStream) = {
+    val names = segmentFiles(fs, dir, SegmentPrefix).map(_.getName) ++
+      segmentFiles(fs, dir, CorruptPrefix).map(_.getName.stripPrefix(CorruptPrefix))
+    val latest = names.collect { case SegmentTime(ms) => ms.toLong }.foldLeft(-1L)(math.max)
+    var ms = math.max(System.currentTimeMillis(), latest + 1)
+    var attempt = 0
+    while (true) {
+      val path = new Path(dir, segmentName(ms, appId))
+      try return (path, fs.create(path, false))
+      catch {
+        case _: org.apache.hadoop.fs.FileAlreadyExistsException | _: FileAlreadyExistsException if attempt < 20 =>
+          attempt += 1; ms += 1
+      }
+    }
+    throw new IllegalStateException("unreachable")
+  }
+
+  /** The bytes of one record. */
+  private[jobrecovery] def encode(event: JobEvent): Array[Byte] = {
+    val kind = event.kind.getBytes(StandardCharsets.UTF_8)
+    val payload = event.json.getBytes(StandardCharsets.UTF_8)
+    val buf = ByteBuffer.allocate(Overhead + kind.length + payload.length)
+    buf.putInt(Magic).putInt(FormatVersion).putShort(kind.length.toShort).put(kind)
+    buf.putInt(payload.length).put(payload)
+    val crc = new CRC32()
+    crc.update(buf.array(), 0, buf.position())
+    buf.putInt(crc.getValue.toInt)
+    buf.array()
+  }
+
+  /** Why an event cannot be written (a reader would refuse its record), if it cannot. */
+  private[jobrecovery] def invalid(event: JobEvent): Option[String] = {
+    val kindBytes = event.kind.getBytes(StandardCharsets.UTF_8).length
+    if (event.kind.isEmpty || kindBytes > MaxKindBytes || !event.kind.forall(c => c >= ' ' && c <= '~'))
+      Some(s"kind '${event.kind.take(MaxKindBytes)}': 1 to $MaxKindBytes printable ASCII characters")
+    else if (event.json.length > MaxPayloadBytes ||
+      event.json.getBytes(StandardCharsets.UTF_8).length > MaxPayloadBytes)
+      Some(s"payload over $MaxPayloadBytes bytes")
+    else if (!isJsonObject(event.json)) Some("payload is not a JSON object")
+    else None
+  }
+
+  private[jobrecovery] final case class Parsed(events: Vector[JobEvent], torn: Option[String], corrupt: Option[String])
+
+  private val json = new JsonFactoryBuilder()
+    .streamReadConstraints(StreamReadConstraints.builder().maxStringLength(MaxPayloadBytes).build()).build()
+
+  private def isJsonObject(text: String): Boolean =
+    try {
+      val p = json.createParser(text)
+      try p.nextToken() == JsonToken.START_OBJECT && { p.skipChildren(); p.nextToken() == null }
+      finally p.close()
+    } catch { case _: IOException => false }
+
+  private def utf8(bytes: Array[Byte]): Option[String] =
+    try
+      Some(StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+          .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(bytes)).toString)
+    catch { case _: CharacterCodingException => None }
+
+  /** What is at one offset of a segment. */
+  private sealed trait At
+  private final case class Whole(kind: Array[Byte], payload: Array[Byte], end: Int) extends At
+  private final case class Short(why: String) extends At
+  private final case class BadChecksum(end: Int) extends At
+  private final case class Bad(why: String) extends At
+
+  private def recordAt(b: Array[Byte], at: Int): At = {
+    val buf = ByteBuffer.wrap(b)
+    def left(from: Long) = b.length - from
+    if (left(at) < 10) return Short("the segment ends inside its header")
+    val magic = buf.getInt(at)
+    if (magic != Magic) return Bad(f"bad magic 0x$magic%08x")
+    val version = buf.getInt(at + 4)
+    if (version > FormatVersion)
+      return Bad(s"format version $version, newer than this reader's $FormatVersion (written by a newer " +
+        "spark-region-recovery)")
+    if (version != FormatVersion) return Bad(s"bad format version $version")
+    val kindLength = buf.getShort(at + 8) & 0xffff
+    if (kindLength > MaxKindBytes) return Bad(s"kind length $kindLength over $MaxKindBytes")
+    val lengthAt = at + 10L + kindLength
+    if (left(lengthAt) < 4) return Short("the segment ends inside its kind or payload length")
+    val payloadLength = buf.getInt(lengthAt.toInt)
+    if (payloadLength < 0 || payloadLength > MaxPayloadBytes)
+      return Bad(s"payload length $payloadLength outside 0 to $MaxPayloadBytes")
+    val crcAt = lengthAt + 4 + payloadLength
+    if (left(crcAt) < 4) return Short("the segment ends inside its payload or checksum")
+    val crc = new CRC32()
+    crc.update(b, at, (crcAt - at).toInt)
+    val end = (crcAt + 4).toInt
+    if (crc.getValue.toInt != buf.getInt(crcAt.toInt)) BadChecksum(end)
+    else Whole(java.util.Arrays.copyOfRange(b, at + 10, at + 10 + kindLength),
+      java.util.Arrays.copyOfRange(b, (lengthAt + 4).toInt, crcAt.toInt), end)
+  }
+
+  /**
+   * Whether a whole, valid record starts after `at`. A record that a crash cut short contains none (its
+   * kind is printable, its payload JSON text, neither holds the magic and version bytes with the NUL
+   * bytes between), so one found there means a corrupt length, not a torn write.
+   */
+  private def wholeRecordAfter(b: Array[Byte], at: Int): Boolean = (at + 1 to b.length - Overhead).exists { p =>
+    b(p) == 0x52 && b(p + 1) == 0x52 && recordAt(b, p).isInstanceOf[Whole]
+  }
+
+  /** Reads one segment by the rules in this object's docstring. */
+  private[jobrecovery] def parseSegment(name: String, bytes: Array[Byte]): Parsed = {
+    val events = Vector.newBuilder[JobEvent]
+    var offset = 0
+    def torn(why: String) =
+      Parsed(events.result(), Some(s"$name: ignored the torn last record at byte $offset ($why)"), None)
+    def corrupt(why: String) = Parsed(Vector.empty, None, Some(s"$name: $why in the record at byte $offset"))
+    while (offset < bytes.length) {
+      recordAt(bytes, offset) match {
+        case Short(why) =>
+          return if (wholeRecordAfter(bytes, offset)) corrupt(s"a length past the end of the segment ($why)")
+          else torn(why)
+        case BadChecksum(end) =>
+          return if (end == bytes.length && !wholeRecordAfter(bytes, offset))
+            torn("checksum mismatch at the end of the segment")
+          else corrupt("checksum mismatch")
+        case Bad(why) => return corrupt(why)
+        case Whole(kind, payload, end) =>
+          val event = for (k <- utf8(kind); p <- utf8(payload) if isJsonObject(p)) yield JobEvent(k, p)
+          if (event.isEmpty) return corrupt("kind or payload that cannot be parsed (not UTF-8, or not a JSON object)")
+          events += event.get
+          offset = end
+      }
+    }
+    Parsed(events.result(), None, None)
+  }
+
+  private[jobrecovery] def running(jobId: String, holder: String, lock: String, more: String = ""): Exception =
+    new JobAlreadyRunningException(s"job $jobId is already running in application $holder (lock $lock)$more; " +
+      "wait for it to finish or stop it")
+
+  /** The driver's hold on a job: renewed by the flush thread, released or deleted at the end. */
+  private[jobrecovery] sealed trait DriverLock {
+    /** None while the lock is ours, else why it is no longer. */
+    def renew(): Option[String]
+    def release(): Unit
+    /** Deletes the lock file, then releases. */
+    def deleteAndRelease(): Unit
+  }
+
+  /**
+   * Locks held by this JVM. An OS lock belongs to the process, and closing any channel on the file
+   * can drop it: a second open of a held job must be refused before it opens the file at all.
+   */
+  private val heldHere = new ConcurrentHashMap[String, String]()
+
+  private object LocalLock {
+    private val ownerOnly = PosixFilePermissions.fromString("rwx------")
+
+    /** Creates `dir` and its missing parents, each new one owner-only. */
+    def ensureDir(dir: java.nio.file.Path): Unit =
+      if (!Files.isDirectory(dir)) {
+        val parent = dir.getParent
+        if (parent != null) ensureDir(parent)
+        try {
+          Files.createDirectory(dir)
+          try Files.setPosixFilePermissions(dir, ownerOnly)
+          catch { case _: UnsupportedOperationException => }
+        } catch { case _: FileAlreadyExistsException => }
+      }
+
+    def acquire(file: java.nio.file.Path, jobId: String, appId: String): DriverLock = {
+      val key = file.getParent.toRealPath().resolve(file.getFileName).toString
+      val other = heldHere.putIfAbsent(key, appId)
+      if (other != null) throw running(jobId, other, key)
+      try attempt(file, key, jobId, appId, 3)
+      catch { case e: Throwable => heldHere.remove(key, appId); throw e }
+    }
+
+    private def fileKey(file: java.nio.file.Path): Option[AnyRef] =
+      try Option(Files.readAttributes(file, classOf[BasicFileAttributes]).fileKey())
+      catch { case _: IOException => None }
+
+    private def attempt(file: java.nio.file.Path, key: String, jobId: String, appId: String, left: Int): DriverLock = {
+      val ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE)
+      try {
+        val opened = fileKey(file)
+        val lock =
+          try ch.tryLock()
+          catch { case _: OverlappingFileLockException => null }
+        if (lock == null) throw running(jobId, holder(ch), key)
+        // the previous holder's deleteJob may have removed the file we opened: lock the one at the path
+        if (opened.isEmpty || fileKey(file) != opened) {
+          lock.release(); ch.close()
+          if (left > 0) attempt(file, key, jobId, appId, left - 1)
+          else throw new IOException(s"the lock file $file keeps being replaced")
+        } else {
+          ch.truncate(0)
+          ch.write(ByteBuffer.wrap((appId + "\n").getBytes(StandardCharsets.UTF_8)), 0)
+          ch.force(false)
+          new Held(file, key, ch, lock)
+        }
+      } catch { case e: Throwable => if (ch.isOpen) ch.close(); throw e }
+    }
+
+    /** The application id the holder wrote, read through our own channel (never a second one). */
+    private def holder(ch: FileChannel): String = {
+      val buf = ByteBuffer.allocate(1024)
+      try {
+        while (buf.hasRemaining && ch.read(buf, buf.position().toLong) > 0) {}
+        buf.flip()
+        val text = StandardCharsets.UTF_8.decode(buf).toString.linesIterator.nextOption().getOrElse("").trim
+        if (text.isEmpty) "(unknown)" else text
+      } catch { case NonFatal(_) => "(unknown)" }
+    }
+
+    private final class Held(file: java.nio.file.Path, key: String, ch: FileChannel, lock: FileLock)
+        extends DriverLock {
+      private val released = new AtomicBoolean(false)
+      def renew(): Option[String] = None
+      def release(): Unit = if (released.compareAndSet(false, true)) {
+        try { lock.release(); ch.close() }
+        catch { case NonFatal(e) => logWarning(s"region-recovery: releasing $file: $e") }
+        finally heldHere.remove(key)
+      }
+      def deleteAndRelease(): Unit = {
+        try Files.deleteIfExists(file)
+        catch { case NonFatal(e) => logWarning(s"region-recovery: deleting $file: $e") }
+        release()
+      }
+    }
+  }
+
+  /** The lease on file systems without locks: `<appId>\n<renewed at, epoch ms>\n<token>\n`. */
+  private object LeaseLock {
+    final case class Lease(appId: String, renewedAt: Long, token: String)
+
+    def read(fs: FileSystem, path: Path): Option[Lease] =
+      try {
+        val in = fs.open(path)
+        val text =
+          try new String(in.readNBytes(4096), StandardCharsets.UTF_8)
+          finally in.close()
+        text.split("\n").toSeq match {
+          case Seq(app, at, token, _*) if at.trim.matches("\\d+") => Some(Lease(app.trim, at.trim.toLong, token.trim))
+          // half written (create, then write): as fresh as the file
+          case _ => Some(Lease("(unknown)", fs.getFileStatus(path).getModificationTime, ""))
+        }
+      } catch { case _: FileNotFoundException => None }
+
+    def write(fs: FileSystem, path: Path, lease: Lease): Unit = {
+      val out = fs.create(path, true)
+      try out.write(s"${lease.appId}\n${lease.renewedAt}\n${lease.token}\n".getBytes(StandardCharsets.UTF_8))
+      finally out.close()
+    }
+
+    def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, flushIntervalMs: Long): DriverLock = {
+      val key = path.toString
+      val other = heldHere.putIfAbsent(key, appId)
+      if (other != null) throw running(jobId, other, key)
+      try {
+        val timeout = math.max(30000L, 10 * flushIntervalMs)
+        read(fs, path).foreach { l =>
+          val age = System.currentTimeMillis() - l.renewedAt
+          if (age < timeout)
+            throw running(jobId, l.appId, key, s", renewed $age ms ago (a lease is taken over after $timeout ms)")
+          logWarning(s"region-recovery: taking over the lease of job $jobId from application ${l.appId}, " +
+            s"not renewed for $age ms ($path)")
+        }
+        val mine = Lease(appId, System.currentTimeMillis(), UUID.randomUUID().toString)
+        write(fs, path, mine)
+        read(fs, path) match {
+          case Some(l) if l.token == mine.token => new Held(fs, path, key, mine, timeout)
+          case found => throw running(jobId, found.fold("(unknown)")(_.appId), key, " (taken at the same time)")
+        }
+      } catch { case e: Throwable => heldHere.remove(key, appId); throw e }
+    }
+
+    private final class Held(fs: FileSystem, path: Path, key: String, mine: Lease, timeout: Long)
+        extends DriverLock {
+      private val released = new AtomicBoolean(false)
+      @volatile private var renewedAt = mine.renewedAt
+      def renew(): Option[String] = {
+        val now = System.currentTimeMillis()
+        if (now - renewedAt < timeout / 10) None
+        else
+          read(fs, path) match {
+            case Some(l) if l.token == mine.token =>
+              write(fs, path, mine.copy(renewedAt = now)); renewedAt = now; None
+            case found => Some(s"lost the job's lease $path to application ${found.fold("(none)")(_.appId)}")
+          }
+      }
+      def release(): Unit = if (released.compareAndSet(false, true)) {
+        try if (read(fs, path).exists(_.token == mine.token)) fs.delete(path, false)
+        catch { case NonFatal(e) => logWarning(s"region-recovery: releasing the lease $path: $e") }
+        finally heldHere.remove(key)
+      }
+      def deleteAndRelease(): Unit = release()
+    }
+  }
+}
+
+/** A job's event store as one application writes it: see the companion object. */
+final class JobEventStore private (val segment: String, jobId: String, fs: FileSystem, ownsFs: Boolean,
+    dir: Path, out: FSDataOutputStream, lock: JobEventStore.DriverLock, writeBufferBytes: Long,
+    flushIntervalMs: Long)
+    extends Logging {
+  import JobEventStore._
+
+  // Appends fill `buffer` under bufLock; writes hold ioLock and take the whole buffer under it, so
+  // records reach the file in append order and an append never waits for I/O unless the buffer is full.
+  private val bufLock = new Object
+  private var buffer = new ByteArrayOutputStream()
+  private val ioLock = new Object
+  @volatile private var failure: Option[String] = None
+  private val closed = new AtomicBoolean(false)
+
+  private val timer: ScheduledExecutorService = Executors.newSingleThreadScheduledExecutor(new ThreadFactory {
+    def newThread(r: Runnable): Thread = {
+      val t = new Thread(r, s"region-recovery-job-events-$jobId")
+      t.setDaemon(true)
+      t
+    }
+  })
+  timer.scheduleWithFixedDelay(() => tick(), flushIntervalMs, flushIntervalMs, TimeUnit.MILLISECONDS)
+
+  private def tick(): Unit =
+    try {
+      flush()
+      if (failure.isEmpty) lock.renew().foreach(why => markFailed(why, null))
+    } catch { case NonFatal(e) => markFailed(s"renewing the job's lock: $e", e) }
+
+  def append(event: JobEvent): Unit = if (add(event)) {
+    val full = bufLock.synchronized(buffer.size() > writeBufferBytes)
+    if (full) flush()
+  }
+
+  def appendAndFlush(event: JobEvent): Unit = if (add(event)) flush()
+
+  /** Buffers the event's record; false when the store takes no more (failed, closed or a bad event). */
+  private def add(event: JobEvent): Boolean =
+    if (failure.isDefined) false
+    else if (closed.get()) {
+      logWarning(s"region-recovery: job event store of $jobId is closed; dropped a ${event.kind} event")
+      false
+    } else
+      invalid(event) match {
+        case Some(why) =>
+          markFailed(s"refused a ${event.kind.take(MaxKindBytes)} event: $why", null); false
+        case None =>
+          val record =
+            try encode(event)
+            catch { case NonFatal(e) => markFailed(s"encoding a ${event.kind} event: $e", e); null }
+          record != null && bufLock.synchronized { buffer.write(record); true }
+      }
+
+  def flush(): Unit = ioLock.synchronized {
+    val pending = bufLock.synchronized {
+      val b = buffer
+      if (b.size() == 0) null else { buffer = new ByteArrayOutputStream(); b }
+    }
+    if (pending != null && failure.isEmpty)
+      try { pending.writeTo(out); out.hflush() }
+      catch { case NonFatal(e) => markFailed(s"writing $segment: $e", e) }
+  }
+
+  def failed: Option[String] = failure
+
+  /** Stops recording for good: the file keeps what was written before, a prefix of the history. */
+  private def markFailed(why: String, e: Throwable): Unit = {
+    val first = synchronized {
+      if (failure.isDefined) false else { failure = Some(why); true }
+    }
+    if (first) {
+      logError(s"region-recovery: the job event store of job $jobId stops recording (a resubmission recovers " +
+          s"only what was written before): $why", e)
+      bufLock.synchronized { buffer = new ByteArrayOutputStream() }
+      try out.close()
+      catch { case NonFatal(_) => }
+    }
+  }
+
+  /** Ends writing; the caller then releases or deletes. False when it was already ended. */
+  private def finish(): Boolean =
+    if (!closed.compareAndSet(false, true)) false
+    else {
+      timer.shutdown()
+      try timer.awaitTermination(math.max(10000L, 2 * flushIntervalMs), TimeUnit.MILLISECONDS)
+      catch { case _: InterruptedException => Thread.currentThread().interrupt() }
+      flush()
+      if (failure.isEmpty)
+        try out.close()
+        catch { case NonFatal(e) => markFailed(s"closing $segment: $e", e) }
+      true
+    }
+
+  def close(): Unit = if (finish()) {
+    lock.release()
+    if (ownsFs) closeFs()
+  }
+
+  def deleteJob(): Unit =
+    if (!finish()) logWarning(s"region-recovery: deleteJob on the closed event store of job $jobId: nothing deleted")
+    else {
+      try {
+        for (s <- fs.listStatus(dir) if s.isFile) {
+          val name = s.getPath.getName
+          if (name.startsWith(SegmentPrefix) || name.startsWith(CorruptPrefix + SegmentPrefix))
+            fs.delete(s.getPath, false)
+        }
+      } catch { case NonFatal(e) => logError(s"region-recovery: deleting the event store of job $jobId in $dir", e) }
+      lock.deleteAndRelease()
+      try if (fs.listStatus(dir).isEmpty) fs.delete(dir, false)
+      catch { case NonFatal(_) => }
+      if (ownsFs) closeFs()
+    }
+
+  private def closeFs(): Unit =
+    try fs.close()
+    catch { case NonFatal(_) => }
+
+  /** Tests: closes the stream underneath the store, as a file system that went away would. */
+  private[jobrecovery] def closeStreamForTest(): Unit = out.close()
+}

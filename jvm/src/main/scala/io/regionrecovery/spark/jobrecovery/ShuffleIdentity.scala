@@ -11,13 +11,13 @@ import scala.util.control.NonFatal
 import org.apache.spark.SparkConf
 import org.apache.spark.network.util.JavaUtils
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{AttributeReference, ExprId, Expression, Literal, ScalaUDF}
+import org.apache.spark.sql.catalyst.expressions.{Add, And, AttributeReference, BitwiseAnd, BitwiseOr, BitwiseXor, EqualNullSafe, EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, Greatest, In, LessThan, LessThanOrEqual, Least, Literal, MultiCommutativeOp, Multiply, NamedLambdaVariable, Or, ScalaUDF}
 import org.apache.spark.sql.catalyst.plans.QueryPlan
 import org.apache.spark.sql.catalyst.plans.logical.{Range => LogicalRange}
 import org.apache.spark.sql.catalyst.plans.physical.{HashPartitioning, Partitioning, RangePartitioning, RoundRobinPartitioning, SinglePartition}
 import org.apache.spark.sql.catalyst.trees.TreeNode
 import org.apache.spark.sql.catalyst.util.{toPrettySQL, ArrayData, MapData}
-import org.apache.spark.sql.execution.{ColumnarToRowExec, ExternalRDDScanExec, FileSourceScanExec, InputAdapter, LocalTableScanExec, RangeExec, RDDScanExec, ReusedSubqueryExec, RowToColumnarExec, SparkPlan, SubqueryAdaptiveBroadcastExec, WholeStageCodegenExec}
+import org.apache.spark.sql.execution.{ColumnarToRowExec, ExternalRDDScanExec, FileSourceScanExec, InputAdapter, LocalTableScanExec, OneRowRelationExec, RangeExec, RDDScanExec, ReusedSubqueryExec, RowToColumnarExec, SparkPlan, SubqueryAdaptiveBroadcastExec, WholeStageCodegenExec}
 import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, AQEShuffleReadExec, QueryStageExec}
 import org.apache.spark.sql.execution.datasources.{FileScanRDD, HadoopFsRelation}
 import org.apache.spark.sql.execution.exchange.{Exchange, ReusedExchangeExec, ShuffleExchangeLike}
@@ -53,9 +53,19 @@ import io.regionrecovery.spark.sql.ReusedShuffleExchangeExec
  * and expression ids are rendered by number only: an `ExprId` also carries `NamedExpression.jvmId`,
  * a UUID per JVM, so canonical plans of two applications never compare equal with `==`.
  *
+ * Where Spark's canonical form still depends on an order that is not the query's, the rendering
+ * fixes its own: the operands of commutative operators (`Add`, `Multiply`, `And`, `Or`, bitwise ops,
+ * `Greatest`, `Least`, `MultiCommutativeOp`), the sides of `=`/`<=>`, `<`/`>` turned around, the
+ * list of `In` (Spark orders these by hashCode), and a file scan's partition and data filters (a
+ * conjunction whose order differs between two plans of one query). Nodes that say how a plan runs
+ * rather than what it computes are rendered as their child: whole-stage codegen and its inputs,
+ * row/columnar transitions, AQE's reads of a stage; so the exchange a query ran renders as the one
+ * it planned. Semantic equality is then Spark's own (e.g. `a + b` and `b + a` are one exchange).
+ *
  * Leaves are an allowlist too: file scans (`FileSourceScanExec`: format, options, schemas, bucketing,
  * filters and the file index's root paths; its files are the input fingerprint's), `spark.range`
- * (`RangeExec`), local tables (`LocalTableScanExec`, every row's content) and the one-row relation.
+ * (`RangeExec`), local tables (`LocalTableScanExec`, every row's content) and the one-row relation
+ * (`OneRowRelationExec` in Spark 4.3).
  * RDD scans (which `createDataFrame` of a local list also is), cached tables, DSv2 scans, streaming
  * and any other leaf are refused; so are non-deterministic expressions and Python UDFs whose pickled
  * function does not pin them down (broadcast variables, or a command big enough to be broadcast).
@@ -99,7 +109,14 @@ object ShuffleIdentity {
     val all: Seq[String] = Seq(RddScan, UnsupportedSource, Nondeterministic, PythonUdf, UnsupportedValue)
   }
 
-  /** Identity of an exchange as planned or as executed: renders `exchange.canonicalized`. */
+  /**
+   * Identity of an exchange as planned or as executed: renders `exchange.canonicalized`.
+   *
+   * For an exchange that ran under AQE, pass its query stage (`ShuffleQueryStageExec`): a stage
+   * canonicalizes to the exchange as it was planned before the stage's own optimizations, the form a
+   * resubmitted job's plan has. The executed exchange (`stage.shuffle`) renders the same as long as
+   * those optimizations only added codegen, transitions and stage reads.
+   */
   def of(exchange: SparkPlan, conf: SparkConf, pluginVersion: String): Result =
     (try render(exchange.canonicalized)
     catch { case NonFatal(e) => Left(failure("canonicalizing " + exchange.nodeName, e)) }) match {
@@ -283,6 +300,7 @@ object ShuffleIdentity {
       case _: RangeExec => leaves += "range"
       case _: LocalTableScanExec => leaves += "local table"
       case r: RDDScanExec if r.name == "OneRowRelation" => leaves += "one-row relation"
+      case _: OneRowRelationExec => leaves += "one-row relation"
       case leaf if leaf.children.isEmpty => leaves += leaf.nodeName
       case other => other.children.foreach(walk)
     }
@@ -330,6 +348,8 @@ object ShuffleIdentity {
   /** A tree node's second argument list (e.g. an attribute's or an alias's expression id). */
   private def otherCopyArgs(t: TreeNode[_]): Seq[Any] =
     otherCopyArgsMethod.invoke(t).asInstanceOf[Seq[Any]]
+
+  private val pinnedPackages = Seq("org.apache.spark.", "java.", "scala.")
 
   private def isScalaObject(c: Class[_]): Boolean =
     try { c.getField("MODULE$"); true }
@@ -411,6 +431,9 @@ object ShuffleIdentity {
       case r: RangeExec => if (r.range.isStreaming) refuse(Reason.UnsupportedSource, "a streaming range")
       case l: LocalTableScanExec =>
         if (l.stream.isDefined) refuse(Reason.UnsupportedSource, "a streaming local table")
+      // Spark 4.3 plans the one-row relation (`select 1`) as OneRowRelationExec; earlier, an RDD scan
+      case o: OneRowRelationExec =>
+        if (o.output.nonEmpty) refuse(Reason.UnsupportedSource, "a one-row relation with columns")
       case r: RDDScanExec if isOneRowRelation(r) =>
       case r @ (_: RDDScanExec | _: ExternalRDDScanExec[_]) =>
         refuse(Reason.RddScan,
@@ -441,6 +464,14 @@ object ShuffleIdentity {
         // the physical `child` (rendered) is what runs
         case s: SubqueryAdaptiveBroadcastExec =>
           arguments(args.filterNot(_.isInstanceOf[QueryPlan[_]]) :+ s.child, depth + 1)
+        // a scan's partition and data filters are conjunctions whose order planning does not fix (it
+        // varies between two plans of one query): rendered as sets
+        case f: FileSourceScanExec =>
+          val names = f.productElementNames.toSeq
+          arguments(args.zip(names).map {
+              case (filters: Seq[_], "partitionFilters" | "dataFilters") => filters.toSet
+              case (v, _) => v
+            }, depth + 1)
         case _ => arguments(args, depth + 1)
       }
       out.append(')')
@@ -534,6 +565,42 @@ object ShuffleIdentity {
           out.append(':').append(a.nullable)
           if (a.metadata != Metadata.empty) out.append(':').append(a.metadata.json)
           out.append(')')
+        case v: NamedLambdaVariable =>
+          // a higher-order function's variable: like an attribute; its value holder is where the function
+          // puts the current element while it runs
+          out.append("LambdaVariable(").append(Json.str(v.name)).append('#').append(v.exprId.id).append(':')
+          dataType(v.dataType)
+          out.append(':').append(v.nullable).append(')')
+        case m: MultiCommutativeOp =>
+          // canonical form of a chain of one commutative operator: the operands, the operator class, the
+          // eval mode. Not its second argument, the original root, kept to print it (original ids)
+          out.append(m.getClass.getName).append("(sorted[")
+          out.append(m.operands.map(sub(_, depth)).sorted.mkString(", ")).append("], ")
+          arguments(m.productIterator.toSeq.drop(1), depth)
+          out.append(')')
+        // Spark orders the operands of commutative operators and comparisons by their hashCode; these
+        // are rendered in an order of their own, from their text (hashCodes are Spark's choice, and
+        // one of an identity-hashed argument changes with the JVM): the same set, the same text
+        case c @ (_: Add | _: Multiply | _: And | _: Or | _: BitwiseAnd | _: BitwiseOr | _: BitwiseXor) =>
+          val rest = others(c, depth)
+          def gather(x: Expression): Seq[Expression] =
+            if (x.getClass == c.getClass && others(x, depth) == rest) x.children.flatMap(gather) else Seq(x)
+          out.append(c.getClass.getName).append("(sorted[")
+          out.append(c.children.flatMap(gather).map(sub(_, depth)).sorted.mkString(", ")).append("]")
+          if (rest.nonEmpty) out.append(", ").append(rest)
+          out.append(')')
+        case g @ (_: Greatest | _: Least) =>
+          out.append(g.getClass.getName).append("(sorted[")
+          out.append(g.children.map(sub(_, depth)).sorted.mkString(", ")).append("])")
+        case b @ (_: EqualTo | _: EqualNullSafe) =>
+          out.append(b.getClass.getName).append("(sorted[")
+          out.append(b.children.map(sub(_, depth)).sorted.mkString(", ")).append("])")
+        case LessThan(l, r) => expression(GreaterThan(r, l), depth)
+        case LessThanOrEqual(l, r) => expression(GreaterThanOrEqual(r, l), depth)
+        case i: In =>
+          out.append(i.getClass.getName).append('(')
+          value(i.value, depth)
+          out.append(", {").append(i.list.map(sub(_, depth)).sorted.mkString(", ")).append("})")
         case other =>
           out.append(other.getClass.getName).append('(')
           arguments(other.productIterator.toSeq, depth)
@@ -579,6 +646,12 @@ object ShuffleIdentity {
         out.append("interval(").append(c.months).append(',').append(c.days).append(',').append(c.microseconds)
           .append(')')
       case b: Array[Byte] => hex(b)
+      // a class names its code: Spark's own and the JDK's/Scala's are pinned by the versions in
+      // confDigest (e.g. MultiCommutativeOp's operator class); a user's class may change between runs
+      case c: Class[_] =>
+        if (!pinnedPackages.exists(c.getName.startsWith(_)))
+          refuse(Reason.UnsupportedValue, s"a reference to class ${c.getName}")
+        out.append("class(").append(c.getName).append(')')
       case r: HadoopFsRelation => relation(r, depth)
       case b: BitSet => out.append("bits"); arguments(b.iterator.toSeq, depth)
       case f: AnyRef if pythonFunction.exists(_.isInstance(f)) => python(f)
@@ -599,6 +672,13 @@ object ShuffleIdentity {
         arguments(p.productIterator.toSeq, depth)
         out.append(')')
       case other => refuse(Reason.UnsupportedValue, s"a value of class ${other.getClass.getName}")
+    }
+
+    /** An expression's arguments that are not its children, rendered (an operator's eval mode). */
+    private def others(e: Expression, depth: Int): String = {
+      val kids = e.children
+      e.productIterator.filterNot(a => kids.exists(k => k eq a.asInstanceOf[AnyRef])).map(sub(_, depth))
+        .mkString(", ") + otherCopyArgs(e).map(sub(_, depth)).mkString("{", ", ", "}")
     }
 
     /** A value rendered on its own (a set element, a map key), for sorting. */

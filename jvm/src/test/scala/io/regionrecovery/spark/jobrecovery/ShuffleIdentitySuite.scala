@@ -11,7 +11,7 @@ import org.apache.spark.sql.catalyst.plans.physical.{HashPartitioning, RangePart
 import org.apache.spark.sql.execution.{ProjectExec, SparkPlan}
 import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, QueryStageExec, ShuffleQueryStageExec}
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeLike
-import org.apache.spark.sql.functions.{col, count, lit, max, min, rand, sum, udf}
+import org.apache.spark.sql.functions.{col, count, lit, max, min, rand, sum, transform, udf}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{IntegerType, LongType, StructField, StructType}
 import org.scalatest.BeforeAndAfterAll
@@ -220,8 +220,55 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(a.planDigest != identity(local("c")).planDigest)
     assert(a.rendering.contains("\"b\"") && a.rendering.contains("1.5d"), a.rendering)
     assert(a.description.endsWith("over 1 local table"), a.description)
+    // a higher-order function: its lambda variable renders like an attribute, without its value holder
+    def lambda(n: Int) = Seq((1, Array(1.5, 2.5))).toDF("k", "xs")
+      .groupBy(transform(col("xs"), x => x + n).as("ys")).count()
+    assert(identity(lambda(1)).planDigest == identity(lambda(1)).planDigest)
+    assert(identity(lambda(1)).planDigest != identity(lambda(2)).planDigest)
     def arrays(x: Double) = Seq((1, Array(1.5, x))).toDF("k", "xs").groupBy("xs").count()
     assert(identity(arrays(2.5)).planDigest != identity(arrays(3.5)).planDigest)
+  }
+
+  test("operand order Spark fixes by hashCode does not matter; the order of other operands does") {
+    val path = dataset("commutative")
+    def q(cond: org.apache.spark.sql.Column, group: org.apache.spark.sql.Column) =
+      identity(spark.read.parquet(path).filter(cond).groupBy(group.as("g")).count()).planDigest
+    val id = col("id")
+    val k = col("k")
+    val base = q(id > k && (id + k) * 2 > 7 && k.isin(1, 2, 3), id + k)
+    assert(q(k < id && lit(7) < lit(2) * (k + id) && k.isin(3, 1, 2), k + id) == base)
+    assert(q(k.isin(2, 3, 1) && (k + id) * 2 > 7 && id > k, k + id) == base)
+    assert(q(id > k && (id + k) * 2 > 7 && k.isin(1, 2, 3), id - k) != base)
+    assert(q(id > k && (id + k) * 2 > 7 && k.isin(1, 2, 3), id + k) == base)
+    assert(q(id >= k && (id + k) * 2 > 7 && k.isin(1, 2, 3), id + k) != base)
+    assert(q(id > k && (id - k) * 2 > 7 && k.isin(1, 2, 3), id + k) != base)
+    assert(q(id > k && (k - id) * 2 > 7 && k.isin(1, 2, 3), id + k) != q(id > k && (id - k) * 2 > 7 &&
+        k.isin(1, 2, 3), id + k))
+  }
+
+  test("the one-row relation (select 1) is allowed, and its projection is in the digest") {
+    val one = identity(spark.sql("select 1 as k").groupBy("k").count())
+    assert(one.planDigest == identity(spark.sql("select 1 as k").groupBy("k").count()).planDigest)
+    assert(one.planDigest != identity(spark.sql("select 2 as k").groupBy("k").count()).planDigest)
+    assert(one.description.endsWith("over 1 one-row relation"), one.description)
+  }
+
+  test("dynamic partition pruning: the pruning subquery is rendered, the identity is stable") {
+    val facts = root.resolve("dpp-facts").toString
+    spark.range(0, 400, 1, 4).withColumn("p", col("id") % 4).write.partitionBy("p").parquet(facts)
+    val dims = root.resolve("dpp-dims").toString
+    spark.range(0, 4).withColumn("name", col("id").cast("string")).write.parquet(dims)
+    def query(name: String) = withSQLConf(SQLConf.AUTO_BROADCASTJOIN_THRESHOLD.key -> "10485760") {
+      val f = spark.read.parquet(facts)
+      val d = spark.read.parquet(dims).filter(col("name") === name)
+      val df = f.join(d, f("p") === d("id")).groupBy("name").agg(sum(f("id")))
+      (identity(df), df)
+    }
+    val (a, df) = query("1")
+    assert(planned(df).toString.contains("dynamicpruning"), planned(df))
+    assert(a.rendering.contains("DynamicPruningExpression"))
+    assert(query("1")._1.planDigest == a.planDigest)
+    assert(query("2")._1.planDigest != a.planDigest)
   }
 
   test("a wide schema renders every column: plans differing only in column 50 differ") {

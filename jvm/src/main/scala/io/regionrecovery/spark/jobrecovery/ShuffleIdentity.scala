@@ -743,7 +743,7 @@ object ShuffleIdentity {
       out.append(", partitionSchema="); dataType(r.partitionSchema)
       out.append(", dataSchema="); dataType(r.dataSchema)
       out.append(", bucketSpec="); value(r.bucketSpec, depth)
-      out.append(", options="); value(r.options, depth)
+      out.append(", options="); value(redacted(r.options), depth)
       out.append(')')
     }
 
@@ -775,7 +775,7 @@ object ShuffleIdentity {
       out.append(", pythonExec=").append(Json.str(get("pythonExec").asInstanceOf[String]))
       out.append(", envVars=")
       val env = Option(get("envVars").asInstanceOf[java.util.Map[String, String]]).map(_.asScala.toMap)
-      value(env.getOrElse(Map.empty[String, String]), 0)
+      value(redacted(env.getOrElse(Map.empty[String, String])), 0)
       out.append(", includes=")
       val includes = Option(get("pythonIncludes").asInstanceOf[java.util.List[String]]).map(_.asScala.toSeq)
       value(includes.getOrElse(Nil).sorted, 0)
@@ -786,6 +786,18 @@ object ShuffleIdentity {
   private val pythonFunction: Option[Class[_]] =
     try Some(Class.forName("org.apache.spark.api.python.PythonFunction"))
     catch { case NonFatal(_) => None }
+
+  /** Keys whose values Spark redacts by default (spark.redaction.regex): a credential passed as an option. */
+  private val secretKey = "(?i)secret|password|token|access[.]?key".r
+
+  /**
+   * Values of secret-looking keys as their SHA-256: the digest still tells them apart, and the rendering
+   * (kept for reports and debugging) does not show them.
+   */
+  private def redacted(m: Map[String, String]): Map[String, String] = m.map {
+    case (k, v) if v != null && secretKey.findFirstIn(k).isDefined => k -> ("sha256:" + sha256(Iterator(v)))
+    case other => other
+  }
 
   private def hasObjectType(t: DataType): Boolean = t match {
     case _: ObjectType => true

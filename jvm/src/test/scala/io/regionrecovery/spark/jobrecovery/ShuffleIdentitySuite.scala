@@ -161,6 +161,13 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     val plain = identity(spark.read.parquet(path).groupBy("k").count())
     assert(plain.planDigest != identity(read("CORRECTED")).planDigest)
 
+    // a credential passed as an option counts, and is not shown
+    def secret(v: String) = spark.read.option("fs.s3a.secret.key", v).parquet(path).groupBy("k").count()
+    val s1 = identity(secret("hunter2"))
+    assert(s1.planDigest != identity(secret("hunter3")).planDigest)
+    assert(s1.planDigest == identity(secret("hunter2")).planDigest)
+    assert(!s1.rendering.contains("hunter2") && s1.rendering.contains("fs.s3a.secret.key"))
+
     val csv = root.resolve("options-csv").toString
     spark.range(20).withColumn("k", col("id") % 3).write.option("header", "true").csv(csv)
     val header = identity(spark.read.option("header", "true").csv(csv).groupBy("k").count())

@@ -1,0 +1,426 @@
+package io.regionrecovery.spark.jobrecovery
+
+import java.nio.file.{Files, Path}
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.spark.SparkConf
+import org.apache.spark.sql.{DataFrame, Row, SparkSession}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, NamedExpression, PythonUDF, SortOrder}
+import org.apache.spark.sql.catalyst.plans.physical.{HashPartitioning, RangePartitioning, RoundRobinPartitioning, SinglePartition}
+import org.apache.spark.sql.execution.{ProjectExec, SparkPlan}
+import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, QueryStageExec, ShuffleQueryStageExec}
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeLike
+import org.apache.spark.sql.functions.{col, count, lit, max, min, rand, sum, transform, udf}
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.{IntegerType, LongType, StructField, StructType}
+import org.scalatest.BeforeAndAfterAll
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.regionrecovery.spark.jobrecovery.ShuffleIdentity.{Identity, Reason, Refused}
+
+/** "The same shuffle" across applications, on a real local SparkSession (AQE on, no extension). */
+class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
+  private var spark: SparkSession = _
+  private lazy val root: Path = Files.createTempDirectory("shuffle-identity-suite")
+  private val pluginVersion = "0.0.0-test"
+
+  override def beforeAll(): Unit =
+    spark = SparkSession.builder().master("local[2]").appName("shuffle-identity-suite")
+      .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+      .config("spark.driver.bindAddress", "127.0.0.1").config("spark.sql.shuffle.partitions", "4")
+      .config("spark.sql.adaptive.enabled", "true")
+      .config("spark.sql.autoBroadcastJoinThreshold", "-1").getOrCreate()
+
+  override def afterAll(): Unit = {
+    if (spark != null) spark.stop()
+    org.apache.commons.io.FileUtils.deleteQuietly(root.toFile)
+  }
+
+  private def withSQLConf[T](pairs: (String, String)*)(body: => T): T = {
+    val before = pairs.map { case (k, _) => k -> spark.conf.getOption(k) }
+    pairs.foreach { case (k, v) => spark.conf.set(k, v) }
+    try body
+    finally before.foreach {
+        case (k, Some(v)) => spark.conf.set(k, v)
+        case (k, None) => spark.conf.unset(k)
+      }
+  }
+
+  private def dataset(name: String, rowsPerFile: Long = 100, files: Int = 2): String = {
+    val path = root.resolve(name).toString
+    (0 until files).foreach { f =>
+      spark.range(f * rowsPerFile, (f + 1) * rowsPerFile, 1, 1).withColumn("k", col("id") % 10)
+        .write.mode("append").parquet(path)
+    }
+    path
+  }
+
+  /** The plan before AQE creates stages (what a resubmitted job plans), or the executed plan. */
+  private def planned(df: DataFrame): SparkPlan = df.queryExecution.executedPlan match {
+    case a: AdaptiveSparkPlanExec => a.initialPlan
+    case p => p
+  }
+
+  /** The query's exchanges, the topmost first. */
+  private def exchanges(df: DataFrame): Seq[ShuffleExchangeLike] =
+    planned(df).collect { case s: ShuffleExchangeLike => s }
+
+  private def topExchange(df: DataFrame): ShuffleExchangeLike = {
+    val all = exchanges(df)
+    assert(all.nonEmpty, s"no exchange in ${df.queryExecution.executedPlan}")
+    all.head
+  }
+
+  private def result(df: DataFrame): ShuffleIdentity.Result =
+    ShuffleIdentity.of(topExchange(df), spark.sparkContext.getConf, pluginVersion)
+
+  private def identity(df: DataFrame): Identity = result(df) match {
+    case i: Identity => i
+    case other => fail(s"expected an identity, got $other")
+  }
+
+  private def refused(df: DataFrame): Refused = result(df) match {
+    case r: Refused => r
+    case other => fail(s"expected a refusal, got $other")
+  }
+
+  private def perKey(path: String): DataFrame = spark.read.parquet(path).groupBy("k").agg(sum("id").as("s"))
+
+  test("the same query built twice (fresh DataFrames, new expression ids) has the same identity") {
+    val path = dataset("same")
+    val a = identity(perKey(path))
+    val b = identity(perKey(path))
+    assert(a.planDigest == b.planDigest && a.rendering == b.rendering && a.confDigest == b.confDigest)
+    assert(a.planDigest.matches("[0-9a-f]{64}") && a.confDigest.matches("[0-9a-f]{64}"))
+    assert(a.description == "Exchange hashpartitioning(k, 4) over 1 file scan (parquet)", a.description)
+    // the expression ids differ between the two plans; the rendering holds normalized ones only
+    val ids = Seq(perKey(path), perKey(path)).map(df => topExchange(df).output.map(_.exprId.id))
+    assert(ids(0) != ids(1))
+    // a recorded exchange (AQE's query stage) renders as the exchange it was planned as
+    val ran = perKey(path)
+    ran.collect()
+    def stages(p: SparkPlan): Seq[ShuffleQueryStageExec] = p.collect {
+      case s: ShuffleQueryStageExec => Seq(s)
+      case q: QueryStageExec => stages(q.plan)
+    }.flatten
+    val stage = stages(ran.queryExecution.executedPlan.asInstanceOf[AdaptiveSparkPlanExec].executedPlan).head
+    assert(ShuffleIdentity.of(stage, spark.sparkContext.getConf, pluginVersion) == a)
+    assert(ShuffleIdentity.of(stage.shuffle, spark.sparkContext.getConf, pluginVersion).asInstanceOf[Identity]
+        .planDigest == a.planDigest, "the executed exchange (codegen, columnar transition) renders as planned")
+    // without AQE, the executed plan's exchange (whole-stage codegen, no stages) is the same exchange
+    val plain = withSQLConf(SQLConf.ADAPTIVE_EXECUTION_ENABLED.key -> "false") {
+      val df = perKey(path)
+      assert(!df.queryExecution.executedPlan.isInstanceOf[AdaptiveSparkPlanExec])
+      identity(df)
+    }
+    assert(plain == a)
+  }
+
+  test("the rendering never holds the JVM's expression-id UUID nor a truncated string") {
+    val path = dataset("jvmid")
+    val df = perKey(path).join(spark.read.parquet(path).groupBy("k").agg(max("id").as("m")), "k")
+      .groupBy("s").agg(count("m"))
+    val text = identity(df).rendering
+    assert(!text.contains(NamedExpression.newExprId.jvmId.toString))
+    assert(!text.contains("ExprId("))
+    assert(!text.contains("... ") && !text.contains("more fields"))
+    assert(text.contains("ParquetFileFormat") && text.contains(root.toUri.getPath.stripSuffix("/")))
+  }
+
+  test("a changed filter constant, grouping column, join type or shuffle partition count: another digest") {
+    val path = dataset("changes")
+    def filtered(n: Int) = spark.read.parquet(path).filter(col("id") > n).groupBy("k").count()
+    assert(identity(filtered(5)).planDigest == identity(filtered(5)).planDigest)
+    assert(identity(filtered(5)).planDigest != identity(filtered(6)).planDigest)
+
+    val byK = identity(spark.read.parquet(path).groupBy("k").count())
+    val byId = identity(spark.read.parquet(path).groupBy("id").count())
+    assert(byK.planDigest != byId.planDigest)
+
+    def joined(how: String) = {
+      val l = spark.read.parquet(path)
+      val r = spark.read.parquet(path).select(col("k"), (col("id") * 2).as("v"))
+      l.join(r, Seq("k"), how).groupBy("v").count()
+    }
+    val inner = identity(joined("inner"))
+    assert(inner.planDigest == identity(joined("inner")).planDigest)
+    assert(inner.planDigest != identity(joined("left")).planDigest)
+    assert(inner.rendering.contains("SortMergeJoinExec"))
+
+    val four = identity(perKey(path))
+    val five = withSQLConf(SQLConf.SHUFFLE_PARTITIONS.key -> "5")(identity(perKey(path)))
+    assert(four.planDigest != five.planDigest)
+  }
+
+  test("a changed file format option, or another format: another digest") {
+    val path = dataset("options")
+    def read(mode: String) = spark.read.option("datetimeRebaseMode", mode).parquet(path).groupBy("k").count()
+    assert(identity(read("CORRECTED")).planDigest == identity(read("CORRECTED")).planDigest)
+    assert(identity(read("CORRECTED")).planDigest != identity(read("LEGACY")).planDigest)
+    val plain = identity(spark.read.parquet(path).groupBy("k").count())
+    assert(plain.planDigest != identity(read("CORRECTED")).planDigest)
+
+    // a credential passed as an option counts, and is not shown
+    def secret(v: String) = spark.read.option("fs.s3a.secret.key", v).parquet(path).groupBy("k").count()
+    val s1 = identity(secret("hunter2"))
+    assert(s1.planDigest != identity(secret("hunter3")).planDigest)
+    assert(s1.planDigest == identity(secret("hunter2")).planDigest)
+    assert(!s1.rendering.contains("hunter2") && s1.rendering.contains("fs.s3a.secret.key"))
+
+    val csv = root.resolve("options-csv").toString
+    spark.range(20).withColumn("k", col("id") % 3).write.option("header", "true").csv(csv)
+    val header = identity(spark.read.option("header", "true").csv(csv).groupBy("k").count())
+    val noHeader = identity(spark.read.option("header", "false").csv(csv).groupBy("_c1").count())
+    assert(header.planDigest != noHeader.planDigest)
+    assert(header.description == "Exchange hashpartitioning(k, 4) over 1 file scan (csv)", header.description)
+  }
+
+  test("createDataFrame from an RDD, and an RDD of objects, are RDD scans") {
+    val sc = spark.sparkContext
+    val schema = StructType(Seq(StructField("k", IntegerType), StructField("v", LongType)))
+    val rows = spark.createDataFrame(sc.parallelize(Seq(Row(1, 2L), Row(2, 3L))), schema)
+    val r = refused(rows.groupBy("k").count())
+    assert(r.reason == Reason.RddScan, r)
+    assert(r.detail.contains("createDataFrame"), r.detail)
+
+    val session = spark
+    import session.implicits._
+    val objects = sc.parallelize(Seq((1, 2L), (2, 3L))).toDF("k", "v")
+    assert(refused(objects.groupBy("k").count()).reason == Reason.RddScan)
+  }
+
+  test("a non-deterministic expression is refused and named") {
+    val df = spark.range(100).select((rand(42) * 10).cast("int").as("k")).groupBy("k").count()
+    val r = refused(df)
+    assert(r.reason == Reason.Nondeterministic && r.detail.contains("rand"), r)
+    val below = spark.range(100).withColumn("r", rand(7)).groupBy(col("id") % 3).agg(sum("r"))
+    assert(refused(below).reason == Reason.Nondeterministic)
+  }
+
+  test("a cached DataFrame is an unsupported source") {
+    val cached = spark.range(100).withColumn("k", col("id") % 3).cache()
+    try {
+      val r = refused(cached.groupBy("k").count())
+      assert(r.reason == Reason.UnsupportedSource && r.detail.contains("InMemoryTableScanExec"), r)
+    } finally cached.unpersist(blocking = true)
+  }
+
+  test("a Scala UDF is an unsupported value") {
+    val mod3 = udf((x: Long) => x % 3).withName("mod3")
+    val r = refused(spark.range(100).groupBy(mod3(col("id")).as("k")).count())
+    assert(r.reason == Reason.UnsupportedValue && r.detail.contains("mod3"), r)
+  }
+
+  test("spark.range and local tables are allowed, and their content is in the digest") {
+    def ranged(end: Long) = spark.range(0, end, 1, 2).groupBy(col("id") % 3).count()
+    assert(identity(ranged(100)).planDigest == identity(ranged(100)).planDigest)
+    assert(identity(ranged(100)).planDigest != identity(ranged(101)).planDigest)
+    assert(identity(ranged(100)).description.endsWith("over 1 range"), identity(ranged(100)).description)
+
+    val session = spark
+    import session.implicits._
+    def local(v: String) = Seq((1, "a", Array(1.5, 2.5)), (2, v, Array(0.0))).toDF("k", "v", "xs")
+      .groupBy("v").agg(count("xs"))
+    val a = identity(local("b"))
+    assert(a.planDigest == identity(local("b")).planDigest)
+    assert(a.planDigest != identity(local("c")).planDigest)
+    assert(a.rendering.contains("\"b\"") && a.rendering.contains("1.5d"), a.rendering)
+    assert(a.description.endsWith("over 1 local table"), a.description)
+    // a higher-order function: its lambda variable renders like an attribute, without its value holder
+    def lambda(n: Int) = Seq((1, Array(1.5, 2.5))).toDF("k", "xs")
+      .groupBy(transform(col("xs"), x => x + n).as("ys")).count()
+    assert(identity(lambda(1)).planDigest == identity(lambda(1)).planDigest)
+    assert(identity(lambda(1)).planDigest != identity(lambda(2)).planDigest)
+    def arrays(x: Double) = Seq((1, Array(1.5, x))).toDF("k", "xs").groupBy("xs").count()
+    assert(identity(arrays(2.5)).planDigest != identity(arrays(3.5)).planDigest)
+  }
+
+  test("operand order Spark fixes by hashCode does not matter; the order of other operands does") {
+    val path = dataset("commutative")
+    def q(cond: org.apache.spark.sql.Column, group: org.apache.spark.sql.Column) =
+      identity(spark.read.parquet(path).filter(cond).groupBy(group.as("g")).count()).planDigest
+    val id = col("id")
+    val k = col("k")
+    val base = q(id > k && (id + k) * 2 > 7 && k.isin(1, 2, 3), id + k)
+    assert(q(k < id && lit(7) < lit(2) * (k + id) && k.isin(3, 1, 2), k + id) == base)
+    assert(q(k.isin(2, 3, 1) && (k + id) * 2 > 7 && id > k, k + id) == base)
+    assert(q(id > k && (id + k) * 2 > 7 && k.isin(1, 2, 3), id - k) != base)
+    assert(q(id > k && (id + k) * 2 > 7 && k.isin(1, 2, 3), id + k) == base)
+    assert(q(id >= k && (id + k) * 2 > 7 && k.isin(1, 2, 3), id + k) != base)
+    assert(q(id > k && (id - k) * 2 > 7 && k.isin(1, 2, 3), id + k) != base)
+    assert(q(id > k && (k - id) * 2 > 7 && k.isin(1, 2, 3), id + k) != q(id > k && (id - k) * 2 > 7 &&
+        k.isin(1, 2, 3), id + k))
+  }
+
+  test("the one-row relation (select 1) is allowed, and its projection is in the digest") {
+    val one = identity(spark.sql("select 1 as k").groupBy("k").count())
+    assert(one.planDigest == identity(spark.sql("select 1 as k").groupBy("k").count()).planDigest)
+    assert(one.planDigest != identity(spark.sql("select 2 as k").groupBy("k").count()).planDigest)
+    assert(one.description.endsWith("over 1 one-row relation"), one.description)
+  }
+
+  test("dynamic partition pruning: the pruning subquery is rendered, the identity is stable") {
+    val facts = root.resolve("dpp-facts").toString
+    spark.range(0, 400, 1, 4).withColumn("p", col("id") % 4).write.partitionBy("p").parquet(facts)
+    val dims = root.resolve("dpp-dims").toString
+    spark.range(0, 4).withColumn("name", col("id").cast("string")).write.parquet(dims)
+    def query(name: String) = withSQLConf(SQLConf.AUTO_BROADCASTJOIN_THRESHOLD.key -> "10485760") {
+      val f = spark.read.parquet(facts)
+      val d = spark.read.parquet(dims).filter(col("name") === name)
+      val df = f.join(d, f("p") === d("id")).groupBy("name").agg(sum(f("id")))
+      (identity(df), df)
+    }
+    val (a, df) = query("1")
+    assert(planned(df).toString.contains("dynamicpruning"), planned(df))
+    assert(a.rendering.contains("DynamicPruningExpression"))
+    assert(query("1")._1.planDigest == a.planDigest)
+    assert(query("2")._1.planDigest != a.planDigest)
+  }
+
+  test("a wide schema renders every column: plans differing only in column 50 differ") {
+    def wide(c50: Int) = spark.range(10).select((0 until 60).map { i =>
+      (if (i == 50) col("id") + c50 else col("id") + i).as(s"c$i")
+    }: _*).repartition(4, col("c0"))
+    val a = identity(wide(50))
+    assert(a.planDigest == identity(wide(50)).planDigest)
+    assert(a.planDigest != identity(wide(51)).planDigest)
+    // canonical plans drop names: the 60 columns are 60 aliases, the last one adding 59
+    assert("expressions\\.Alias\\(".r.findAllIn(a.rendering).size == 60)
+    assert(a.rendering.contains("Literal(type(\"long\"), 59L)"))
+
+    // a 60-column file scan: its schemas and output are rendered in full
+    val path = root.resolve("wide").toString
+    spark.range(10).select((0 until 60).map(i => (col("id") + i).as(s"c$i")): _*).write.parquet(path)
+    val scan = identity(spark.read.parquet(path).groupBy("c0").agg(sum("c50"))).rendering
+    assert(scan.contains("\"c50\"") && scan.contains("\"c59\""))
+    val other = identity(spark.read.parquet(path).groupBy("c0").agg(sum("c51"))).rendering
+    assert(scan != other)
+  }
+
+  test("a scalar subquery's plan is rendered") {
+    val path = dataset("subquery")
+    spark.read.parquet(path).createOrReplaceTempView("facts")
+    def query(agg: String) =
+      spark.sql(s"select k, count(*) from facts where id > (select $agg(id) - 150 from facts) group by k")
+    val a = identity(query("max"))
+    assert(a.planDigest == identity(query("max")).planDigest)
+    assert(a.planDigest != identity(query("min")).planDigest)
+    assert(a.rendering.contains("org.apache.spark.sql.execution.ScalarSubquery"))
+    assert(a.rendering.contains("org.apache.spark.sql.catalyst.expressions.aggregate.Max"))
+  }
+
+  test("a Python UDF is fingerprinted by its pickled bytes, and refused with broadcast variables") {
+    val range = exchanges(spark.range(10).groupBy(col("id") % 2).count()).last.child.collectFirst {
+      case r: org.apache.spark.sql.execution.RangeExec => r
+    }.get
+    // PythonFunction and SimplePythonFunction are private to Spark: built as PySpark does, by reflection
+    def pythonFn(bytes: Array[Byte], broadcasts: Seq[AnyRef] = Nil): AnyRef =
+      Class.forName("org.apache.spark.api.python.SimplePythonFunction").getConstructors
+        .find(_.getParameterTypes.head == classOf[Array[Byte]]).get
+        .newInstance(bytes, Map("PYTHONHASHSEED" -> "0").asJava, List.empty[String].asJava, "python3", "3.11",
+          broadcasts.asJava, null).asInstanceOf[AnyRef]
+    def plan(fn: AnyRef, deterministic: Boolean = true): SparkPlan = {
+      val udf = classOf[PythonUDF].getConstructors.head.newInstance("f", fn, LongType, Seq(range.output.head),
+        Int.box(100), Boolean.box(deterministic), NamedExpression.newExprId).asInstanceOf[PythonUDF]
+      ProjectExec(Seq(Alias(udf, "y")()), range).canonicalized
+    }
+    val a = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3))))
+    assert(a.isRight, a)
+    assert(a == ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3)))))
+    assert(a != ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 4)))))
+    assert(a.toOption.get.contains("PythonFunction(command="))
+
+    val bc = spark.sparkContext.broadcast("a broadcast variable")
+    try {
+      val b = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3), Seq(bc))))
+      assert(b.left.toOption.map(_.reason).contains(Reason.PythonUdf), b)
+    } finally bc.destroy()
+    val c = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3)), deterministic = false))
+    assert(c.left.toOption.map(_.reason).contains(Reason.Nondeterministic), c)
+  }
+
+  test("confDigest: codec and shuffle partitions change it; unset equals the explicit default") {
+    val base = new SparkConf(false)
+    val d = ShuffleIdentity.confDigest(base, pluginVersion)
+    assert(d.matches("[0-9a-f]{64}"))
+    val defaults = new SparkConf(false).set("spark.io.compression.codec", "lz4")
+      .set("spark.sql.shuffle.partitions", "200").set("spark.sql.files.maxPartitionBytes", "134217728")
+      .set("spark.shuffle.compress", "TRUE").set("spark.io.compression.lz4.blockSize", "32768")
+      .set("spark.shuffle.checksum.algorithm", "adler32")
+    assert(ShuffleIdentity.confDigest(defaults, pluginVersion) == d)
+    assert(ShuffleIdentity.confDigest(base.clone.set("spark.io.compression.codec", "zstd"), pluginVersion) != d)
+    assert(ShuffleIdentity.confDigest(base.clone.set("spark.io.compression.codec",
+      "org.apache.spark.io.LZ4CompressionCodec"),
+      pluginVersion) == d)
+    assert(ShuffleIdentity.confDigest(base.clone.set("spark.sql.shuffle.partitions", "8"), pluginVersion) != d)
+    assert(ShuffleIdentity.confDigest(base.clone.set("spark.io.compression.lz4.blockSize", "64k"), pluginVersion) != d)
+    val zstd = base.clone.set("spark.io.compression.codec", "zstd")
+    assert(ShuffleIdentity.confDigest(zstd.clone.set("spark.io.compression.zstd.level", "3"), pluginVersion) !=
+      ShuffleIdentity.confDigest(zstd, pluginVersion))
+    assert(ShuffleIdentity.confDigest(zstd.clone.set("spark.io.compression.zstd.level", "1"), pluginVersion) ==
+      ShuffleIdentity.confDigest(zstd, pluginVersion))
+    assert(ShuffleIdentity.confDigest(base.clone.set("spark.io.encryption.enabled", "true"), pluginVersion) != d)
+    assert(ShuffleIdentity.confDigest(base, "0.0.1") != d)
+  }
+
+  test("the settings' defaults are Spark 4.3's") {
+    val sql = new SQLConf
+    val core = Class.forName("org.apache.spark.internal.config.package$")
+    val coreModule = core.getField("MODULE$").get(null)
+    val coreEntries = core.getMethods.filter(_.getParameterCount == 0).flatMap { m =>
+      try {
+        val entry = m.invoke(coreModule)
+        val key = entry.getClass.getMethod("key").invoke(entry).asInstanceOf[String]
+        Some(key -> entry.getClass.getMethod("defaultValueString").invoke(entry).asInstanceOf[String])
+      } catch { case _: Exception => None }
+    }.toMap
+    val all = ShuffleIdentity.settings ++ ShuffleIdentity.codecSettings.values.flatten
+    all.foreach { s =>
+      val spark = if (s.key.startsWith("spark.sql."))
+        scala.util.Try(sql.getConfString(s.key)).toOption.flatMap(Option(_))
+      else coreEntries.get(s.key)
+      val expected = spark.filter(_ != "<undefined>")
+      assert(expected.isDefined || s.default.isEmpty, s"${s.key}: Spark has no default, we say ${s.default}")
+      assert(s.default.map(ShuffleIdentity.normalized(_, s.kind)) ==
+          expected.map(ShuffleIdentity.normalized(_, s.kind)),
+        s"${s.key}: Spark's default is $expected, we say ${s.default}")
+    }
+  }
+
+  test("splitSignature: same files same signature, other split sizes another, None over a shuffle") {
+    val path = dataset("splits", rowsPerFile = 20000)
+    def mapSide(df: DataFrame): SparkPlan = exchanges(df).last.child
+    val a = ShuffleIdentity.splitSignature(mapSide(perKey(path)))
+    assert(a.isDefined && a.get.matches("[0-9a-f]{64}"))
+    assert(ShuffleIdentity.splitSignature(mapSide(perKey(path))) == a)
+    val small = withSQLConf(SQLConf.FILES_MAX_PARTITION_BYTES.key -> "4096") {
+      ShuffleIdentity.splitSignature(mapSide(perKey(path)))
+    }
+    assert(small.isDefined && small != a)
+
+    val twoStages = perKey(path).groupBy("s").count()
+    val top = exchanges(twoStages).head
+    assert(ShuffleIdentity.splitSignature(top.child).isEmpty, "the map side reads a shuffle")
+    assert(ShuffleIdentity.splitSignature(mapSide(spark.range(10).groupBy(col("id") % 3).count())).isEmpty)
+  }
+
+  test("partial recovery: hash, single and round-robin yes, range no") {
+    val k = spark.range(1).queryExecution.analyzed.output.head
+    assert(ShuffleIdentity.partialRecoveryAllowed(HashPartitioning(Seq(k), 4)))
+    assert(ShuffleIdentity.partialRecoveryAllowed(SinglePartition))
+    assert(ShuffleIdentity.partialRecoveryAllowed(RoundRobinPartitioning(4)))
+    assert(!ShuffleIdentity.partialRecoveryAllowed(RangePartitioning(Seq(SortOrder(k, Ascending)), 4)))
+    val sorted = topExchange(spark.range(100).toDF().orderBy(col("id").desc))
+    assert(!ShuffleIdentity.partialRecoveryAllowed(sorted.outputPartitioning))
+    assert(
+      identity(spark.range(100).toDF().orderBy(col("id").desc)).description.startsWith("Exchange rangepartitioning("))
+  }
+
+  test("reasons are the documented codes") {
+    assert(Reason.all.toSet == Set("rdd_scan", "unsupported_source", "nondeterministic", "python_udf",
+      "unsupported_value"))
+    assert(identity(spark.range(5).select(lit(1).as("k")).groupBy("k").count()).planDigest.nonEmpty)
+    assert(identity(spark.range(5).select(min("id").as("m")).repartition(2)).planDigest.nonEmpty)
+  }
+}

@@ -17,7 +17,7 @@ import org.apache.spark.sql.catalyst.plans.logical.{Range => LogicalRange}
 import org.apache.spark.sql.catalyst.plans.physical.{HashPartitioning, Partitioning, RangePartitioning, RoundRobinPartitioning, SinglePartition}
 import org.apache.spark.sql.catalyst.trees.TreeNode
 import org.apache.spark.sql.catalyst.util.{toPrettySQL, ArrayData, MapData}
-import org.apache.spark.sql.execution.{ColumnarToRowExec, ExternalRDDScanExec, FileSourceScanExec, InputAdapter, LocalTableScanExec, OneRowRelationExec, RangeExec, RDDScanExec, ReusedSubqueryExec, RowToColumnarExec, SparkPlan, SubqueryAdaptiveBroadcastExec, WholeStageCodegenExec}
+import org.apache.spark.sql.execution.{CoalesceExec, CollectLimitExec, CollectTailExec, ColumnarToRowExec, ExternalRDDScanExec, FileSourceScanExec, InputAdapter, LocalTableScanExec, OneRowRelationExec, RangeExec, RDDScanExec, ReusedSubqueryExec, RowToColumnarExec, SparkPlan, SubqueryAdaptiveBroadcastExec, TakeOrderedAndProjectExec, UnionExec, WholeStageCodegenExec}
 import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, AQEShuffleReadExec, QueryStageExec}
 import org.apache.spark.sql.execution.datasources.{FileScanRDD, HadoopFsRelation}
 import org.apache.spark.sql.execution.exchange.{Exchange, ReusedExchangeExec, ShuffleExchangeLike}
@@ -122,7 +122,9 @@ object ShuffleIdentity {
     catch { case NonFatal(e) => Left(failure("canonicalizing " + exchange.nodeName, e)) }) match {
       case Left(refused) => refused
       case Right(text) =>
-        Identity(sha256(Iterator(text)), confDigest(conf, pluginVersion), text, describe(exchange))
+        val description = try describe(exchange)
+        catch { case NonFatal(_) => exchange.nodeName }
+        Identity(sha256(Iterator(text)), confDigest(conf, pluginVersion), text, description)
     }
 
   /** The rendering of a canonical plan alone (tests); `Left` names why it cannot be rendered. */
@@ -244,11 +246,18 @@ object ShuffleIdentity {
   def splitSignature(child: SparkPlan): Option[String] =
     try {
       val scans = mutable.ArrayBuffer.empty[FileSourceScanExec]
+      // Above the scans, a map task must read exactly its scan partitions: row-wise nodes (one child,
+      // partition i from the child's partition i) and unions (their children's partitions in turn).
+      // Nodes that regroup partitions (coalesce: by locality; top-k and limits: their own shuffle) or
+      // combine two inputs (cartesian products, joins) leave only whole-shuffle recovery.
       def walk(p: SparkPlan): Boolean = p match {
         case f: FileSourceScanExec => scans += f; f.stream.isEmpty
         case _: Exchange | _: QueryStageExec | _: ReusedExchangeExec | _: AdaptiveSparkPlanExec => false
+        case _: CoalesceExec | _: TakeOrderedAndProjectExec | _: CollectLimitExec | _: CollectTailExec => false
+        case u: UnionExec => u.children.forall(walk)
         case leaf if leaf.children.isEmpty => false
-        case other => other.children.forall(walk)
+        case one if one.children.size == 1 => walk(one.children.head)
+        case _ => false
       }
       if (!walk(child) || scans.isEmpty) None
       else {

@@ -403,6 +403,11 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     val top = exchanges(twoStages).head
     assert(ShuffleIdentity.splitSignature(top.child).isEmpty, "the map side reads a shuffle")
     assert(ShuffleIdentity.splitSignature(mapSide(spark.range(10).groupBy(col("id") % 3).count())).isEmpty)
+    // a union of scans: each scan's partitions in turn; a coalesce regroups them by locality
+    val union = spark.read.parquet(path).union(spark.read.parquet(path)).groupBy("k").count()
+    assert(ShuffleIdentity.splitSignature(mapSide(union)).exists(s => s != a.get))
+    val coalesced = spark.read.parquet(path).coalesce(2).groupBy("k").count()
+    assert(ShuffleIdentity.splitSignature(mapSide(coalesced)).isEmpty)
   }
 
   test("partial recovery: hash, single and round-robin yes, range no") {

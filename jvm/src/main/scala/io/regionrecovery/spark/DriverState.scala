@@ -18,6 +18,8 @@ final class DriverState(val capacity: Int, val installedBy: String) {
   @volatile var stopped: Boolean = false
   /** Retained shuffle outputs (spark.regionRecovery.retained.enabled), driver side; null when off. */
   @volatile var retention: RetentionCoordinator = _
+  /** Batch job recovery after a driver crash (job-recovery.enabled), driver side; null when off. */
+  @volatile var jobRecovery: io.regionrecovery.spark.jobrecovery.JobRecovery = _
   /** Who reads which shuffle, fed by the listener; the changed-output guard's view of the running jobs. */
   val consumers = new ConsumerGraph
   /** The changed-output guard (failover.restart-consumers-of-changed-outputs), driver side; null when off. */
@@ -72,6 +74,7 @@ final class DriverState(val capacity: Int, val installedBy: String) {
       "stopped" -> stopped.toString,
       "orphan_events" -> CurrentApplication.orphanEvents.toString,
       "retention" -> (r != null).toString,
+      "job_recovery" -> (jobRecovery != null).toString,
       "changed_output_guard" -> (if (guard == null) "null" else guard.statusJson),
       "retention_agents" -> (if (r == null) 0 else r.liveAgents.size).toString,
       "retained_root" -> Json.str(if (r == null) null else r.store.root.toString),

@@ -62,6 +62,10 @@ object RegionRecoveryBridge {
   /** One scope as JSON: recorded, captured and reused exchanges, and every refusal with its reason. */
   def reuseScopeJson(scope: String): String = sql.ExchangeReuse.scopeJson(scope)
 
+  /** Job recovery after a driver crash: what was replayed, recovered, recomputed, refused, recorded; `{"enabled": false}` when off. */
+  def jobRecoveryJson(): String =
+    jobrecovery.JobRecovery.active.map(_.statusJson).getOrElse(Json.obj("enabled" -> "false"))
+
   /** Unregisters all map outputs of a shuffle so that Spark recomputes it (full failover). */
   def unregisterShuffle(shuffleId: Int): Boolean =
     org.apache.spark.regionrecovery.SparkInternals.unregisterAllMapOutputs(shuffleId)

@@ -19,11 +19,16 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
 
   private def offer(e: Event): Unit = state.offer(e)
 
-  override def onApplicationStart(e: SparkListenerApplicationStart): Unit =
+  override def onApplicationStart(e: SparkListenerApplicationStart): Unit = {
     offer(AppStartEvent(e.time, e.appId.orNull, e.appName, e.sparkUser))
+    val jr = state.jobRecovery
+    if (jr != null) e.appId.foreach(jr.applicationStarted)
+  }
 
   override def onApplicationEnd(e: SparkListenerApplicationEnd): Unit = {
     offer(AppEndEvent(e.time, e.exitCode.getOrElse(Int.MinValue)))
+    val jr = state.jobRecovery
+    if (jr != null) jr.applicationEnding(e.exitCode)
     val retention = state.retention
     if (retention != null) retention.applicationEnding()
     state.stopped = true
@@ -51,6 +56,8 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
       case other => offer(JobEndEvent(e.time, e.jobId, succeeded = false, String.valueOf(other)))
     }
     state.consumers.jobEnded(e.jobId)
+    val jr = state.jobRecovery
+    if (jr != null) jr.jobEnded(e.jobResult == JobSucceeded)
     val retention = state.retention
     if (retention != null) retention.jobEnded(e.jobId, e.jobResult == JobSucceeded)
   }

@@ -9,6 +9,7 @@ import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException, SparkGuardActions}
+import io.regionrecovery.spark.jobrecovery.JobRecovery
 import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
 import io.regionrecovery.spark.retention.{RetentionPolicy, RetentionPreconditions, RetentionProtocol}
 
@@ -46,6 +47,7 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root} " +
         s"(this driver's incarnation $incarnation)")
     }
+    state.jobRecovery = JobRecovery.start(sc, state).orNull
     if (ConfigKeys.RestartConsumersOfChangedOutputs.read(sc.getConf.getOption)) {
       val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
       guardTimer = timer
@@ -80,6 +82,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   }
 
   override def shutdown(): Unit = if (state != null) {
+    val jr = state.jobRecovery
+    if (jr != null) JobRecovery.stopped(jr)
     val r = state.retention
     if (r != null) r.applicationEnd()
     val t = guardTimer

@@ -107,6 +107,12 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
     (files, bytes)
   }
 
+  /** Each host's agent marks the application's retained directory kept for a resubmission of `jobId` until `until`. */
+  def keepApplication(app: String, until: Long, jobId: String, timeoutMs: Long): Unit = onePerHost.foreach { a =>
+    try ask(a, KeepApplication(app, until, jobId), timeoutMs)
+    catch { case NonFatal(e) => logWarning(s"region-recovery: retained files on ${a.host} not marked kept: $e") }
+  }
+
   /** Each host's agent deletes the application's retained directory there (application end, best effort). */
   def purgeApplication(app: String, timeoutMs: Long): Unit = onePerHost.foreach { a =>
     try ask(a, PurgeRequest(app, null, fence = false), timeoutMs)

@@ -106,6 +106,9 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
     enforceCap(host)
   }
 
+  /** The entry of a retained output, if the ledger holds it. */
+  def entry(shuffleId: Int, mapId: Long): Option[RetainedEntry] = entries.get((shuffleId, mapId))
+
   /** The digest reported at commit for a retained output the ledger holds (None: unknown, or none reported). */
   def digestOf(shuffleId: Int, mapId: Long): Option[Long] =
     entries.get((shuffleId, mapId)).map(_.digest).filter(_ != 0L)

@@ -8,7 +8,7 @@ import scala.util.control.NonFatal
 import org.apache.spark.regionrecovery.SparkInternals
 
 /** The files of one retained map output that passed [[RetainedVerification.verify]]. */
-final case class VerifiedOutput(data: File, index: File, checksum: File) {
+final case class VerifiedOutput(data: File, index: File, checksum: File, lengths: Array[Long]) {
   def files: Seq[File] = Seq(data, index, checksum).filter(_.isFile)
 }
 
@@ -51,7 +51,7 @@ object RetainedVerification {
         catch { case NonFatal(e) => throw new IOException(s"$base: checksum verification failed: $e") }
       if (!ok) throw new IOException(s"$base: checksum mismatch (corrupt retained file)")
     }
-    VerifiedOutput(data, index, checksum)
+    VerifiedOutput(data, index, checksum, lengths)
   }
 
   private def readOffsets(index: File): Array[Long] = {

@@ -213,6 +213,12 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
 
   def handle(request: AgentRequest): AnyRef = request match {
     case r: AdoptRequest => adopt(r)
+    case r: RecoverRequest => recover(r)
+    case k: KeepApplication =>
+      if (Files.isDirectory(store.appDir(k.appKey))) store.markKept(k.appKey, k.until, k.jobId)
+      logInfo(s"region-recovery: retained files of ${k.appKey} kept for a resubmission of job ${k.jobId} until " +
+        java.time.Instant.ofEpochMilli(k.until))
+      null
     case p: PurgeRequest =>
       val (files, bytes) =
         if (p.executorId == null) store.deleteApp(p.appKey)
@@ -249,6 +255,43 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     logInfo(s"region-recovery: adopted $adopted of ${r.outputs.length} map outputs of lost executor " +
       r.fromExecutor + (if (notAdopted.isEmpty) "" else s"; not adopted: ${notAdopted.mkString("; ")}"))
     AdoptReply(me, failures, bytes)
+  }
+
+  private def recover(r: RecoverRequest): RecoverReply = {
+    val failures = new Array[String](r.outputs.length)
+    val lengths = new Array[Array[Long]](r.outputs.length)
+    val bytes = new Array[Long](r.outputs.length)
+    r.outputs.zipWithIndex.foreach { case (o, i) =>
+      try {
+        val v = recoverOne(r.fromAppKey, r.fromExecutor, o)
+        lengths(i) = v.lengths
+        bytes(i) = v.files.map(_.length()).sum
+      } catch { case NonFatal(e) => failures(i) = e.getMessage }
+    }
+    val failed = failures.filter(_ != null)
+    logInfo(s"region-recovery: serving ${r.outputs.length - failed.length} of ${r.outputs.length} map outputs " +
+      s"retained by ${r.fromAppKey} (executor ${r.fromExecutor})" +
+      (if (failed.isEmpty) "" else s"; not recovered: ${failed.distinct.take(5).mkString("; ")}"))
+    RecoverReply(SparkInternals.localBlockManagerId, failures, lengths, bytes)
+  }
+
+  /**
+   * Verifies an earlier application's retained output against the digest recorded for it, links it
+   * into this executor's block manager as map `mapId` of `shuffleId`, and retains it under this
+   * application. Hard links: neither copy depends on the other.
+   */
+  private def recoverOne(fromAppKey: String, fromExecutor: String, o: RecoverRef): VerifiedOutput = {
+    val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(o.shuffleId, o.mapId)
+    if (ownChecksum == null)
+      throw new IOException("spark.shuffle.checksum.enabled=false on this executor: nothing can be verified")
+    val v = RetainedVerification.verify(store.executorDir(fromAppKey, fromExecutor), o.fromShuffleId, o.fromMapId,
+      SparkInternals.checksumAlgorithm, o.digest)
+    if (v.data.isFile) store.linkOrCopy(v.data.toPath, ownData.toPath)
+    store.linkOrCopy(v.checksum.toPath, ownChecksum.toPath)
+    store.linkOrCopy(v.index.toPath, ownIndex.toPath)
+    SparkInternals.ownMapOutput(o.shuffleId, o.mapId)
+    store.retain(appKey, executorId, RetainedStore.fileBase(o.shuffleId, o.mapId), Seq(ownData, ownIndex, ownChecksum))
+    v
   }
 
   /**

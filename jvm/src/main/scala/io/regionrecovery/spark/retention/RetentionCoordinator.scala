@@ -210,6 +210,42 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     state.offer(RetainedFilesDeletedEvent(now, executorId, host, files, bytes, reason))
   }
 
+  // ---- job recovery: outputs of a crashed driver of the same job ------------------------------------
+
+  /** Asks one agent (job recovery: RecoverRequest, on the AQE thread that materializes the stage). */
+  def askAgent(a: AgentInfo, request: AgentRequest): AnyRef = agents.ask(a, request)
+
+  /** The ledger's entry of a retained output of this application: (executorId, host, bytes, digest). */
+  def retainedEntry(shuffleId: Int, mapId: Long): Option[(String, String, Long, Long)] =
+    ledger.synchronized(ledger.entry(shuffleId, mapId).map(e => (e.executorId, e.host, e.bytes, e.digest)))
+
+  /**
+   * An agent now serves and retains, under this application, an output a crashed driver retained:
+   * it counts against the cap like the application's own, and can be adopted if that executor dies.
+   */
+  def recoveredOutput(shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, host: String, bytes: Long,
+      digest: Long): Unit = onWorker("recovered output") {
+    release(ledger.synchronized(ledger.retained(shuffleId, mapId, mapIndex, executorId, host, bytes, digest)),
+      s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on $host: least recently used")
+  }
+
+  /**
+   * Deletes another application's retained directory on every host with a live agent, and on the
+   * driver's own host: job recovery removes a crashed driver's files once its successor succeeded.
+   */
+  def purgeOtherApplication(otherAppKey: String): Unit = {
+    agents.purgeApplication(otherAppKey, 5000L)
+    try store.deleteApp(otherAppKey)
+    catch { case NonFatal(e) => logWarning(s"region-recovery: deleting $otherAppKey failed: $e") }
+  }
+
+  /**
+   * Instead of deleting this application's retained files when it ends, keep them on every host
+   * until `until` for a resubmission of job `jobId` (job recovery: the job did not succeed).
+   */
+  @volatile private var keepAtEnd: Option[(Long, String)] = None
+  def keepAtApplicationEnd(until: Long, jobId: String): Unit = keepAtEnd = Some((until, jobId))
+
   // ---- policy: set by Python, applied on the coordinator's thread ------------------------------------
 
   /**
@@ -338,7 +374,10 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     stopped = true
     worker.shutdown()
     worker.awaitTermination(RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS)
-    Try(appKey).toOption.foreach(agents.purgeApplication(_, 5000L))
+    keepAtEnd match {
+      case Some((until, jobId)) => Try(appKey).toOption.foreach(agents.keepApplication(_, until, jobId, 5000L))
+      case None => Try(appKey).toOption.foreach(agents.purgeApplication(_, 5000L))
+    }
   }
 
   /**
@@ -352,7 +391,10 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     try SparkInternals.unregisterEndpoint(driverEndpoint)
     catch { case NonFatal(_) => }
     Try(appKey).toOption.foreach { id =>
-      try store.deleteApp(id)
+      try keepAtEnd match {
+          case Some((until, jobId)) => if (java.nio.file.Files.isDirectory(store.appDir(id))) store.markKept(id, until, jobId)
+          case None => store.deleteApp(id)
+        }
       catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }
     }
   }

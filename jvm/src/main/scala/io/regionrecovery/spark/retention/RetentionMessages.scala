@@ -75,6 +75,29 @@ final case class ReleaseShuffle(appKey: String, shuffleId: Int) extends AgentReq
 final case class ReleaseOutputs(appKey: String, executorId: String, outputs: Array[OutputRef], served: Boolean)
     extends AgentRequest
 
+/**
+ * One output a crashed driver of the same job retained (`fromShuffleId`/`fromMapId`, verified against
+ * `digest`), to be served in this application as map `mapIndex` of `shuffleId` written by "task" `mapId`.
+ */
+final case class RecoverRef(fromShuffleId: Int, fromMapId: Long, shuffleId: Int, mapId: Long, mapIndex: Int,
+    digest: Long)
+
+/**
+ * Job recovery: serve outputs that an earlier application of the same job retained on this host in
+ * `<fromAppKey>/<fromExecutor>/`: verify each one, link it into this executor's block manager under
+ * the new ids, and retain it under this application, so that a second crash finds it too. The
+ * earlier application's files stay where they are (its window or the job's success removes them).
+ * Reply: [[RecoverReply]].
+ */
+final case class RecoverRequest(fromAppKey: String, fromExecutor: String, outputs: Array[RecoverRef])
+    extends AgentRequest
+
+/**
+ * Job recovery, the job did not succeed: keep the application's retained directory on this host for
+ * a resubmission of `jobId` until `until` (ms since the epoch) instead of deleting it. Reply: null.
+ */
+final case class KeepApplication(appKey: String, until: Long, jobId: String) extends AgentRequest
+
 // ---- agent -> driver ---------------------------------------------------------------------------
 
 /** What an executor's agent tells the driver; the coordinator's handler matches over all of them. */
@@ -90,6 +113,13 @@ final case class LeasePing(appKey: String, executorId: String) extends DriverReq
 
 /** failures(i) == null: outputs(i) adopted (bytes(i) bytes) and now served at `location`; otherwise why not. */
 final case class AdoptReply(location: BlockManagerId, failures: Array[String], bytes: Array[Long])
+
+/**
+ * failures(i) == null: outputs(i) is served at `location`, its partitions `lengths(i)` long
+ * (`bytes(i)` in all); otherwise why not.
+ */
+final case class RecoverReply(location: BlockManagerId, failures: Array[String], lengths: Array[Array[Long]],
+    bytes: Array[Long])
 
 /** Files and bytes an agent deleted. */
 final case class PurgeReply(files: Int, bytes: Long)

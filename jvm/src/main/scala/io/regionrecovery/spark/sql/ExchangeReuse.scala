@@ -237,6 +237,10 @@ object ExchangeReuse extends Logging {
       case s: ShuffleQueryStageExec =>
         s.shuffle match {
           case e: ShuffleExchangeExec if s.isMaterialized => found += e
+          // under job recovery: Spark's exchange inside, unless it was served from a crashed driver's
+          // files (its runtime statistics are the wrapper's, not the inner exchange's)
+          case r: io.regionrecovery.spark.jobrecovery.RecoverableShuffleExchangeExec
+              if s.isMaterialized && r.recorded.isEmpty => found += r.inner
           case _ =>
         }
         walk(s.plan)

@@ -6,12 +6,16 @@ import org.apache.spark.sql.util.QueryExecutionListener
 
 /**
  * `spark.sql.extensions=io.regionrecovery.spark.sql.RegionRecoverySqlExtension` installs the
- * exchange-reuse rule; `spark.sql.queryExecutionListeners=io.regionrecovery.spark.sql.FailedQueryCapture`
+ * exchange-reuse rule and the job-recovery rule (inert unless job recovery is on); `spark.sql.queryExecutionListeners=io.regionrecovery.spark.sql.FailedQueryCapture`
  * records what a failed query materialized. `region_recovery.configure(builder)` sets both.
  */
 class RegionRecoverySqlExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit =
+  {
     extensions.injectQueryStagePrepRule(session => new ExchangeReuseRule(session))
+    // after reuse within a run: an exchange reused from a failed attempt is not wrapped again
+    extensions.injectQueryStagePrepRule(session => new io.regionrecovery.spark.jobrecovery.JobRecoveryRule(session))
+  }
 }
 
 /**

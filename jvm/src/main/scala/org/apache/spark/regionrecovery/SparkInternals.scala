@@ -6,7 +6,8 @@ import java.util.concurrent.{ExecutorService, ScheduledExecutorService}
 import scala.concurrent.duration._
 import scala.reflect.ClassTag
 
-import org.apache.spark.{MapOutputTrackerMaster, MapOutputTrackerWorker, ShuffleStatus, SparkContext, SparkEnv}
+import org.apache.spark.{MapOutputStatistics, MapOutputTrackerMaster, MapOutputTrackerWorker, ShuffleDependency}
+import org.apache.spark.{ShuffleStatus, SparkContext, SparkEnv}
 import org.apache.spark.rpc.{RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv, RpcTimeout}
 import org.apache.spark.scheduler.{SparkListenerEvent, SparkListenerInterface, StageInfo, TaskSchedulerImpl}
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleChecksumUtils}
@@ -369,6 +370,56 @@ object SparkInternals {
    */
   def metadataFetchFailed(shuffleId: Int, reduceId: Int, message: String): Exception =
     new org.apache.spark.shuffle.MetadataFetchFailedException(shuffleId, reduceId, message)
+
+  // ---- job recovery (driver side) -------------------------------------------------------------------
+
+  /** A registered map output as job recovery records it. */
+  final case class RegisteredOutput(mapIndex: Int, mapId: Long, location: BlockManagerId, rowChecksum: Long)
+
+  /**
+   * Every map output of a shuffle, by map index, if each index has one registered (a materialized
+   * shuffle); None when the shuffle is unknown or some index has none.
+   */
+  def registeredOutputs(shuffleId: Int): Option[Seq[RegisteredOutput]] =
+    tracker.shuffleStatuses.get(shuffleId).flatMap { status =>
+      status.withMapStatuses { a =>
+        if (a.exists(_ == null)) None
+        else Some(a.toSeq.zipWithIndex.map { case (s, i) => RegisteredOutput(i, s.mapId, s.location, s.checksumValue) })
+      }
+    }
+
+  /**
+   * Registers map outputs that were not written by a task of this application (a crashed driver's,
+   * served by an executor of this one) before Spark creates the map stage of `shuffleId`: the
+   * DAGScheduler registers a shuffle only if the tracker does not contain it yet, and a stage whose
+   * outputs are all available runs no task. Returns how many outputs registered.
+   */
+  def registerRecoveredOutputs(shuffleId: Int, numMaps: Int, numReduces: Int,
+      outputs: Seq[(Int, BlockManagerId, Array[Long], Long, Long)]): Int = {
+    val t = tracker
+    if (!t.containsShuffle(shuffleId)) t.registerShuffle(shuffleId, numMaps, numReduces)
+    outputs.foreach { case (mapIndex, location, lengths, mapId, rowChecksum) =>
+      // the result says whether the row checksum differs from an earlier output at that index: none here
+      t.registerMapOutput(shuffleId, mapIndex, org.apache.spark.scheduler.MapStatus(location, lengths, mapId,
+        rowChecksum))
+    }
+    outputs.size
+  }
+
+  /**
+   * What ShuffleExchangeExec does to materialize its shuffle under AQE, for an exchange that wraps
+   * one: submit its map stage (an empty input has no stage and no statistics).
+   */
+  def submitMapStage(sc: SparkContext, dep: ShuffleDependency[_, _, _], inputPartitions: Int)
+      : scala.concurrent.Future[MapOutputStatistics] =
+    if (inputPartitions == 0) scala.concurrent.Future.successful(null) else sc.submitMapStage(dep)
+
+  /** Whether an RDD's output is DETERMINATE: the same rows in the same order in each partition on a rerun. */
+  def outputDeterminate(rdd: org.apache.spark.rdd.RDD[_]): Boolean =
+    rdd.outputDeterministicLevel == org.apache.spark.rdd.DeterministicLevel.DETERMINATE
+
+  /** Whether this JVM is running its shutdown hooks (a SparkContext stopped from there was not stopped by its user). */
+  def jvmShuttingDown: Boolean = org.apache.spark.util.ShutdownHookManager.inShutdown()
 
   /** Posts an event to every listener-bus queue (delivered in order with the events posted before it). */
   def post(sc: SparkContext, event: SparkListenerEvent): Unit = sc.listenerBus.post(event)

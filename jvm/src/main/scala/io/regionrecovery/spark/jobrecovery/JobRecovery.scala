@@ -1,0 +1,370 @@
+package io.regionrecovery.spark.jobrecovery
+
+import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue}
+import java.util.concurrent.atomic.AtomicLong
+
+import scala.concurrent.ExecutionContext
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.spark.{SparkContext, SPARK_VERSION}
+import org.apache.spark.internal.Logging
+import org.apache.spark.regionrecovery.SparkInternals
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
+import org.apache.spark.storage.BlockManagerId
+
+import io.regionrecovery.spark.{CurrentApplication, DriverState, Json}
+import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
+import io.regionrecovery.spark.retention.{AgentInfo, RetentionCoordinator}
+import io.regionrecovery.spark.sql.InputFingerprint
+
+/**
+ * What job recovery decided for one shuffle (per plan digest, the latest decision): `outcome` is
+ * recovered (some or all map outputs served from a crashed driver's files), recomputed (recorded,
+ * but not reusable: `reason` says why), refused (not identifiable: never recorded nor reused) or
+ * recorded (new: computed and recorded for a later crash).
+ */
+final case class ShuffleDecision(planDigest: String, description: String, outcome: String, reason: String,
+    detail: String, shuffleId: Int, maps: Int, mapsRecovered: Int, bytesRecovered: Long, at: Long) {
+  def json: String = Json.obj("plan_digest" -> Json.str(planDigest), "description" -> Json.str(description),
+    "outcome" -> Json.str(outcome), "reason" -> Json.str(reason), "detail" -> Json.str(detail),
+    "shuffle_id" -> shuffleId.toString, "maps" -> maps.toString, "maps_recovered" -> mapsRecovered.toString,
+    "maps_recomputed" -> math.max(0, maps - mapsRecovered).toString, "bytes_recovered" -> bytesRecovered.toString,
+    "at" -> at.toString)
+}
+
+/**
+ * Batch job recovery after a driver crash, driver side (Flink's FLIP-383 for DataFrame jobs). One per
+ * driver JVM while `job-recovery.enabled`: it holds the job's event store (this application's
+ * segment, and what the earlier segments recorded), decides per planned exchange whether a recorded
+ * shuffle is the same ([[JobRecoveryRule]]), serves the recorded map outputs through the executors'
+ * retention agents when the exchange materializes ([[RecoverableShuffleExchangeExec]]), and records
+ * every materialized shuffle so that a later crash, including a second one during a recovery,
+ * recovers it too.
+ */
+final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId: String, val dir: String,
+    store: JobEventStore, val replay: Replay, previous: Map[String, ShuffleRecord], previousApps: Seq[String],
+    val startedAt: Long, workerTimeoutMs: Long, windowMs: Long) extends Logging {
+
+  private def retention: RetentionCoordinator = state.retention
+  private val decisions = new ConcurrentHashMap[String, ShuffleDecision]()
+  private val recorded = new ConcurrentLinkedQueue[String]()
+  private val recordedShuffles = ConcurrentHashMap.newKeySet[Int]()
+  private val recoveredMapIds = new AtomicLong(JobRecovery.RecoveredMapIdBase)
+  @volatile private var lastJobFailed = false
+  @volatile private var finished = false
+  private val recorder = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-job-recorder")
+  val recorderContext: ExecutionContext = ExecutionContext.fromExecutor(recorder)
+
+  /** Recorded shuffles of earlier applications, by plan digest (the latest record wins). */
+  def recordedFor(planDigest: String): Option[ShuffleRecord] = previous.get(planDigest)
+
+  private def decide(d: ShuffleDecision): Unit = {
+    val before = decisions.put(d.planDigest, d)
+    if (before == null || before.outcome != d.outcome || before.reason != d.reason) {
+      val msg = s"region-recovery: job $jobId, shuffle ${d.description}: ${d.outcome}" +
+        (if (d.reason == null) "" else s" (${d.reason}: ${d.detail})")
+      if (d.outcome == JobRecovery.Recovered || d.outcome == JobRecovery.Recorded) logInfo(msg) else logWarning(msg)
+    }
+  }
+
+  /** A planned exchange that cannot be identified: never recorded, never reused. */
+  def refused(e: ShuffleExchangeExec, reason: String, detail: String): Unit = {
+    val key = "refused:" + reason + ":" + e.outputPartitioning.toString
+    if (!decisions.containsKey(key))
+      decide(ShuffleDecision(key, s"Exchange ${e.outputPartitioning}", JobRecovery.Refused, reason, detail, -1, 0, 0,
+        0L, System.currentTimeMillis()))
+  }
+
+  /** A recorded shuffle has the same plan but not the same input or settings. */
+  def notReused(id: ShuffleIdentity.Identity, reason: String, detail: String): Unit =
+    decide(ShuffleDecision(id.planDigest, id.description, JobRecovery.Recomputed, reason, detail, -1, 0, 0, 0L,
+      System.currentTimeMillis()))
+
+  // ---- recovery: when a matching exchange materializes (the AQE thread) --------------------------------
+
+  /**
+   * Serves the recorded outputs of `rec` as map outputs of `x`'s new shuffle, before Spark submits its
+   * map stage. Returns true when outputs were registered (the exchange then reports the recorded
+   * runtime statistics). Everything that cannot be served is left unregistered: Spark computes
+   * exactly those maps, or the whole shuffle when only part of it may not be recomputed safely.
+   */
+  def restore(x: RecoverableShuffleExchangeExec, rec: ShuffleRecord): Boolean =
+    try restoreOrThrow(x, rec)
+    catch {
+      case NonFatal(e) =>
+        logWarning(s"region-recovery: job recovery of ${rec.description} failed, computing it: $e", e)
+        decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recomputed, "recovery_failed",
+          e.toString, -1, rec.numMaps, 0, 0L, System.currentTimeMillis()))
+        false
+    }
+
+  private def restoreOrThrow(x: RecoverableShuffleExchangeExec, rec: ShuffleRecord): Boolean = {
+    val dep = x.inner.shuffleDependency
+    val sid = dep.shuffleId
+    val numMaps = dep.rdd.getNumPartitions
+    val numReduces = dep.partitioner.numPartitions
+    def recompute(reason: String, detail: String): Boolean = {
+      decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recomputed, reason, detail, sid, numMaps, 0,
+        0L, System.currentTimeMillis()))
+      false
+    }
+    if (numMaps != rec.numMaps || numReduces != rec.numReduces)
+      return recompute("split_changed", s"$numMaps map and $numReduces reduce partitions now, ${rec.numMaps} and " +
+        s"${rec.numReduces} recorded")
+    if (retention == null) return recompute("retention_off", "retained outputs are off in this application")
+    val partialOk = rec.partialAllowed && rec.splitSignature.isDefined &&
+      ShuffleIdentity.splitSignature(x.inner.child) == rec.splitSignature
+    val byHost = rec.outputs.groupBy(_.host)
+    waitForAgents(byHost.keySet)
+    val agentsByHost = retention.liveAgents.groupBy(_.host)
+    val served = Seq.newBuilder[(RecordedOutput, RecoverRef, AgentInfo, Array[Long], Long, BlockManagerId)]
+    val failures = Seq.newBuilder[String]
+    byHost.toSeq.sortBy(_._1).foreach { case (host, outs) =>
+      agentsByHost.get(host) match {
+        case None => failures += s"${outs.size} outputs on $host: no executor of this application there"
+        case Some(hostAgents) =>
+          outs.groupBy(o => (o.appKey, o.executorId)).toSeq.zipWithIndex.foreach { case (((appKey, from), group), i) =>
+            val agent = hostAgents(i % hostAgents.size)
+            val refs = group.map(o => RecoverRef(rec.shuffleId, o.mapId, sid, recoveredMapIds.incrementAndGet(),
+              o.mapIndex, o.digest)).toArray
+            val reply =
+              try retention.askAgent(agent, RecoverRequest(appKey, from, refs)).asInstanceOf[RecoverReply]
+              catch {
+                case NonFatal(e) =>
+                  failures += s"${group.size} outputs on $host: executor ${agent.executorId} failed: $e"
+                  null
+              }
+            if (reply != null) group.zip(refs).zipWithIndex.foreach { case ((o, ref), k) =>
+              if (reply.failures(k) == null) served += ((o, ref, agent, reply.lengths(k), reply.bytes(k), reply.location))
+              else failures += reply.failures(k)
+            }
+          }
+      }
+    }
+    val ok = served.result()
+    val missing = numMaps - ok.size
+    val why = failures.result()
+    val notRetained = numMaps - rec.outputs.size
+    val missingDetail = (if (notRetained > 0) Seq(s"$notRetained outputs were not retained") else Nil) ++ why.take(3)
+    if (ok.isEmpty) return recompute("outputs_unavailable", missingDetail.mkString("; "))
+    if (missing > 0 && !partialOk) {
+      ok.groupBy(_._3).foreach { case (agent, outs) =>
+        val refs = outs.map { case (o, ref, _, _, _, _) => OutputRef(sid, ref.mapId, o.mapIndex) }.toArray
+        try retention.askAgent(agent, ReleaseOutputs(retention.appKey, agent.executorId, refs, served = true))
+        catch { case NonFatal(_) => }
+      }
+      val rule = if (!rec.partialAllowed) "its partitioning or its map side is not deterministic"
+        else "the map side splits its input differently now"
+      return recompute("partial_not_allowed", s"$missing of $numMaps outputs unavailable (" +
+        missingDetail.mkString("; ") + s") and only the whole shuffle may be recomputed: $rule")
+    }
+    SparkInternals.registerRecoveredOutputs(sid, numMaps, numReduces, ok.map { case (o, ref, _, lengths, _, at) =>
+      (o.mapIndex, at, lengths, ref.mapId, o.rowChecksum)
+    })
+    ok.foreach { case (o, ref, agent, _, bytes, _) =>
+      retention.recoveredOutput(sid, ref.mapId, o.mapIndex, agent.executorId, agent.host, bytes, o.digest)
+    }
+    val bytes = ok.map(_._5).sum
+    decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recovered,
+      if (missing == 0) null else "partly", if (missing == 0) null else missingDetail.mkString("; "), sid, numMaps,
+      ok.size, bytes, System.currentTimeMillis()))
+    true
+  }
+
+  /** Waits until each host has a live agent, or until the previous-worker timeout from the driver's start. */
+  private def waitForAgents(hosts: Set[String]): Unit = {
+    val deadline = startedAt + workerTimeoutMs
+    def missing = hosts -- retention.liveAgents.map(_.host)
+    while (missing.nonEmpty && System.currentTimeMillis() < deadline) Thread.sleep(50)
+  }
+
+  // ---- recording: when any exchange materialized (the recorder thread) ---------------------------------
+
+  /** Records `x`'s shuffle after its map stage succeeded; hands off to the recorder thread at once. */
+  def materialized(x: RecoverableShuffleExchangeExec, restored: Option[ShuffleRecord]): Unit =
+    if (!finished) recorder.execute(() =>
+        try record(x, restored)
+        catch { case NonFatal(e) => logWarning(s"region-recovery: recording ${x.identity.description} failed: $e", e) })
+
+  private def record(x: RecoverableShuffleExchangeExec, restored: Option[ShuffleRecord]): Unit = {
+    val sid = x.inner.shuffleId
+    if (!recordedShuffles.add(sid)) return
+    val r = retention
+    val registered = SparkInternals.registeredOutputs(sid).getOrElse {
+      logInfo(s"region-recovery: shuffle $sid is no longer complete; not recorded")
+      return
+    }
+    val input = InputFingerprint.ofExecuted(x.inner.child) match {
+      case f: InputFingerprint.Fingerprint if f.digest == x.input.digest => f
+      case other =>
+        logWarning(s"region-recovery: shuffle $sid read other input than planned (${other.describe}); not recorded")
+        return
+    }
+    // the executors report what they retained through the plugin channel: give stragglers a moment
+    val deadline = System.currentTimeMillis() + 5000L
+    def entries = registered.map(o => o -> r.retainedEntry(sid, o.mapId))
+    var found = entries
+    while (found.exists(_._2.isEmpty) && System.currentTimeMillis() < deadline) {
+      Thread.sleep(20)
+      found = entries
+    }
+    val outputs = found.collect { case (o, Some((executorId, host, bytes, digest))) if digest != 0L =>
+      RecordedOutput(o.mapIndex, o.mapId, host, executorId, r.appKey, bytes, digest, o.rowChecksum)
+    }
+    val (dataSize, rowCount) = restored match {
+      case Some(rec) => (rec.dataSize, rec.rowCount)
+      case None =>
+        val s = x.inner.runtimeStatistics
+        (s.sizeInBytes.toLong, s.rowCount.map(_.toLong).getOrElse(-1L))
+    }
+    val rec = ShuffleRecord(x.identity.planDigest, input.digest, x.identity.confDigest, x.identity.description, sid,
+      registered.size, x.inner.numPartitions, dataSize, rowCount,
+      ShuffleIdentity.partialRecoveryAllowed(x.inner.outputPartitioning) && x.deterministicMapSide,
+      ShuffleIdentity.splitSignature(x.inner.child), sc.applicationId, System.currentTimeMillis(), outputs)
+    store.appendAndFlush(rec.event)
+    recorded.add(rec.planDigest)
+    if (restored.isEmpty)
+      decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recorded, null, null, sid, rec.numMaps, 0,
+        0L, System.currentTimeMillis()))
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------------------
+
+  def applicationStarted(appId: String): Unit =
+    store.append(ApplicationStarted.event(appId, if (retention == null) null else retention.appKey))
+
+  def jobEnded(succeeded: Boolean): Unit = lastJobFailed = !succeeded
+
+  /**
+   * The application ends (before its executors stop). Succeeded (stopped by its user, not by the
+   * JVM's shutdown hook, exit code 0, and its last job succeeded): the job is done, its event store
+   * and the earlier applications' retained files go. Otherwise (a script that died on an exception
+   * ends in the shutdown hook) this application's retained files are kept for the window, like a
+   * crashed driver's, and the store stays for the resubmission.
+   */
+  def applicationEnding(exitCode: Option[Int]): Unit = if (!finished) {
+    finished = true
+    val byUser = !SparkInternals.jvmShuttingDown
+    recorder.shutdown()
+    recorder.awaitTermination(10, java.util.concurrent.TimeUnit.SECONDS)
+    val succeeded = byUser && exitCode.forall(_ == 0) && !lastJobFailed
+    if (succeeded) {
+      try store.deleteJob()
+      catch { case NonFatal(e) => logWarning(s"region-recovery: deleting the event store of job $jobId failed: $e") }
+      if (retention != null) previousApps.foreach(retention.purgeOtherApplication)
+      logInfo(s"region-recovery: job $jobId succeeded: its event store and the retained files of " +
+        s"${previousApps.size} earlier applications are deleted")
+    } else {
+      store.close()
+      val until = System.currentTimeMillis() + windowMs
+      if (retention != null) retention.keepAtApplicationEnd(until, jobId)
+      logWarning(s"region-recovery: job $jobId did not succeed (${if (byUser) "stopped" else "stopped at JVM exit"}, " +
+        s"exit code ${exitCode.getOrElse("none")}, last job ${if (lastJobFailed) "failed" else "succeeded"}): its " +
+        s"retained files are kept until " +
+        s"${java.time.Instant.ofEpochMilli(until)} for a resubmission")
+    }
+  }
+
+  def statusJson: String = Json.obj(
+    "enabled" -> "true",
+    "job_id" -> Json.str(jobId),
+    "dir" -> Json.str(dir),
+    "segment" -> Json.str(store.segment),
+    "segments_replayed" -> replay.segments.size.toString,
+    "shuffles_replayed" -> previous.size.toString,
+    "previous_applications" -> Json.strings(previousApps),
+    "ignored" -> Json.strings(replay.ignored),
+    "corrupt" -> Json.str(replay.corrupt.orNull),
+    "store_failed" -> Json.str(store.failed.orNull),
+    "recorded" -> recorded.size.toString,
+    "decisions" -> decisions.values.asScala.toSeq.sortBy(_.at).map(_.json).mkString("[", ", ", "]"))
+}
+
+object JobRecovery extends Logging {
+  val Recovered = "recovered"
+  val Recomputed = "recomputed"
+  val Refused = "refused"
+  val Recorded = "recorded"
+
+  /**
+   * Map ids of recovered outputs start here: Spark numbers task attempts from 0 in every application,
+   * and the block id grammar has no room for negative ids, so a high base keeps them apart.
+   */
+  val RecoveredMapIdBase: Long = 1L << 50
+
+  @volatile private var current: JobRecovery = _
+  def active: Option[JobRecovery] = Option(current)
+
+  /**
+   * Starts job recovery in the driver plugin's init, before any query: checks the settings, takes
+   * the job's lock (a second live driver of the job fails to start here), replays the earlier
+   * segments and opens this driver's. Settings that make recovery unsafe (encryption: its key is
+   * per application; shuffle files deleted at query end) turn it off with a warning instead.
+   */
+  def start(sc: SparkContext, state: DriverState): Option[JobRecovery] = {
+    val get = sc.getConf.getOption _
+    if (!ConfigKeys.JobRecoveryEnabled.read(get)) return None
+    val jobId = ConfigKeys.JobRecoveryJobId.read(get)
+    if (jobId.isEmpty)
+      throw new IllegalArgumentException(s"${ConfigKeys.JobRecoveryEnabled.name}=true needs " +
+        s"${ConfigKeys.JobRecoveryJobId.name}: the job's name across its submissions (the resubmission uses the same)")
+    if (state.retention == null)
+      throw new IllegalArgumentException(s"${ConfigKeys.JobRecoveryEnabled.name}=true needs " +
+        s"${ConfigKeys.RetainedEnabled.name}=true: recovery reuses the map outputs that executors retained")
+    val configured = ConfigKeys.JobRecoveryDir.read(get)
+    val dir = if (configured.isEmpty) JobEventStore.defaultDir else configured
+    val local = !dir.contains(":") || dir.startsWith("file:")
+    if (local && sc.getConf.get("spark.submit.deployMode", "client") == "cluster")
+      throw new IllegalArgumentException(s"${ConfigKeys.JobRecoveryDir.name}=$dir is a local path, and in cluster " +
+        "deploy mode the next driver may run on another host: use a shared file system (hdfs://, s3a://, ...)")
+    unsafeSetting(get).foreach { why =>
+      logWarning(s"region-recovery: job recovery is off for job $jobId: $why")
+      return None
+    }
+    val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + state.retention.incarnation, sc.hadoopConfiguration,
+      ConfigKeys.JobEventWriteBufferSize.read(get), ConfigKeys.JobEventFlushInterval.read(get))
+    replay.corrupt.foreach { why =>
+      logWarning(s"region-recovery: the event store of job $jobId is corrupt ($why): nothing is recovered, the job " +
+        "runs as new")
+    }
+    replay.ignored.foreach(why => logInfo(s"region-recovery: job $jobId: $why"))
+    val shuffles = replay.events.filter(_.kind == ShuffleRecord.Kind).flatMap { e =>
+      try Some(ShuffleRecord.parse(e.json))
+      catch { case NonFatal(ex) => logWarning(s"region-recovery: unreadable shuffle record skipped: $ex"); None }
+    }
+    val apps = replay.events.filter(_.kind == ApplicationStarted.Kind).flatMap { e =>
+      try Option(new com.fasterxml.jackson.databind.ObjectMapper().readTree(e.json).get("app_key")).map(_.asText())
+      catch { case NonFatal(_) => None }
+    }.filter(k => k != null && k != "null").distinct
+    val now = System.currentTimeMillis()
+    val jr = new JobRecovery(sc, state, jobId, dir, store, replay, shuffles.map(s => s.planDigest -> s).toMap, apps,
+      now, ConfigKeys.JobRecoveryWorkerTimeout.read(get), ConfigKeys.JobRecoveryWindow.read(get))
+    store.append(SegmentStart.event(jobId, "driver-" + state.retention.incarnation, SPARK_VERSION,
+      CurrentApplication.Version, now))
+    current = jr
+    logInfo(s"region-recovery: job recovery on for job $jobId (${JobEventStore.jobDir(dir, jobId)}): " +
+      s"${replay.segments.size} earlier segments, ${shuffles.map(_.planDigest).distinct.size} recorded shuffles")
+    Some(jr)
+  }
+
+  /** Why job recovery cannot be trusted under these settings, if it cannot. */
+  def unsafeSetting(get: String => Option[String]): Option[String] = {
+    def on(key: String) = get(key).exists(_.trim.equalsIgnoreCase("true"))
+    if (on("spark.io.encryption.enabled"))
+      Some("spark.io.encryption.enabled=true: the shuffle encryption key is created per application, so another " +
+        "application cannot read the files")
+    else if (on("spark.shuffle.push.enabled")) Some("spark.shuffle.push.enabled=true: merged shuffle files are not " +
+      "retained")
+    else if (on("spark.sql.classic.shuffleDependency.fileCleanup.enabled"))
+      Some("spark.sql.classic.shuffleDependency.fileCleanup.enabled=true: shuffle files are deleted when each query " +
+        "ends")
+    else if (get("spark.sql.adaptive.enabled").exists(_.trim.equalsIgnoreCase("false")))
+      Some("spark.sql.adaptive.enabled=false: the exchanges are replaced in adaptive query planning only")
+    else None
+  }
+
+  /** Driver stopping: forget the instance (a later SparkContext in this JVM starts its own). */
+  def stopped(jr: JobRecovery): Unit = if (current eq jr) current = null
+}

@@ -1,0 +1,70 @@
+package io.regionrecovery.spark.jobrecovery
+
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.execution.SparkPlan
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
+
+import io.regionrecovery.spark.CurrentApplication
+import io.regionrecovery.spark.sql.InputFingerprint
+
+/**
+ * A query-stage preparation rule, active while job recovery is on: every planned shuffle exchange
+ * that can be identified (its canonical plan rendered on an allowlist, its input files and the
+ * settings that change shuffle bytes, [[ShuffleIdentity]], [[InputFingerprint]]) becomes a
+ * [[RecoverableShuffleExchangeExec]], which records it once materialized and, when a crashed driver
+ * of the same job recorded the same shuffle, serves its retained outputs. An exchange that cannot
+ * be identified stays Spark's own and is neither recorded nor reused; the reason is reported.
+ * Top-down, so a recorded exchange replaces its subtree's planning as a unit.
+ */
+class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Logging {
+  override def apply(plan: SparkPlan): SparkPlan = JobRecovery.active match {
+    case None => plan
+    case Some(jr) =>
+      plan.transformDown { case e: ShuffleExchangeExec =>
+        try wrap(jr, e)
+        catch {
+          case NonFatal(t) => // never fail the user's query: plan it as Spark would
+            logWarning(s"region-recovery: job recovery skipped an exchange: $t")
+            e
+        }
+      }
+  }
+
+  private def wrap(jr: JobRecovery, e: ShuffleExchangeExec): SparkPlan =
+    ShuffleIdentity.of(e, session.sparkContext.getConf, CurrentApplication.Version) match {
+      case ShuffleIdentity.Refused(reason, detail) =>
+        jr.refused(e, reason, detail)
+        e
+      case id: ShuffleIdentity.Identity =>
+        InputFingerprint.of(e.child) match {
+          case InputFingerprint.NotFingerprintable(leaf) =>
+            jr.refused(e, JobRecoveryRule.NotFingerprintable, s"its input cannot be fingerprinted: $leaf")
+            e
+          case input: InputFingerprint.Fingerprint =>
+            val same = jr.recordedFor(id.planDigest).flatMap { rec =>
+              if (rec.inputDigest != input.digest) {
+                jr.notReused(id, JobRecoveryRule.InputChanged, s"recorded over other input files; now ${input.describe}")
+                None
+              } else if (rec.confDigest != id.confDigest) {
+                jr.notReused(id, JobRecoveryRule.SettingsChanged,
+                  "a setting that changes shuffle bytes (codec, checksum, partitions, split sizes) or the Spark or " +
+                    "plugin version differs from the recorded run")
+                None
+              } else Some(rec)
+            }
+            val wrapped = RecoverableShuffleExchangeExec(e, id, input, same)
+            e.logicalLink.foreach(wrapped.setLogicalLink)
+            wrapped
+        }
+    }
+}
+
+object JobRecoveryRule {
+  val NotFingerprintable = "not_fingerprintable"
+  val InputChanged = "input_changed"
+  val SettingsChanged = "settings_changed"
+}

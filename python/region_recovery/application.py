@@ -137,6 +137,7 @@ class RegionRecovery:
             output_comparisons=self.consumer_guard.comparisons_snapshot(),
             refused_outputs=self.consumer_guard.refused_snapshot(),
             retained=self.model.retained_bytes() if self.retained_ledger() is not None else None,
+            job_recovery=self.job_recovery(),
         )
 
     def begin_reuse_scope(self) -> str:
@@ -200,6 +201,13 @@ class RegionRecovery:
         policy, and what was released; None when retention is off."""
         raw = self._bridge.retainedLedgerJson()
         return None if raw is None else json.loads(raw)
+
+    def job_recovery(self) -> dict | None:
+        """Batch job recovery after a driver crash: the job's event store (replayed segments, a torn or
+        corrupt record) and what became of each shuffle (recovered, recomputed, refused, recorded, and
+        why); None when job recovery is off."""
+        status = json.loads(self._bridge.jobRecoveryJson())
+        return status if status.get("enabled") else None
 
     def exchange_reuse(self) -> dict:
         """DataFrame exchange-reuse counters of the application (open scopes, recorded, captured, reused,

@@ -136,3 +136,62 @@ def test_a_refused_exchange_needs_a_known_reason():
     refusal["reason"] = "because"
     with pytest.raises(jsonschema.ValidationError, match="because"):
         jsonschema.validate(report, schema())
+
+
+def _job_recovery() -> dict:
+    def decision(outcome, reason=None, maps=4, recovered=0):
+        return {
+            "plan_digest": "ab" * 32,
+            "description": "Exchange hashpartitioning(k#0, 4) over 1 file scan (parquet)",
+            "outcome": outcome,
+            "reason": reason,
+            "detail": None if reason is None else f"because {reason}",
+            "shuffle_id": 3,
+            "maps": maps,
+            "maps_recovered": recovered,
+            "maps_recomputed": maps - recovered,
+            "bytes_recovered": 1024 * recovered,
+            "at": 1_700_000_000_000,
+        }
+
+    return {
+        "enabled": True,
+        "job_id": "nightly",
+        "dir": "/tmp/jobs",
+        "segment": "/tmp/jobs/nightly/segment-0001700000000000-driver-ab",
+        "segments_replayed": 1,
+        "shuffles_replayed": 2,
+        "previous_applications": ["app-0.ab"],
+        "ignored": ["segment-1: torn last record at byte 900 ignored"],
+        "corrupt": None,
+        "store_failed": None,
+        "recorded": 1,
+        "decisions": [
+            decision("recovered", recovered=4),
+            decision("recovered", "partly", recovered=3),
+            decision("recomputed", "input_changed"),
+            decision("refused", "rdd_scan", maps=0),
+            decision("recorded"),
+        ],
+    }
+
+
+def test_a_report_with_job_recovery_validates_and_renders():
+    from region_recovery.reporting.render import describe_report
+
+    report = json.loads(json.dumps({**_report(None), "job_recovery": _job_recovery()}))
+    jsonschema.validate(report, schema())
+    text = describe_report(report)
+    assert "job recovery for job 'nightly': 1 earlier segment(s), 2 recorded shuffle(s) replayed" in text
+    assert "recovered 4 of 4 map outputs (4.0 KiB), 0 recomputed" in text
+    assert "recovered 3 of 4 map outputs (3.0 KiB), 1 recomputed [partly: because partly]" in text
+    assert "recomputed [input_changed: because input_changed]" in text
+    assert "refused [rdd_scan: because rdd_scan]" in text
+    assert "ignored: segment-1: torn last record" in text
+
+
+def test_a_job_recovery_decision_needs_a_known_outcome():
+    status = _job_recovery()
+    status["decisions"][0]["outcome"] = "maybe"
+    with pytest.raises(jsonschema.ValidationError, match="maybe"):
+        jsonschema.validate({**_report(None), "job_recovery": status}, schema())

@@ -1,4 +1,5 @@
-"""The `region-recovery` command: the demo, saved reports, the configuration keys, and how to enable the plugin."""
+"""The `region-recovery` command: the demo, saved reports, job event stores, the configuration keys, and how to
+enable the plugin."""
 
 from __future__ import annotations
 
@@ -62,6 +63,52 @@ def _cmd_config(args) -> int:
     return 0
 
 
+def _cmd_job(args) -> int:
+    """Prints what a job's event store holds (segments, recorded shuffles), as a resubmission would replay it."""
+    import json
+
+    from ..jobrecovery.store import read_job
+
+    replay = read_job(args.dir, args.job_id)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "segments": replay.segments,
+                    "ignored": replay.ignored,
+                    "corrupt": replay.corrupt,
+                    "events": [{"kind": e.kind, **e.payload} for e in replay.events],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    if not replay.segments:
+        print(f"job {args.job_id!r}: no event store under {args.dir} (nothing to recover; a succeeded job leaves none)")
+        return 0
+    print(f"job {args.job_id!r}: {len(replay.segments)} segment(s) under {args.dir}")
+    if replay.corrupt:
+        print(f"  CORRUPT, a resubmission runs as new: {replay.corrupt}")
+    for note in replay.ignored:
+        print(f"  ignored: {note}")
+    for e in replay.events:
+        p = e.payload
+        if e.kind == "shuffle":
+            outputs = p.get("outputs", [])
+            hosts = sorted({o["host"] for o in outputs})
+            print(
+                f"  shuffle {p['shuffle_id']} of {p['app_id']}: {p['description']}; {len(outputs)} of "
+                f"{p['num_maps']} map outputs retained on {', '.join(hosts) or 'no host'}, "
+                f"{sum(o['bytes'] for o in outputs)} bytes, {p['row_count']} rows"
+            )
+        elif e.kind == "application":
+            print(f"  application {p.get('app_id')} (retained directory {p.get('app_key')})")
+        elif e.kind == "segment":
+            versions = f"Spark {p.get('spark_version')}, plugin {p.get('plugin_version')}"
+            print(f"  segment of driver {p.get('driver')} ({versions})")
+    return 1 if replay.corrupt else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="region-recovery", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -90,6 +137,12 @@ def main(argv=None) -> int:
     cfg = sub.add_parser("config", help="list every spark.regionRecovery.* key with its default and accepted values")
     cfg.add_argument("--update-docs", metavar="FILE", help="regenerate the key tables of docs/configuration.md")
     cfg.set_defaults(func=_cmd_config)
+
+    job = sub.add_parser("job", help="show a job's event store (batch job recovery after a driver crash)")
+    job.add_argument("job_id", help="spark.regionRecovery.job-recovery.job-id")
+    job.add_argument("--dir", required=True, help="spark.regionRecovery.job-recovery.dir (a local path)")
+    job.add_argument("--json", action="store_true", help="print the records as JSON")
+    job.set_defaults(func=_cmd_job)
 
     args = parser.parse_args(argv)
     logging.basicConfig(

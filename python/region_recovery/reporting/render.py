@@ -150,7 +150,37 @@ def describe_report(report: dict) -> str:
             f"  retained now: {_size(kept['total'])} in {kept['outputs']} map outputs ({hosts}); "
             f"released early: {kept['released']} outputs, {_size(kept['released_bytes'])}"
         )
+    lines.extend(describe_job_recovery(report.get("job_recovery")))
     return "\n".join(lines)
+
+
+def describe_job_recovery(status: dict | None) -> list[str]:
+    """The job-recovery part of a report: the event store, and each shuffle recovered, recomputed or refused."""
+    if not status:
+        return []
+    lines = [
+        f"  job recovery for job '{status['job_id']}': {status['segments_replayed']} earlier segment(s), "
+        f"{status['shuffles_replayed']} recorded shuffle(s) replayed; {status['recorded']} recorded now"
+    ]
+    if status.get("corrupt"):
+        lines.append(f"    the event store was corrupt, the job ran as new: {status['corrupt']}")
+    for note in status.get("ignored", []):
+        lines.append(f"    ignored: {note}")
+    if status.get("store_failed"):
+        lines.append(f"    recording stopped: {status['store_failed']}")
+    for d in status.get("decisions", []):
+        if d["outcome"] == "recovered":
+            what = (
+                f"recovered {d['maps_recovered']} of {d['maps']} map outputs ({_size(d['bytes_recovered'])}), "
+                f"{d['maps_recomputed']} recomputed"
+            )
+        elif d["outcome"] == "recorded":
+            what = f"computed ({d['maps']} map tasks) and recorded"
+        else:
+            what = d["outcome"]
+        why = f" [{d['reason']}: {d['detail']}]" if d.get("reason") else ""
+        lines.append(f"    {d['description']}: {what}{why}")
+    return lines
 
 
 def _size(n: int) -> str:

@@ -27,6 +27,7 @@ def build_report(
     retained: dict | None,
     output_comparisons: list[dict] | None = None,
     refused_outputs: list[dict] | None = None,
+    job_recovery: dict | None = None,
 ) -> dict:
     """The report document; every argument is already JSON-serialisable."""
     return {
@@ -41,6 +42,7 @@ def build_report(
         "output_comparisons": output_comparisons or [],
         "refused_outputs": refused_outputs or [],
         "retained": retained,
+        "job_recovery": job_recovery,
     }
 
 

@@ -1,0 +1,249 @@
+"""Batch job recovery after a driver crash, end to end: a real PySpark driver (Python process and JVM)
+SIGKILLed after two of its three shuffles, resubmitted with the same job id on a fresh local-cluster.
+
+The job (region_recovery.testing.batch_job) aggregates parquet A, sort-merge joins parquet B, runs a
+slow step and repartitions. Results are compared with an oracle computed without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from region_recovery.jobrecovery.store import read_job
+from region_recovery.testing import batch_job
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+JOB = "nightly"
+
+
+class Workspace:
+    """One job's files: inputs, output, event store, retained root."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.data = root / "data"
+        self.store = root / "store"
+        self.retained = root / "retained"
+        batch_job.generate(self.data)
+
+    def args(self, out: str, extra: list[str]) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "region_recovery.testing.batch_job",
+            "--data",
+            str(self.data),
+            "--out",
+            str(self.root / out),
+            "--job-id",
+            JOB,
+            "--store",
+            str(self.store),
+            "--retained",
+            str(self.retained),
+            *extra,
+        ]
+
+    def shuffles_recorded(self) -> int:
+        replay = read_job(str(self.store), JOB)
+        return sum(1 for e in replay.events if e.kind == "shuffle")
+
+    def crash_after(self, shuffles: int, extra: list[str] = ()) -> None:
+        """Starts the job and SIGKILLs its driver (Python process and JVM) once `shuffles` are recorded."""
+        pidfile = self.root / "pids.json"
+        pidfile.unlink(missing_ok=True)
+        before = self.shuffles_recorded() if self.store.exists() else 0
+        log = open(self.root / "crashed.log", "w")
+        proc = subprocess.Popen(
+            self.args("out-crashed", ["--pidfile", str(pidfile), "--slow", "6", *extra]), stdout=log, stderr=log
+        )
+        try:
+            deadline = time.time() + 240
+            while time.time() < deadline and (not self.store.exists() or self.shuffles_recorded() < before + shuffles):
+                assert proc.poll() is None, (self.root / "crashed.log").read_text()[-3000:]
+                time.sleep(0.2)
+            assert self.shuffles_recorded() >= before + shuffles, "the job did not record its shuffles in time"
+            pids = json.loads(pidfile.read_text())
+        finally:
+            if proc.poll() is None:
+                pids = json.loads(pidfile.read_text()) if pidfile.exists() else {"driver": None, "executors": []}
+                for pid in (pids.get("driver"), proc.pid):
+                    if pid:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                proc.wait(timeout=30)
+            log.close()
+        # the executors notice their driver is gone and exit on their own; wait for them
+        deadline = time.time() + 60
+        for pid in pids.get("executors", []):
+            while time.time() < deadline and _alive(pid):
+                time.sleep(0.2)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+    def run(self, out: str, extra: list[str] = ()) -> dict:
+        report = self.root / f"{out}.json"
+        log_path = self.root / f"{out}.log"
+        with open(log_path, "w") as log:
+            done = subprocess.run(
+                self.args(out, ["--report", str(report), "--slow", "0", *extra]), stdout=log, stderr=log, timeout=600
+            )
+        assert done.returncode == 0, _errors(log_path.read_text())
+        return json.loads(report.read_text())
+
+    def result(self, out: str) -> list[tuple]:
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(self.root / out).to_pydict()
+        return sorted(zip(t["k"], t["sa"], t["na"], t["w"], strict=True))
+
+
+def _errors(log: str) -> str:
+    """The lines of a driver log worth reading in a failure message: errors and tracebacks, without stack frames."""
+    keep = [line for line in log.splitlines() if not line.startswith(("\tat ", "        at "))]
+    return "\n".join(line for line in keep if "ERROR" in line or "Error" in line or "Exception" in line)[-6000:]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child of ours is gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _decisions(report: dict) -> dict[str, list[dict]]:
+    by: dict[str, list[dict]] = {}
+    for d in report["job_recovery"]["decisions"]:
+        by.setdefault(d["outcome"], []).append(d)
+    return by
+
+
+@pytest.fixture
+def ws(tmp_path):
+    return Workspace(tmp_path)
+
+
+def test_a_resubmitted_job_reuses_the_shuffles_of_the_crashed_driver(ws):
+    ws.crash_after(2)
+    crashed_apps = [p.name for p in ws.retained.iterdir() if p.is_dir()]
+    assert crashed_apps, "the crashed application retained nothing"
+
+    report = ws.run("out")
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    jr = report["job_recovery"]
+    assert jr["segments_replayed"] == 1 and jr["corrupt"] is None
+    by = _decisions(report)
+    recovered = by.get("recovered", [])
+    assert len(recovered) == 2, jr["decisions"]
+    for d in recovered:
+        assert d["maps_recovered"] == d["maps"] > 0 and d["maps_recomputed"] == 0, d
+    assert len(by.get("recorded", [])) == 1, jr["decisions"]  # the repartition: computed, recorded
+    # the job succeeded: the crashed application's retained files and the event store are gone
+    assert not any((ws.retained / name).exists() for name in crashed_apps)
+    assert not list((ws.store / JOB).glob("segment-*"))
+
+
+def test_a_changed_input_file_is_recomputed_the_rest_reused(ws):
+    ws.crash_after(2)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"k": [0, 1, 2], "w": [7, 8, 9]}), ws.data / "b" / "part-0.parquet")
+    report = ws.run("out")
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    by = _decisions(report)
+    assert [d["reason"] for d in by.get("recomputed", [])] == ["input_changed"], report["job_recovery"]
+    assert len(by.get("recovered", [])) == 1
+
+
+def test_changed_filter_constant_and_partitions_recompute(ws):
+    ws.crash_after(2)
+    report = ws.run("out", ["--min-v", "200"])
+    assert ws.result("out") == batch_job.expected(ws.data, 200)
+    by = _decisions(report)
+    assert len(by.get("recovered", [])) == 1, report["job_recovery"]  # B's side is the same
+
+    ws.crash_after(2)
+    report = ws.run("out2", ["--partitions", "5"])
+    assert ws.result("out2") == batch_job.expected(ws.data, 100)
+    assert not _decisions(report).get("recovered"), report["job_recovery"]
+
+
+def test_a_corrupt_retained_file_is_recomputed_exactly(ws):
+    ws.crash_after(2)
+    data_files = sorted(ws.retained.glob("*/*/shuffle_*_*_0.data"))
+    victim = next(f for f in data_files if f.stat().st_size > 16)
+    raw = bytearray(victim.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    victim.unlink()  # a hard link: write a new file, not through the link
+    victim.write_bytes(bytes(raw))
+    report = ws.run("out")
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    recovered = _decisions(report)["recovered"]
+    assert sum(d["maps_recomputed"] for d in recovered) == 1, report["job_recovery"]
+
+
+def test_a_missing_executor_directory_recomputes_only_its_outputs(ws):
+    ws.crash_after(2)
+    (app,) = [p for p in ws.retained.iterdir() if p.is_dir()]
+    executor_dirs = sorted(p for p in app.iterdir() if p.is_dir())
+    assert len(executor_dirs) == 2
+    lost = len(list(executor_dirs[0].glob("*.index")))
+    import shutil
+
+    shutil.rmtree(executor_dirs[0])
+    report = ws.run("out")
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    recovered = _decisions(report)["recovered"]
+    assert sum(d["maps_recomputed"] for d in recovered) == lost > 0, report["job_recovery"]
+
+
+def test_a_torn_last_record_is_ignored_and_a_corrupt_earlier_one_runs_as_new(ws):
+    ws.crash_after(2)
+    (segment,) = sorted((ws.store / JOB).glob("segment-*"))
+    with open(segment, "ab") as f:
+        f.write(b"RRJE\x00\x00\x00\x01\x00\x05shu")  # a record cut short by the crash
+    report = ws.run("out")
+    assert report["job_recovery"]["ignored"] and len(_decisions(report)["recovered"]) == 2
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+
+    ws.crash_after(2)
+    (segment,) = sorted((ws.store / JOB).glob("segment-*"))
+    raw = bytearray(segment.read_bytes())
+    raw[40] ^= 0xFF  # inside the first record's payload
+    segment.write_bytes(bytes(raw))
+    report = ws.run("out2")
+    assert report["job_recovery"]["corrupt"]
+    assert not _decisions(report).get("recovered")
+    assert ws.result("out2") == batch_job.expected(ws.data, 100)
+
+
+def test_a_list_input_is_refused_and_a_second_crash_recovers_again(ws):
+    ws.crash_after(2, ["--from-list"])
+    report = ws.run("out", ["--from-list"])
+    by = _decisions(report)
+    assert any(d["reason"] == "rdd_scan" for d in by.get("refused", [])), report["job_recovery"]
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+
+    ws.crash_after(2)  # crashed once ...
+    ws.crash_after(3)  # ... and again while recovering (the repartition recorded this time)
+    report = ws.run("out2")
+    by = _decisions(report)
+    assert len(by.get("recovered", [])) == 3, report["job_recovery"]
+    assert report["job_recovery"]["segments_replayed"] == 2
+    assert ws.result("out2") == batch_job.expected(ws.data, 100)

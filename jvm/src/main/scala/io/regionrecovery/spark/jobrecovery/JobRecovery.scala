@@ -225,9 +225,13 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
       ShuffleIdentity.splitSignature(x.inner.child), sc.applicationId, System.currentTimeMillis(), outputs)
     store.appendAndFlush(rec.event)
     recorded.add(rec.planDigest)
-    if (restored.isEmpty)
-      decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recorded, null, null, sid, rec.numMaps, 0,
-        0L, System.currentTimeMillis()))
+    // a shuffle that was recorded before but could not be reused stays "recomputed", with its reason
+    if (restored.isEmpty) Option(decisions.get(rec.planDigest)).filter(_.outcome == JobRecovery.Recomputed) match {
+      case Some(d) => decisions.put(rec.planDigest, d.copy(shuffleId = sid, maps = rec.numMaps))
+      case None =>
+        decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recorded, null, null, sid, rec.numMaps, 0,
+          0L, System.currentTimeMillis()))
+    }
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------------

@@ -249,3 +249,49 @@ def test_a_list_input_is_refused_and_a_second_crash_recovers_again(ws):
     assert len(by.get("recovered", [])) == 3, report["job_recovery"]
     assert report["job_recovery"]["segments_replayed"] == 2
     assert ws.result("out2") == batch_job.expected(ws.data, 100)
+
+
+def test_kept_files_survive_another_application_and_a_second_driver_is_refused(ws):
+    lease = "--conf=spark.regionRecovery.retained.leaseTimeout=2s"  # the lease alone would not protect them
+    ws.crash_after(2, [lease])
+    time.sleep(3)
+    other = ws.root / "other"
+    done = subprocess.run(
+        [*ws.args("out-other", ["--slow", "0", lease]), "--job-id", "another-job", "--store", str(other)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, _errors(done.stdout + done.stderr)
+    assert ws.shuffles_recorded() == 2
+
+    # while a driver of the job runs, a second one is refused
+    report = ws.root / "out-first.json"
+    first = subprocess.Popen(
+        ws.args("out-first", ["--slow", CRASH_SLOW, "--report", str(report)]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and len(list((ws.store / JOB).glob("segment-*"))) < 2:
+            time.sleep(0.2)  # the first driver holds the lock once its segment exists
+        second = subprocess.run(ws.args("out-second", ["--slow", "0"]), capture_output=True, text=True, timeout=300)
+        assert second.returncode != 0
+        assert "already running" in second.stdout + second.stderr, _errors(second.stdout + second.stderr)
+    finally:
+        first.wait(timeout=300)
+    assert first.returncode == 0
+    # the first driver recovered both shuffles the crashed one left, although another application had run
+    assert len(_decisions(json.loads(report.read_text()))["recovered"]) == 2
+    assert ws.result("out-first") == batch_job.expected(ws.data, 100)
+
+
+def test_after_the_window_the_job_runs_as_new(ws):
+    ws.crash_after(2, ["--window", "1 s"])
+    time.sleep(2)
+    report = ws.run("out")
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    by = _decisions(report)
+    assert not by.get("recovered"), report["job_recovery"]
+    assert all("recovery window" in (d["detail"] or "") for d in by["recomputed"]), report["job_recovery"]

@@ -7,7 +7,8 @@ as a script, one process per application, the way a scheduler resubmits a job::
     python -m region_recovery.testing.batch_job --data D --out O --job-id J --store S --retained R
 
 ``--pidfile`` receives the driver JVM's and the executors' pids once the session is up (the test
-SIGKILLs them), ``--report`` the recovery report at the end. ``generate()`` writes the inputs.
+SIGKILLs them), ``--report`` the recovery report at the end, ``--event-log`` Spark's event log (the
+benchmark counts tasks from it). ``generate()`` writes the inputs.
 """
 
 import argparse
@@ -78,25 +79,39 @@ def build(spark, data: Path, min_v: int, slow_s: float, from_list: bool = False)
 
 
 def _report_progress(sc, path: Path) -> None:
-    """A daemon thread writes {"stages_completed": n} to ``path`` whenever n grows (Spark's status
-    tracker, so it works with and without the plugin: the benchmark kills both modes at one point)."""
+    """A daemon thread writes {"stages_completed": n, "map_stages_completed": m} to ``path`` whenever n grows
+    (Spark's status tracker and status store, so it works with and without the plugin: the benchmark kills
+    both modes at one point). n counts every stage, including the one-task jobs that read the parquet
+    footers; m only the stages that wrote shuffle output, the map stages."""
     import threading
+
+    store = sc._jsc.sc().statusStore()
+
+    def write(progress: dict) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(progress))
+        tmp.replace(path)
 
     def loop() -> None:
         done: set[int] = set()
+        maps: set[int] = set()
         while True:
-            tracker = sc.statusTracker()
-            active = set(tracker.getActiveStageIds())
-            for job in tracker.getJobIdsForGroup(None):
-                info = tracker.getJobInfo(job)
-                for stage in info.stageIds if info else ():
-                    s = tracker.getStageInfo(stage)
-                    finished = s and s.numTasks > 0 and s.numCompletedTasks == s.numTasks and stage not in active
-                    if finished and stage not in done:
-                        done.add(stage)
-                        tmp = path.with_suffix(".tmp")
-                        tmp.write_text(json.dumps({"stages_completed": len(done)}))
-                        tmp.replace(path)
+            try:
+                tracker = sc.statusTracker()
+                active = set(tracker.getActiveStageIds())
+                for job in tracker.getJobIdsForGroup(None):
+                    info = tracker.getJobInfo(job)
+                    for stage in info.stageIds if info else ():
+                        s = tracker.getStageInfo(stage)
+                        finished = s and s.numTasks > 0 and s.numCompletedTasks == s.numTasks and stage not in active
+                        if finished and stage not in done:
+                            if store.lastStageAttempt(stage).shuffleWriteBytes() > 0:
+                                maps.add(stage)
+                            done.add(stage)
+                            write({"stages_completed": len(done), "map_stages_completed": len(maps)})
+            except Exception:  # the context stopped under us (the end of the job), or try again
+                if sc._jsc is None:
+                    return
             time.sleep(0.1)
 
     threading.Thread(target=loop, name="batch-job-progress", daemon=True).start()
@@ -116,12 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--from-list", action="store_true", help="build A with createDataFrame(list): refused")
     p.add_argument("--window", default="30 min", help="job-recovery.window")
     p.add_argument("--master", default="local-cluster[2,1,1024]")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="another Spark setting")
     p.add_argument("--pidfile", type=Path)
     p.add_argument("--report", type=Path)
-    p.add_argument("--progress", type=Path, help="kept up to date with the number of completed stages")
+    p.add_argument("--progress", type=Path, help="kept up to date with the number of completed (map) stages")
+    p.add_argument("--event-log", type=Path, help="write Spark's event log (uncompressed) to this directory")
     args = p.parse_args(argv)
     # executors bind where the driver does: loopback only (the default would be the host name's address)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # the workers' interpreter for the pandas UDF: PySpark takes it from PYSPARK_PYTHON, not spark.pyspark.python
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     from pyspark.sql import SparkSession
 
@@ -141,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.sql.adaptive.autoBroadcastJoinThreshold", "-1")
         .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
     )
+    if args.event_log:
+        args.event_log.mkdir(parents=True, exist_ok=True)
+        builder = (
+            builder.config("spark.eventLog.enabled", "true")
+            .config("spark.eventLog.dir", str(args.event_log))
+            .config("spark.eventLog.compress", "false")
+        )
     if args.recovery == "on":
         builder = (
             builder.config("spark.regionRecovery.retained.enabled", "true")
@@ -150,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             .config("spark.regionRecovery.job-recovery.dir", str(args.store))
             .config("spark.regionRecovery.job-recovery.window", args.window)
         )
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        builder = builder.config(key, value)
     spark = region_recovery.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     rr = region_recovery.RegionRecovery.attach(spark)

@@ -281,6 +281,10 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * application. Hard links: neither copy depends on the other.
    */
   private def recoverOne(fromAppKey: String, fromExecutor: String, o: RecoverRef): VerifiedOutput = {
+    store.keptUntil(fromAppKey).filter(_._1 < System.currentTimeMillis()).foreach { case (until, _) =>
+      throw new IOException(s"the recovery window of $fromAppKey ended at ${java.time.Instant.ofEpochMilli(until)} " +
+        s"(${ConfigKeys.JobRecoveryWindow.name})")
+    }
     val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(o.shuffleId, o.mapId)
     if (ownChecksum == null)
       throw new IOException("spark.shuffle.checksum.enabled=false on this executor: nothing can be verified")

@@ -144,6 +144,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(keys.forall(_.matches("[a-z0-9_]+")), s"snake_case keys only: $keys")
     assert(keys.toSet == Set("version", "app_id", "installed_by", "queue", "shuffle_io", "executors_reporting",
       "capacity", "accepted", "dropped", "pending", "spark_queue_dropped", "stopped", "orphan_events", "retention",
+      "job_recovery",
       "changed_output_guard", "retention_agents", "retained_root", "retained_app_dir"), s"status keys: $keys")
     assert(state.buffer.droppedCount == 0)
     // Every commit was asked about synchronously: the guard saw all four, each a first output.

@@ -111,8 +111,9 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
       false
     }
     if (numMaps != rec.numMaps || numReduces != rec.numReduces)
-      return recompute("split_changed", s"$numMaps map and $numReduces reduce partitions now, ${rec.numMaps} and " +
-        s"${rec.numReduces} recorded")
+      return recompute("split_changed",
+        s"$numMaps map and $numReduces reduce partitions now, ${rec.numMaps} and " +
+          s"${rec.numReduces} recorded")
     if (retention == null) return recompute("retention_off", "retained outputs are off in this application")
     val partialOk = rec.partialAllowed && rec.splitSignature.isDefined &&
       ShuffleIdentity.splitSignature(x.inner.child) == rec.splitSignature
@@ -127,8 +128,9 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
         case Some(hostAgents) =>
           outs.groupBy(o => (o.appKey, o.executorId)).toSeq.zipWithIndex.foreach { case (((appKey, from), group), i) =>
             val agent = hostAgents(i % hostAgents.size)
-            val refs = group.map(o => RecoverRef(rec.shuffleId, o.mapId, sid, recoveredMapIds.incrementAndGet(),
-              o.mapIndex, o.digest)).toArray
+            val refs = group.map(o =>
+              RecoverRef(rec.shuffleId, o.mapId, sid, recoveredMapIds.incrementAndGet(),
+                o.mapIndex, o.digest)).toArray
             val reply =
               try retention.askAgent(agent, RecoverRequest(appKey, from, refs)).asInstanceOf[RecoverReply]
               catch {
@@ -137,7 +139,8 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
                   null
               }
             if (reply != null) group.zip(refs).zipWithIndex.foreach { case ((o, ref), k) =>
-              if (reply.failures(k) == null) served += ((o, ref, agent, reply.lengths(k), reply.bytes(k), reply.location))
+              if (reply.failures(k) == null) served +=
+                ((o, ref, agent, reply.lengths(k), reply.bytes(k), reply.location))
               else failures += reply.failures(k)
             }
           }
@@ -156,13 +159,15 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
         catch { case NonFatal(_) => }
       }
       val rule = if (!rec.partialAllowed) "its partitioning or its map side is not deterministic"
-        else "the map side splits its input differently now"
-      return recompute("partial_not_allowed", s"$missing of $numMaps outputs unavailable (" +
-        missingDetail.mkString("; ") + s") and only the whole shuffle may be recomputed: $rule")
+      else "the map side splits its input differently now"
+      return recompute("partial_not_allowed",
+        s"$missing of $numMaps outputs unavailable (" +
+          missingDetail.mkString("; ") + s") and only the whole shuffle may be recomputed: $rule")
     }
-    SparkInternals.registerRecoveredOutputs(sid, numMaps, numReduces, ok.map { case (o, ref, _, lengths, _, at) =>
-      (o.mapIndex, at, lengths, ref.mapId, o.rowChecksum)
-    })
+    SparkInternals.registerRecoveredOutputs(sid, numMaps, numReduces,
+      ok.map { case (o, ref, _, lengths, _, at) =>
+        (o.mapIndex, at, lengths, ref.mapId, o.rowChecksum)
+      })
     ok.foreach { case (o, ref, agent, _, bytes, _) =>
       retention.recoveredOutput(sid, ref.mapId, o.mapIndex, agent.executorId, agent.host, bytes, o.digest)
     }
@@ -185,8 +190,8 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
   /** Records `x`'s shuffle after its map stage succeeded; hands off to the recorder thread at once. */
   def materialized(x: RecoverableShuffleExchangeExec, restored: Option[ShuffleRecord]): Unit =
     if (!finished) recorder.execute(() =>
-        try record(x, restored)
-        catch { case NonFatal(e) => logWarning(s"region-recovery: recording ${x.identity.description} failed: $e", e) })
+      try record(x, restored)
+      catch { case NonFatal(e) => logWarning(s"region-recovery: recording ${x.identity.description} failed: $e", e) })
 
   private def record(x: RecoverableShuffleExchangeExec, restored: Option[ShuffleRecord]): Unit = {
     val sid = x.inner.shuffleId
@@ -210,8 +215,9 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
       Thread.sleep(20)
       found = entries
     }
-    val outputs = found.collect { case (o, Some((executorId, host, bytes, digest))) if digest != 0L =>
-      RecordedOutput(o.mapIndex, o.mapId, host, executorId, r.appKey, bytes, digest, o.rowChecksum)
+    val outputs = found.collect {
+      case (o, Some((executorId, host, bytes, digest))) if digest != 0L =>
+        RecordedOutput(o.mapIndex, o.mapId, host, executorId, r.appKey, bytes, digest, o.rowChecksum)
     }
     val (dataSize, rowCount) = restored match {
       case Some(rec) => (rec.dataSize, rec.rowCount)
@@ -327,7 +333,8 @@ object JobRecovery extends Logging {
       logWarning(s"region-recovery: job recovery is off for job $jobId: $why")
       return None
     }
-    val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + state.retention.incarnation, sc.hadoopConfiguration,
+    val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + state.retention.incarnation,
+      sc.hadoopConfiguration,
       ConfigKeys.JobEventWriteBufferSize.read(get), ConfigKeys.JobEventFlushInterval.read(get))
     replay.corrupt.foreach { why =>
       logWarning(s"region-recovery: the event store of job $jobId is corrupt ($why): nothing is recovered, the job " +

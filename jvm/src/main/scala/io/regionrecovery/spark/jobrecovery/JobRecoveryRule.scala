@@ -47,7 +47,8 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
           case input: InputFingerprint.Fingerprint =>
             val same = jr.recordedFor(id.planDigest).flatMap { rec =>
               if (rec.inputDigest != input.digest) {
-                jr.notReused(id, JobRecoveryRule.InputChanged, s"recorded over other input files; now ${input.describe}")
+                jr.notReused(id, JobRecoveryRule.InputChanged,
+                  s"recorded over other input files; now ${input.describe}")
                 None
               } else if (rec.confDigest != id.confDigest) {
                 jr.notReused(id, JobRecoveryRule.SettingsChanged,

@@ -75,9 +75,10 @@ object SegmentStart {
   val Kind = "segment"
 
   def event(jobId: String, driver: String, sparkVersion: String, pluginVersion: String, startedAt: Long): JobEvent =
-    JobEvent(Kind, Json.obj("job_id" -> Json.str(jobId), "driver" -> Json.str(driver),
-      "spark_version" -> Json.str(sparkVersion), "plugin_version" -> Json.str(pluginVersion),
-      "started_at" -> startedAt.toString))
+    JobEvent(Kind,
+      Json.obj("job_id" -> Json.str(jobId), "driver" -> Json.str(driver),
+        "spark_version" -> Json.str(sparkVersion), "plugin_version" -> Json.str(pluginVersion),
+        "started_at" -> startedAt.toString))
 }
 
 /** The application id of a segment's driver (kind "application"), once Spark has one. */

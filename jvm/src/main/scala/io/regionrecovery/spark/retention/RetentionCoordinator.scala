@@ -392,7 +392,8 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     catch { case NonFatal(_) => }
     Try(appKey).toOption.foreach { id =>
       try keepAtEnd match {
-          case Some((until, jobId)) => if (java.nio.file.Files.isDirectory(store.appDir(id))) store.markKept(id, until, jobId)
+          case Some((until, jobId)) =>
+            if (java.nio.file.Files.isDirectory(store.appDir(id))) store.markKept(id, until, jobId)
           case None => store.deleteApp(id)
         }
       catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }

@@ -10,8 +10,7 @@ import org.apache.spark.sql.util.QueryExecutionListener
  * records what a failed query materialized. `region_recovery.configure(builder)` sets both.
  */
 class RegionRecoverySqlExtension extends (SparkSessionExtensions => Unit) {
-  override def apply(extensions: SparkSessionExtensions): Unit =
-  {
+  override def apply(extensions: SparkSessionExtensions): Unit = {
     extensions.injectQueryStagePrepRule(session => new ExchangeReuseRule(session))
     // after reuse within a run: an exchange reused from a failed attempt is not wrapped again
     extensions.injectQueryStagePrepRule(session => new io.regionrecovery.spark.jobrecovery.JobRecoveryRule(session))

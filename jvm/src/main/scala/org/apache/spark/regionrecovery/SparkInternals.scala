@@ -400,8 +400,9 @@ object SparkInternals {
     if (!t.containsShuffle(shuffleId)) t.registerShuffle(shuffleId, numMaps, numReduces)
     outputs.foreach { case (mapIndex, location, lengths, mapId, rowChecksum) =>
       // the result says whether the row checksum differs from an earlier output at that index: none here
-      t.registerMapOutput(shuffleId, mapIndex, org.apache.spark.scheduler.MapStatus(location, lengths, mapId,
-        rowChecksum))
+      t.registerMapOutput(shuffleId, mapIndex,
+        org.apache.spark.scheduler.MapStatus(location, lengths, mapId,
+          rowChecksum))
     }
     outputs.size
   }

@@ -26,7 +26,8 @@ class ConfigContractSuite extends AnyFunSuite {
     assert(objects.map(_.get("key").asText) == ConfigKeys.all.map(_.name))
     val fields = Set("key", "type", "default", "choices", "minimum", "accepted", "doc", "deprecated_names", "read_by")
     objects.foreach(o => assert(o.fieldNames().asScala.toSet == fields, o))
-    val types = Set("boolean", "int", "duration", "bytes", "double", "choice", "int-or-unlimited", "path")
+    val types = Set("boolean", "int", "duration", "bytes", "double", "choice", "int-or-unlimited", "path", "job-id",
+      "uri")
     assert(objects.map(_.get("type").asText).toSet == types, "every type is used")
     def key(name: String) = objects.find(_.get("key").asText == ConfigKeys.Prefix + name).get
     val lease = key("retained.leaseTimeout")

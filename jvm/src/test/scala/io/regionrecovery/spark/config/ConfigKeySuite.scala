@@ -39,20 +39,22 @@ class ConfigKeySuite extends AnyFunSuite {
     assert(ConfigKeys.byName(old).contains(k))
   }
 
-  test("every documented default parses to the declared default (retained.dir documents the computed root)") {
-    ConfigKeys.all.filterNot(_ == ConfigKeys.RetainedDir).foreach { k =>
+  test("every documented default parses to the declared default (the directories document their computed root)") {
+    val described = Set[ConfigKey[_]](ConfigKeys.RetainedDir, ConfigKeys.JobRecoveryDir, ConfigKeys.JobRecoveryJobId)
+    ConfigKeys.all.filterNot(described.contains).foreach { k =>
       assert(k.parse(k.defaultText) == k.default, k.name)
     }
-    assert(ConfigKeys.RetainedDir.default == "")
+    described.foreach(k => assert(k.default == "", k.name))
   }
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
     val names = ConfigKeys.all.map(_.name)
-    assert(names == names.sorted && names.distinct == names && names.size == 21)
+    assert(names == names.sorted && names.distinct == names && names.size == 28)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
     assert(jvm == Set("eventBuffer.capacity", "retained.enabled", "retained.dir", "retained.maxBytes",
-      "retained.release", "retained.leaseTimeout"))
+      "retained.release", "retained.leaseTimeout", "job-recovery.previous-worker.recovery.timeout",
+      "job-recovery.window", "job-event.store.write-buffer.size", "job-event.store.write-buffer.flush-interval"))
     assert(ConfigKeys.all.forall(k => k.doc.nonEmpty && k.accepted.nonEmpty && k.defaultText.nonEmpty))
   }
 }

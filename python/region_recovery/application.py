@@ -207,7 +207,10 @@ class RegionRecovery:
         corrupt record) and what became of each shuffle (recovered, recomputed, refused, recorded, and
         why); None when job recovery is off."""
         status = json.loads(self._bridge.jobRecoveryJson())
-        return status if status.get("enabled") else None
+        if status.get("enabled"):
+            return status
+        # asked for, but turned off at start (e.g. spark.io.encryption.enabled): say why
+        return {"enabled": False, "refused": status["refused"]} if status.get("refused") else None
 
     def exchange_reuse(self) -> dict:
         """DataFrame exchange-reuse counters of the application (open scopes, recorded, captured, reused,

@@ -19,6 +19,7 @@ import pytest
 
 from region_recovery.jobrecovery.store import read_job
 from region_recovery.testing import batch_job
+from sparkcluster import run_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -295,3 +296,38 @@ def test_after_the_window_the_job_runs_as_new(ws):
     by = _decisions(report)
     assert not by.get("recovered"), report["job_recovery"]
     assert all("recovery window" in (d["detail"] or "") for d in by["recomputed"]), report["job_recovery"]
+
+
+def _start(tmp_path, **conf) -> subprocess.CompletedProcess:
+    """Starts a session with job recovery asked for and `conf`, prints rr.job_recovery() as JSON."""
+    settings = {
+        "spark.regionRecovery.retained.enabled": "true",
+        "spark.regionRecovery.retained.dir": str(tmp_path / "retained"),
+        "spark.regionRecovery.job-recovery.enabled": "true",
+        "spark.regionRecovery.job-recovery.dir": str(tmp_path / "store"),
+        **conf,
+    }
+    return run_python(
+        f"""
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import region_recovery
+        from sparkcluster import base_builder
+        spark = region_recovery.configure(base_builder("start", **{settings!r})).getOrCreate()
+        print("JOB_RECOVERY=" + json.dumps(region_recovery.RegionRecovery.attach(spark).job_recovery()))
+        spark.stop()
+        """,
+        timeout=180,
+    )
+
+
+def test_settings_that_refuse_job_recovery_say_why(tmp_path):
+    done = _start(tmp_path)  # no job id
+    assert done.returncode != 0 and "needs spark.regionRecovery.job-recovery.job-id" in done.stderr
+
+    # a local directory in cluster deploy mode: JVM ShuffleRecordSuite (a PySpark session cannot start in that mode)
+    done = _start(tmp_path, **{"spark.regionRecovery.job-recovery.job-id": "j", "spark.io.encryption.enabled": "true"})
+    assert done.returncode == 0, _errors(done.stderr)
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("JOB_RECOVERY=")]
+    status = json.loads(line.removeprefix("JOB_RECOVERY="))
+    assert status["enabled"] is False and "spark.io.encryption.enabled=true" in status["refused"]

@@ -158,6 +158,8 @@ def describe_job_recovery(status: dict | None) -> list[str]:
     """The job-recovery part of a report: the event store, and each shuffle recovered, recomputed or refused."""
     if not status:
         return []
+    if not status.get("enabled"):
+        return [f"  job recovery was asked for but is off: {status.get('refused')}"]
     lines = [
         f"  job recovery for job '{status['job_id']}': {status['segments_replayed']} earlier segment(s), "
         f"{status['shuffles_replayed']} recorded shuffle(s) replayed; {status['recorded']} recorded now"

@@ -64,7 +64,7 @@ object RegionRecoveryBridge {
 
   /** Job recovery after a driver crash: what was replayed, recovered, recomputed, refused, recorded; `{"enabled": false}` when off. */
   def jobRecoveryJson(): String =
-    jobrecovery.JobRecovery.active.map(_.statusJson).getOrElse(Json.obj("enabled" -> "false"))
+    jobrecovery.JobRecovery.active.map(_.statusJson).getOrElse(jobrecovery.JobRecovery.offJson)
 
   /** Unregisters all map outputs of a shuffle so that Spark recomputes it (full failover). */
   def unregisterShuffle(shuffleId: Int): Boolean =

@@ -314,6 +314,7 @@ object JobRecovery extends Logging {
    * per application; shuffle files deleted at query end) turn it off with a warning instead.
    */
   def start(sc: SparkContext, state: DriverState): Option[JobRecovery] = {
+    refusedAtStart = null
     val get = sc.getConf.getOption _
     if (!ConfigKeys.JobRecoveryEnabled.read(get)) return None
     val jobId = ConfigKeys.JobRecoveryJobId.read(get)
@@ -325,12 +326,12 @@ object JobRecovery extends Logging {
         s"${ConfigKeys.RetainedEnabled.name}=true: recovery reuses the map outputs that executors retained")
     val configured = ConfigKeys.JobRecoveryDir.read(get)
     val dir = if (configured.isEmpty) JobEventStore.defaultDir else configured
-    val local = !dir.contains(":") || dir.startsWith("file:")
-    if (local && sc.getConf.get("spark.submit.deployMode", "client") == "cluster")
-      throw new IllegalArgumentException(s"${ConfigKeys.JobRecoveryDir.name}=$dir is a local path, and in cluster " +
-        "deploy mode the next driver may run on another host: use a shared file system (hdfs://, s3a://, ...)")
+    dirProblem(dir, sc.getConf.get("spark.submit.deployMode", "client")).foreach { why =>
+      throw new IllegalArgumentException(why)
+    }
     unsafeSetting(get).foreach { why =>
       logWarning(s"region-recovery: job recovery is off for job $jobId: $why")
+      refusedAtStart = why
       return None
     }
     val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + state.retention.incarnation,
@@ -359,6 +360,24 @@ object JobRecovery extends Logging {
       s"${replay.segments.size} earlier segments, ${shuffles.map(_.planDigest).distinct.size} recorded shuffles")
     Some(jr)
   }
+
+  /**
+   * Why the event store's directory does not fit the deploy mode: a local path in cluster deploy
+   * mode, where the next driver may run on another host.
+   */
+  def dirProblem(dir: String, deployMode: String): Option[String] = {
+    val local = !dir.matches("[A-Za-z][A-Za-z0-9+.-]*:.*") || dir.toLowerCase(java.util.Locale.ROOT).startsWith("file:")
+    if (local && deployMode.trim.equalsIgnoreCase("cluster"))
+      Some(s"${ConfigKeys.JobRecoveryDir.name}=$dir is a local path, and in cluster deploy mode the next driver may " +
+        "run on another host: use a shared file system (hdfs://, s3a://, ...)")
+    else None
+  }
+
+  /** Why job recovery was turned off when this driver started, or null. */
+  @volatile private var refusedAtStart: String = _
+
+  /** The status document while job recovery is off: why, if it was asked for and refused. */
+  def offJson: String = Json.obj("enabled" -> "false", "refused" -> Json.str(refusedAtStart))
 
   /** Why job recovery cannot be trusted under these settings, if it cannot. */
   def unsafeSetting(get: String => Option[String]): Option[String] = {

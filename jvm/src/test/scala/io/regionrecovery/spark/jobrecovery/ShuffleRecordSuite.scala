@@ -36,4 +36,14 @@ class ShuffleRecordSuite extends AnyFunSuite {
     assert(JobRecovery.unsafeSetting(only("spark.sql.adaptive.enabled", "false")).get.contains("adaptive"))
     assert(JobRecovery.unsafeSetting(only("spark.sql.adaptive.enabled", "true")).isEmpty)
   }
+
+  test("a local event-store directory is refused in cluster deploy mode only") {
+    Seq("/data/jobs", "file:/data/jobs", "FILE:///data/jobs", "relative").foreach { d =>
+      assert(JobRecovery.dirProblem(d, "cluster").exists(_.contains("local path")), d)
+      assert(JobRecovery.dirProblem(d, "client").isEmpty, d)
+    }
+    Seq("hdfs://nn:8020/jobs", "s3a://bucket/jobs", "abfss://c@a.dfs.core.windows.net/j").foreach { d =>
+      assert(JobRecovery.dirProblem(d, "cluster").isEmpty, d)
+    }
+  }
 }

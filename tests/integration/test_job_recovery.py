@@ -155,6 +155,8 @@ def test_a_resubmitted_job_reuses_the_shuffles_of_the_crashed_driver(ws):
     for d in recovered:
         assert d["maps_recovered"] == d["maps"] > 0 and d["maps_recomputed"] == 0, d
     assert len(by.get("recorded", [])) == 1, jr["decisions"]  # the repartition: computed, recorded
+    # the same decisions reached Python as events
+    assert sorted(o for o, _, _ in report["job_recovery_events"]) == ["recorded", "recovered", "recovered"]
     # the job succeeded: the crashed application's retained files and the event store are gone
     assert not any((ws.retained / name).exists() for name in crashed_apps)
     assert not list((ws.store / JOB).glob("segment-*"))

@@ -27,7 +27,7 @@ APP_START, APP_END, JOB_START, JOB_END, STAGE_SUBMITTED, STAGE_COMPLETED = 1, 2,
 TASK_START, TASK_END, EXECUTOR_ADDED, EXECUTOR_REMOVED, BLOCK_MANAGER_REMOVED = 7, 8, 9, 10, 11
 SHUFFLE_REGISTERED, SHUFFLE_REMOVED, MAP_OUTPUT_COMMITTED, EXECUTOR_PLUGIN_STARTED = 12, 13, 14, 15
 MAP_OUTPUT_RETAINED, MAP_OUTPUT_ADOPTED, MAP_OUTPUT_UNREGISTERED, RETAINED_FILES_DELETED = 16, 17, 18, 19
-MAP_OUTPUT_RELEASED, MAP_OUTPUT_COMPARED, MAP_OUTPUT_REFUSED = 20, 21, 22
+MAP_OUTPUT_RELEASED, MAP_OUTPUT_COMPARED, MAP_OUTPUT_REFUSED, JOB_RECOVERY_DECIDED = 20, 21, 22, 23
 
 # Field order of each fixed-shape event after (code, time), from BatchEncoder.encode.
 # i = i32, q = i64, ? = boolean byte, b = signed byte, S = string (i32 table index, -1 = null).
@@ -189,6 +189,20 @@ FIELDS = {
             ("changed_shuffle", "i"),
             ("changed_map_index", "i"),
             ("reason", "S"),
+        ],
+    ),
+    ev.JobRecoveryDecided: (
+        JOB_RECOVERY_DECIDED,
+        [
+            ("plan_digest", "S"),
+            ("description", "S"),
+            ("outcome", "S"),
+            ("reason", "S"),
+            ("detail", "S"),
+            ("shuffle_id", "i"),
+            ("maps", "i"),
+            ("maps_recovered", "i"),
+            ("bytes_recovered", "q"),
         ],
     ),
 }
@@ -377,6 +391,9 @@ EVERY_TYPE = [
         28, 3, 0, 5, 6, Determinism.UNORDERED, ev.Outcome.UNDETERMINED, "records", None, 1, 2, 0, (), (), (), -1, None
     ),
     ev.MapOutputRefused(29, 22, 2**34 + 50, 2, "exec-7", 21, 9, "region-recovery: changed-output: task ..."),
+    ev.JobRecoveryDecided(
+        30, "ab" * 32, "Exchange hashpartitioning(k, 4)", "recovered", "partly", "1 missing", 7, 4, 3, 2**33 + 1
+    ),
 ]
 
 
@@ -390,7 +407,7 @@ def test_round_trip_of_every_fixed_event_type(event):
 def test_every_event_type_is_covered():
     covered = {type(e) for e in EVERY_TYPE} | {ev.JobStart}
     assert covered == set(FIELDS) | {ev.JobStart}
-    assert len(covered) == 22
+    assert len(covered) == 23
 
 
 def test_all_types_in_one_batch_keep_order():
@@ -676,6 +693,18 @@ GOLDEN_EVENTS = [
         changed_map_index=2,
         reason="stale",
     ),
+    ev.JobRecoveryDecided(
+        time=1022,
+        plan_digest="cd" * 32,
+        description="Exchange hashpartitioning(k, 4) \u2713",
+        outcome="refused",
+        reason="rdd_scan",
+        detail=None,
+        shuffle_id=-1,
+        maps=0,
+        maps_recovered=0,
+        bytes_recovered=0,
+    ),
 ]
 
 
@@ -687,7 +716,7 @@ def golden_batch() -> bytes:
 
 def test_golden_batch_covers_every_event_code():
     codes = {FIELDS[type(e)][0] if type(e) in FIELDS else JOB_START for e in GOLDEN_EVENTS}
-    assert codes == set(range(1, 23))
+    assert codes == set(range(1, 24))
 
 
 def test_golden_batch_from_the_jvm_encoder():

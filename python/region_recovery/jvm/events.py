@@ -37,7 +37,8 @@ WIRE_VERSION = 2
     WIRE_MAP_OUTPUT_RELEASED,
     WIRE_MAP_OUTPUT_COMPARED,
     WIRE_MAP_OUTPUT_REFUSED,
-) = range(1, 23)
+    WIRE_JOB_RECOVERY_DECIDED,
+) = range(1, 24)
 
 
 class CorruptBatchError(ValueError):
@@ -315,6 +316,23 @@ class MapOutputReleased:
     reason: str | None
 
 
+@dataclass(slots=True)
+class JobRecoveryDecided:
+    """Job recovery decided what becomes of a shuffle: recovered from a crashed driver's files, recomputed,
+    refused or recorded (the report's job recovery decision)."""
+
+    time: int
+    plan_digest: str | None
+    description: str | None
+    outcome: str | None
+    reason: str | None
+    detail: str | None
+    shuffle_id: int
+    maps: int
+    maps_recovered: int
+    bytes_recovered: int
+
+
 class Outcome(enum.IntEnum):
     """What the driver's changed-output guard concluded about a recomputed output (consistency.Verdict)."""
 
@@ -397,6 +415,7 @@ _LAYOUTS = {
     WIRE_RETAINED_FILES_DELETED: (RetainedFilesDeleted, "q" + "iiiqi", (1, 2, 5)),
     WIRE_MAP_OUTPUT_RELEASED: (MapOutputReleased, "q" + "iqiiiqi", (4, 5, 7)),
     WIRE_MAP_OUTPUT_REFUSED: (MapOutputRefused, "q" + "iqiiiii", (4, 7)),
+    WIRE_JOB_RECOVERY_DECIDED: (JobRecoveryDecided, "q" + "iiiiiiiiq", (1, 2, 3, 4, 5)),
 }
 _STRUCTS = {code: (cls, struct.Struct(">" + fmt), strs) for code, (cls, fmt, strs) in _LAYOUTS.items()}
 _HEADER = struct.Struct(">iHqqi")

@@ -213,6 +213,8 @@ class LiveModel(RetentionTracking):
             # decisions of the driver's changed-output guard: recorded by control.consistency
             ev.MapOutputCompared: lambda e: None,
             ev.MapOutputRefused: lambda e: None,
+            # job recovery's decisions: rr.job_recovery() and the report read them from the driver
+            ev.JobRecoveryDecided: lambda e: None,
             **self._retention_handlers(),
         }
 

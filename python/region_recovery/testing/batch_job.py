@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = region_recovery.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     rr = region_recovery.RegionRecovery.attach(spark)
+    decided = []  # job recovery's decisions as the event stream delivers them
+    rr.subscribe(lambda batch: decided.extend(e for e in batch.events if type(e).__name__ == "JobRecoveryDecided"))
     if args.pidfile:
         pids = {"driver": spark.sparkContext._jvm.ProcessHandle.current().pid(), "python": os.getpid()}
         deadline = time.time() + 60
@@ -200,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         rr.sync()
         report = rr.report()
         report["wall_s"] = wall
+        report["job_recovery_events"] = [[e.outcome, e.reason, e.shuffle_id] for e in decided]
         report["app_id"] = spark.sparkContext.applicationId
         args.report.write_text(json.dumps(report))
     spark.stop()

@@ -117,6 +117,10 @@ object BatchEncoder {
         case e: MapOutputRefusedEvent =>
           out.writeInt(e.shuffleId); out.writeLong(e.mapId); out.writeInt(e.mapIndex); out.writeInt(idx(e.executorId))
           out.writeInt(e.changedShuffle); out.writeInt(e.changedMapIndex); out.writeInt(idx(e.reason))
+        case e: JobRecoveryDecidedEvent =>
+          out.writeInt(idx(e.planDigest)); out.writeInt(idx(e.description)); out.writeInt(idx(e.outcome))
+          out.writeInt(idx(e.reason)); out.writeInt(idx(e.detail)); out.writeInt(e.shuffleId); out.writeInt(e.maps)
+          out.writeInt(e.mapsRecovered); out.writeLong(e.bytesRecovered)
       }
     }
     out.flush()

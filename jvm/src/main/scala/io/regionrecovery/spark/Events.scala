@@ -16,6 +16,7 @@ object Event {
   val MapOutputRetained = 16; val MapOutputAdopted = 17; val MapOutputUnregistered = 18
   val RetainedFilesDeleted = 19; val MapOutputReleased = 20
   val MapOutputCompared = 21; val MapOutputRefused = 22
+  val JobRecoveryDecided = 23
 
   /** Task end reasons (TaskEndEvent.reason). */
   object Reason {
@@ -178,4 +179,14 @@ final case class MapOutputRefusedEvent(
     time: Long, shuffleId: Int, mapId: Long, mapIndex: Int, executorId: String, changedShuffle: Int,
     changedMapIndex: Int, reason: String) extends Event {
   def code: Int = Event.MapOutputRefused
+}
+
+/**
+ * Job recovery decided what becomes of a shuffle (jobrecovery.ShuffleDecision): recovered from a
+ * crashed driver's files, recomputed, refused or recorded; `reason`/`detail` say why not recovered.
+ */
+final case class JobRecoveryDecidedEvent(
+    time: Long, planDigest: String, description: String, outcome: String, reason: String, detail: String,
+    shuffleId: Int, maps: Int, mapsRecovered: Int, bytesRecovered: Long) extends Event {
+  def code: Int = Event.JobRecoveryDecided
 }

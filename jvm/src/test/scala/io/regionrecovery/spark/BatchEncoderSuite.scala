@@ -73,6 +73,8 @@ object WireReader {
           MapOutputComparedEvent(time, i32(), i32(), i64(), i64(), in.readByte().toInt, in.readByte().toInt, str(),
             str(), i64(), i64(), i64(), str(), str(), str(), i64(), str())
         case Event.MapOutputRefused => MapOutputRefusedEvent(time, i32(), i64(), i32(), str(), i32(), i32(), str())
+        case Event.JobRecoveryDecided =>
+          JobRecoveryDecidedEvent(time, str(), str(), str(), str(), str(), i32(), i32(), i32(), i64())
         case other => throw new IllegalStateException(s"unknown event code $other")
       }
     }
@@ -142,7 +144,9 @@ class BatchEncoderSuite extends AnyFunSuite {
     RetainedFilesDeletedEvent(16L, null, null, 0, 0L, "shuffle 3 removed"),
     MapOutputReleasedEvent(17L, 3, (1L << 33) + 6, 5, "exec-9", "host-a.example", (1L << 32) + 3, "retained.maxBytes"),
     comparedEvent,
-    MapOutputRefusedEvent(18L, 22, (1L << 34) + 50, 2, "exec-7", 21, 9, "region-recovery: changed-output: task ..."))
+    MapOutputRefusedEvent(18L, 22, (1L << 34) + 50, 2, "exec-7", 21, 9, "region-recovery: changed-output: task ..."),
+    JobRecoveryDecidedEvent(19L, "ab" * 32, "Exchange hashpartitioning(k, 4)", "recovered", "partly", "1 missing", 7, 4,
+      3, (1L << 33) + 1))
 
   test("header: magic RRB1, version 2, first sequence number and dropped count") {
     val bytes = encode(ShuffleRegisteredEvent(1L, 0))(firstSeq = 1L << 40, dropped = 12345L)
@@ -162,7 +166,7 @@ class BatchEncoderSuite extends AnyFunSuite {
   test("every event type round-trips through the documented layout") {
     val d = decode(encode(everyType: _*)())
     assert(d.events.map(comparable) == everyType.map(comparable))
-    assert(everyType.map(_.code).toSet == (1 to 22).toSet)
+    assert(everyType.map(_.code).toSet == (1 to 23).toSet)
   }
 
   test("TaskEnd field order") {
@@ -351,7 +355,9 @@ class BatchEncoderSuite extends AnyFunSuite {
     MapOutputReleasedEvent(1019L, 0, 5L, 2, "4", "h1", 512L, "consumers finished"),
     MapOutputComparedEvent(1020L, 0, 2, 5L, 9L, 0, 1, "partition-checksums", "checksums differ", 512L, 512L, 0L,
       "1,2", "3", "4", 12L, "changed"),
-    MapOutputRefusedEvent(1021L, 1, 8L, 0, "3", 0, 2, "stale"))
+    MapOutputRefusedEvent(1021L, 1, 8L, 0, "3", 0, 2, "stale"),
+    JobRecoveryDecidedEvent(1022L, "cd" * 32, "Exchange hashpartitioning(k, 4) \u2713", "refused", "rdd_scan", null, -1,
+      0, 0, 0L))
 
   /** tests/golden/event-batch.hex, found from the working directory (sbt forks tests in the repo root) upwards. */
   private def goldenFile: java.nio.file.Path = {
@@ -366,7 +372,7 @@ class BatchEncoderSuite extends AnyFunSuite {
     text.linesIterator.filterNot(_.trim.startsWith("#")).mkString.filterNot(_.isWhitespace)
 
   test("golden batch shared with the Python decoder's tests covers every event code") {
-    assert(goldenEvents.map(_.code).sorted == (1 to 22), "one event of every code in Events.scala")
+    assert(goldenEvents.map(_.code).sorted == (1 to 23), "one event of every code in Events.scala")
     val hex = encode(goldenEvents: _*)(firstSeq = 3L, dropped = 1L).map(b => f"${b & 0xff}%02x").mkString
     if (sys.env.get("REGION_RECOVERY_WRITE_GOLDEN").contains("1")) { // regenerate after a deliberate format change
       val header = "# BatchEncoder.encode of BatchEncoderSuite's goldenEvents (first seq 3, dropped 1); the Python\n" +

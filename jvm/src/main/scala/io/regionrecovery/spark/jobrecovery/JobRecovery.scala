@@ -13,7 +13,7 @@ import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.apache.spark.storage.BlockManagerId
 
-import io.regionrecovery.spark.{CurrentApplication, DriverState, Json}
+import io.regionrecovery.spark.{CurrentApplication, DriverState, JobRecoveryDecidedEvent, Json}
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
 import io.regionrecovery.spark.retention.{AgentInfo, RetentionCoordinator}
@@ -62,6 +62,8 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
 
   private def decide(d: ShuffleDecision): Unit = {
     val before = decisions.put(d.planDigest, d)
+    state.offer(JobRecoveryDecidedEvent(d.at, d.planDigest, d.description, d.outcome, d.reason, d.detail, d.shuffleId,
+      d.maps, d.mapsRecovered, d.bytesRecovered))
     if (before == null || before.outcome != d.outcome || before.reason != d.reason) {
       val msg = s"region-recovery: job $jobId, shuffle ${d.description}: ${d.outcome}" +
         (if (d.reason == null) "" else s" (${d.reason}: ${d.detail})")

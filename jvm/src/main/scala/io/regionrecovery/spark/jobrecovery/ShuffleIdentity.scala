@@ -10,6 +10,7 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.SparkConf
 import org.apache.spark.network.util.JavaUtils
+import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Add, And, AttributeReference, BitwiseAnd, BitwiseOr, BitwiseXor, EqualNullSafe, EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, Greatest, In, LessThan, LessThanOrEqual, Least, Literal, MultiCommutativeOp, Multiply, NamedLambdaVariable, Or, ScalaUDF}
 import org.apache.spark.sql.catalyst.plans.QueryPlan
@@ -352,11 +353,8 @@ object ShuffleIdentity {
   private def failure(doing: String, e: Throwable): Refused =
     Refused(Reason.UnsupportedValue, s"${e.getClass.getSimpleName} while $doing: ${e.getMessage}")
 
-  private lazy val otherCopyArgsMethod = classOf[TreeNode[_]].getMethod("otherCopyArgs")
-
   /** A tree node's second argument list (e.g. an attribute's or an alias's expression id). */
-  private def otherCopyArgs(t: TreeNode[_]): Seq[Any] =
-    otherCopyArgsMethod.invoke(t).asInstanceOf[Seq[Any]]
+  private def otherCopyArgs(t: TreeNode[_]): Seq[Any] = SparkInternals.otherCopyArgs(t)
 
   private val pinnedPackages = Seq("org.apache.spark.", "java.", "scala.")
 
@@ -663,7 +661,8 @@ object ShuffleIdentity {
         out.append("class(").append(c.getName).append(')')
       case r: HadoopFsRelation => relation(r, depth)
       case b: BitSet => out.append("bits"); arguments(b.iterator.toSeq, depth)
-      case f: AnyRef if pythonFunction.exists(_.isInstance(f)) => python(f)
+      case f: AnyRef if SparkInternals.pythonFunctionParts(f).isDefined =>
+        python(SparkInternals.pythonFunctionParts(f).get)
       case e: Enumeration#Value => out.append("enum(").append(e.toString).append(')')
       case e: java.lang.Enum[_] => out.append(e.getDeclaringClass.getName).append('.').append(e.name())
       case a: Array[_] => out.append('['); arguments(a.toSeq, depth); out.append(']')
@@ -757,44 +756,28 @@ object ShuffleIdentity {
     }
 
     /**
-     * A Python function (`PythonFunction` is private to Spark: read by reflection): SHA-256 of its
-     * pickled command, with the interpreter and the environment it runs with. Only PySpark's
+     * A Python function (read through SparkInternals: `PythonFunction` is private to Spark): SHA-256 of
+     * its pickled command, with the interpreter and the environment it runs with. Only PySpark's
      * `SimplePythonFunction` without broadcast variables is pinned down by those bytes.
      */
-    private def python(f: AnyRef): Unit = {
-      def get(name: String): AnyRef = f.getClass.getMethod(name).invoke(f)
-      if (f.getClass.getName != "org.apache.spark.api.python.SimplePythonFunction")
-        refuse(Reason.PythonUdf, s"a Python function of class ${f.getClass.getName}")
-      val broadcasts = Option(get("broadcastVars").asInstanceOf[java.util.List[_]]).map(_.size).getOrElse(0)
-      if (broadcasts > 0)
+    private def python(p: SparkInternals.PythonFunctionParts): Unit = {
+      if (p.className != "org.apache.spark.api.python.SimplePythonFunction")
+        refuse(Reason.PythonUdf, s"a Python function of class ${p.className}")
+      if (p.broadcasts > 0)
         refuse(Reason.PythonUdf,
-          s"a Python function with $broadcasts broadcast variable(s) (or a pickled " +
+          s"a Python function with ${p.broadcasts} broadcast variable(s) (or a pickled " +
             "command large enough to be broadcast): its bytes do not pin it down")
-      val command = get("command") match {
-        case b: scala.collection.immutable.ArraySeq.ofByte => b.unsafeArray
-        case seq: Seq[_] => seq.iterator.map {
-            case b: Byte => b
-            case other => refuse(Reason.PythonUdf, s"a Python command element of class ${other.getClass.getName}")
-          }.toArray
-        case other => refuse(Reason.PythonUdf, s"a Python command of class ${other.getClass.getName}")
-      }
-      if (command.isEmpty) refuse(Reason.PythonUdf, "a Python function without a pickled command")
-      out.append("PythonFunction(command=").append(hexOf(MessageDigest.getInstance("SHA-256").digest(command)))
-      out.append(", pythonVer=").append(Json.str(get("pythonVer").asInstanceOf[String]))
-      out.append(", pythonExec=").append(Json.str(get("pythonExec").asInstanceOf[String]))
+      if (p.command.isEmpty) refuse(Reason.PythonUdf, "a Python function without a pickled command")
+      out.append("PythonFunction(command=").append(hexOf(MessageDigest.getInstance("SHA-256").digest(p.command)))
+      out.append(", pythonVer=").append(Json.str(p.pythonVer))
+      out.append(", pythonExec=").append(Json.str(p.pythonExec))
       out.append(", envVars=")
-      val env = Option(get("envVars").asInstanceOf[java.util.Map[String, String]]).map(_.asScala.toMap)
-      value(redacted(env.getOrElse(Map.empty[String, String])), 0)
+      value(redacted(p.envVars), 0)
       out.append(", includes=")
-      val includes = Option(get("pythonIncludes").asInstanceOf[java.util.List[String]]).map(_.asScala.toSeq)
-      value(includes.getOrElse(Nil).sorted, 0)
+      value(p.includes.sorted, 0)
       out.append(')')
     }
   }
-
-  private val pythonFunction: Option[Class[_]] =
-    try Some(Class.forName("org.apache.spark.api.python.PythonFunction"))
-    catch { case NonFatal(_) => None }
 
   /** Keys whose values Spark redacts by default (spark.redaction.regex): a credential passed as an option. */
   private val secretKey = "(?i)secret|password|token|access[.]?key".r

@@ -422,6 +422,32 @@ object SparkInternals {
   /** Whether this JVM is running its shutdown hooks (a SparkContext stopped from there was not stopped by its user). */
   def jvmShuttingDown: Boolean = org.apache.spark.util.ShutdownHookManager.inShutdown()
 
+  // ---- job recovery: what identifies a plan across applications --------------------------------------
+
+  /** What pins a Python function down (`PythonFunction` is private to Spark). */
+  final case class PythonFunctionParts(className: String, command: Array[Byte], pythonExec: String,
+      pythonVer: String, envVars: Map[String, String], includes: Seq[String], broadcasts: Int)
+
+  /** The parts of a Python UDF's function; None when `f` is not one. */
+  def pythonFunctionParts(f: AnyRef): Option[PythonFunctionParts] = f match {
+    case p: org.apache.spark.api.python.PythonFunction =>
+      import scala.jdk.CollectionConverters._
+      Some(PythonFunctionParts(p.getClass.getName, p.command.iterator.map(_.asInstanceOf[Byte]).toArray,
+        p.pythonExec, p.pythonVer, Option(p.envVars).map(_.asScala.toMap).getOrElse(Map.empty),
+        Option(p.pythonIncludes).map(_.asScala.toSeq).getOrElse(Nil), Option(p.broadcastVars).map(_.size).getOrElse(0)))
+    case _ => None
+  }
+
+  private lazy val otherCopyArgsMethod = {
+    val m = classOf[org.apache.spark.sql.catalyst.trees.TreeNode[_]].getDeclaredMethod("otherCopyArgs")
+    m.setAccessible(true)
+    m
+  }
+
+  /** A tree node's second argument list (e.g. an attribute's or an alias's expression id): protected in TreeNode. */
+  def otherCopyArgs(t: org.apache.spark.sql.catalyst.trees.TreeNode[_]): Seq[Any] =
+    otherCopyArgsMethod.invoke(t).asInstanceOf[Seq[Any]]
+
   /** Posts an event to every listener-bus queue (delivered in order with the events posted before it). */
   def post(sc: SparkContext, event: SparkListenerEvent): Unit = sc.listenerBus.post(event)
 }

@@ -333,3 +333,24 @@ def test_settings_that_refuse_job_recovery_say_why(tmp_path):
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("JOB_RECOVERY=")]
     status = json.loads(line.removeprefix("JOB_RECOVERY="))
     assert status["enabled"] is False and "spark.io.encryption.enabled=true" in status["refused"]
+
+
+def test_a_shuffle_over_shuffles_is_recovered_whole_or_recomputed_whole(ws):
+    ws.crash_after(3)
+    records = [e.payload for e in read_job(str(ws.store), JOB).events if e.kind == "shuffle"]
+    (third,) = [r for r in records if "sa" in r["description"]]  # the repartition reads the join of two shuffles
+    assert third["split_signature"] is None
+    victim = third["outputs"][0]
+    index = (
+        ws.retained
+        / victim["app_key"]
+        / victim["executor_id"]
+        / f"shuffle_{third['shuffle_id']}_{victim['map_id']}_0.index"
+    )
+    index.unlink()
+    report = ws.run("out", slow=CRASH_SLOW)
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    by = _decisions(report)
+    assert len(by["recovered"]) == 2 and all(d["maps_recomputed"] == 0 for d in by["recovered"])
+    (whole,) = by["recomputed"]
+    assert whole["reason"] == "partial_not_allowed" and whole["maps_recovered"] == 0, whole

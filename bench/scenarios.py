@@ -240,13 +240,24 @@ def _wait_for_cap(rr, timeout: float) -> None:
         time.sleep(0.1)
 
 
+def driver_crash(ctx: Context) -> list:
+    """A batch job's driver SIGKILLed after two of its three shuffles, then the job resubmitted.
+
+    Each mode is two runs of a script (region_recovery.testing.batch_job), not one application, so the
+    harness runs it itself: bench.driver_crash.
+    """
+    raise RuntimeError("driver-crash is not a worker scenario: bench.harness runs bench.driver_crash")
+
+
 SCENARIOS = {
     "overhead": overhead,
     "executor-crash": executor_crash,
     "heartbeat-timeout": heartbeat_timeout,
     "transient-failure": transient_failure,
     "long-session": long_session,
+    "driver-crash": driver_crash,
 }
+OWN_PROCESSES = {"driver-crash"}  # run by the harness as scripts, not in bench.worker
 
 # Spark settings per scenario, identical in both modes.
 CONF = {

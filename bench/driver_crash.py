@@ -38,12 +38,14 @@ KILL_AFTER = 2  # map stages (= shuffles) completed when the driver is killed: A
 MIN_V = 100  # the job's filter constant (batch_job's default)
 
 # rows of parquet A; B has one row per key. slow: seconds the pandas UDF sleeps per batch (one batch per
-# task here), so that the third shuffle's map stage (4 tasks on 2 one-core executors) lasts about 10 s.
+# task here) in the third shuffle's map stage, the window in which the driver is killed. map_work: seconds
+# of work per batch before A's aggregation (4 tasks on 2 one-core executors: twice that): the expensive,
+# finished part of the job that a resubmission either reruns (vanilla) or reuses (recovery).
 # reps: crashes per mode, in the order vanilla, recovery, recovery, vanilla, ...: each process's start-up
 # (JVM, executors) is a large part of the figure and varied between 19 and 42 s on a busy 2-core machine.
 SCALES = {
-    "small": {"rows": 200_000, "keys": 1000, "files": 4, "slow": 2.0, "reps": 3},
-    "medium": {"rows": 2_000_000, "keys": 1000, "files": 8, "slow": 2.0, "reps": 3},
+    "small": {"rows": 200_000, "keys": 1000, "files": 4, "slow": 2.0, "map_work": 12.0, "reps": 3},
+    "medium": {"rows": 2_000_000, "keys": 1000, "files": 8, "slow": 2.0, "map_work": 12.0, "reps": 3},
 }
 
 
@@ -280,6 +282,8 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         master,
         "--slow",
         str(cfg["slow"]),
+        "--map-work",
+        str(cfg.get("map_work", 0.0)),
         "--min-v",
         str(MIN_V),
         "--pidfile",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,12 +31,21 @@ CRASH_SLOW = "6"  # seconds per batch of the slow step while a crash is staged: 
 class Workspace:
     """One job's files: inputs, output, event store, retained root."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, data: Path | None = None):
         self.root = root
-        self.data = root / "data"
+        self.data = data or root / "data"
         self.store = root / "store"
         self.retained = root / "retained"
-        batch_job.generate(self.data)
+        if data is None:
+            batch_job.generate(self.data)
+
+    def copy_crash(self, root: Path) -> Workspace:
+        """A workspace in `root` with a copy of this one's event store and retained files and the same
+        inputs (their paths are part of a shuffle's identity): another resubmission of the same crash."""
+        other = Workspace(root, self.data)
+        shutil.copytree(self.store, other.store)
+        shutil.copytree(self.retained, other.retained)
+        return other
 
     def args(self, out: str, extra: list[str]) -> list[str]:
         return [
@@ -140,8 +150,21 @@ def ws(tmp_path):
     return Workspace(tmp_path)
 
 
-def test_a_resubmitted_job_reuses_the_shuffles_of_the_crashed_driver(ws):
-    ws.crash_after(2)
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory) -> Workspace:
+    """One driver crash after two of three shuffles, shared: each test resubmits on its own copy."""
+    once = Workspace(tmp_path_factory.mktemp("crashed"))
+    once.crash_after(2)
+    return once
+
+
+@pytest.fixture
+def after_crash(crashed, tmp_path) -> Workspace:
+    return crashed.copy_crash(tmp_path)
+
+
+def test_a_resubmitted_job_reuses_the_shuffles_of_the_crashed_driver(after_crash):
+    ws = after_crash
     crashed_apps = [p.name for p in ws.retained.iterdir() if p.is_dir()]
     assert crashed_apps, "the crashed application retained nothing"
 
@@ -175,21 +198,23 @@ def test_a_changed_input_file_is_recomputed_the_rest_reused(ws):
     assert len(by.get("recovered", [])) == 1
 
 
-def test_changed_filter_constant_and_partitions_recompute(ws):
-    ws.crash_after(2)
+def test_a_changed_filter_constant_recomputes_that_shuffle(after_crash):
+    ws = after_crash
     report = ws.run("out", ["--min-v", "200"])
     assert ws.result("out") == batch_job.expected(ws.data, 200)
     by = _decisions(report)
     assert len(by.get("recovered", [])) == 1, report["job_recovery"]  # B's side is the same
 
-    ws.crash_after(2)
-    report = ws.run("out2", ["--partitions", "5"])
-    assert ws.result("out2") == batch_job.expected(ws.data, 100)
+
+def test_changed_shuffle_partitions_recompute_everything(after_crash):
+    ws = after_crash
+    report = ws.run("out", ["--partitions", "5"])
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
     assert not _decisions(report).get("recovered"), report["job_recovery"]
 
 
-def test_a_corrupt_retained_file_is_recomputed_exactly(ws):
-    ws.crash_after(2)
+def test_a_corrupt_retained_file_is_recomputed_exactly(after_crash):
+    ws = after_crash
     data_files = sorted(ws.retained.glob("*/*/shuffle_*_*_0.data"))
     victim = next(f for f in data_files if f.stat().st_size > 16)
     raw = bytearray(victim.read_bytes())
@@ -202,14 +227,12 @@ def test_a_corrupt_retained_file_is_recomputed_exactly(ws):
     assert sum(d["maps_recomputed"] for d in recovered) == 1, report["job_recovery"]
 
 
-def test_a_missing_executor_directory_recomputes_only_its_outputs(ws):
-    ws.crash_after(2)
+def test_a_missing_executor_directory_recomputes_only_its_outputs(after_crash):
+    ws = after_crash
     (app,) = [p for p in ws.retained.iterdir() if p.is_dir()]
     executor_dirs = sorted(p for p in app.iterdir() if p.is_dir())
     assert len(executor_dirs) == 2
     lost = len(list(executor_dirs[0].glob("*.index")))
-    import shutil
-
     shutil.rmtree(executor_dirs[0])
     report = ws.run("out")
     assert ws.result("out") == batch_job.expected(ws.data, 100)
@@ -217,8 +240,8 @@ def test_a_missing_executor_directory_recomputes_only_its_outputs(ws):
     assert sum(d["maps_recomputed"] for d in recovered) == lost > 0, report["job_recovery"]
 
 
-def test_a_torn_last_record_is_ignored_and_a_corrupt_earlier_one_runs_as_new(ws):
-    ws.crash_after(2)
+def test_a_torn_last_record_is_ignored(after_crash):
+    ws = after_crash
     (segment,) = sorted((ws.store / JOB).glob("segment-*"))
     with open(segment, "ab") as f:
         f.write(b"RRJE\x00\x00\x00\x01\x00\x05shu")  # a record cut short by the crash
@@ -226,15 +249,17 @@ def test_a_torn_last_record_is_ignored_and_a_corrupt_earlier_one_runs_as_new(ws)
     assert report["job_recovery"]["ignored"] and len(_decisions(report)["recovered"]) == 2
     assert ws.result("out") == batch_job.expected(ws.data, 100)
 
-    ws.crash_after(2)
+
+def test_a_corrupt_earlier_record_runs_the_job_as_new(after_crash):
+    ws = after_crash
     (segment,) = sorted((ws.store / JOB).glob("segment-*"))
     raw = bytearray(segment.read_bytes())
     raw[40] ^= 0xFF  # inside the first record's payload
     segment.write_bytes(bytes(raw))
-    report = ws.run("out2")
+    report = ws.run("out")
     assert report["job_recovery"]["corrupt"]
     assert not _decisions(report).get("recovered")
-    assert ws.result("out2") == batch_job.expected(ws.data, 100)
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
 
 
 def test_a_list_input_is_refused_and_a_second_crash_recovers_again(ws):

@@ -57,7 +57,7 @@ def expected(data: Path, min_v: int) -> list[tuple]:
     return sorted((k, s, n, w[k]) for k, (s, n) in sums.items() if k in w)
 
 
-def build(spark, data: Path, min_v: int, slow_s: float, from_list: bool = False):
+def build(spark, data: Path, min_v: int, slow_s: float, from_list: bool = False, map_work_s: float = 0.0):
     """The job's DataFrame (k, sa, na, w), ending in the repartition."""
     import pandas as pd
     from pyspark.sql import functions as F
@@ -72,6 +72,14 @@ def build(spark, data: Path, min_v: int, slow_s: float, from_list: bool = False)
         a_raw = spark.createDataFrame(spark.read.parquet(str(data / "a")).collect(), "k long, v long")
     else:
         a_raw = spark.read.parquet(str(data / "a"))
+    if map_work_s > 0:  # expensive work before the aggregation: what a crash after that shuffle saves
+
+        @pandas_udf("long")
+        def work(v: pd.Series) -> pd.Series:
+            time.sleep(map_work_s)
+            return v
+
+        a_raw = a_raw.withColumn("v", work(F.col("v")))
     a = a_raw.where(F.col("v") > min_v).groupBy("k").agg(F.sum("v").alias("sa"), F.count("*").alias("na"))
     b = spark.read.parquet(str(data / "b"))
     joined = a.join(b, "k")
@@ -128,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-v", type=int, default=100, help="the filter constant")
     p.add_argument("--partitions", type=int, default=4, help="spark.sql.shuffle.partitions")
     p.add_argument("--slow", type=float, default=4.0, help="seconds the slow step sleeps per batch")
+    p.add_argument(
+        "--map-work", type=float, default=0.0, help="seconds of work per batch before A's aggregation (0: none)"
+    )
     p.add_argument("--from-list", action="store_true", help="build A with createDataFrame(list): refused")
     p.add_argument("--window", default="30 min", help="job-recovery.window")
     p.add_argument("--master", default="local-cluster[2,1,1024]")
@@ -196,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.progress:
         _report_progress(spark.sparkContext, args.progress)
     started = time.time()
-    build(spark, args.data, args.min_v, args.slow, args.from_list).write.mode("overwrite").parquet(str(args.out))
+    job = build(spark, args.data, args.min_v, args.slow, args.from_list, args.map_work)
+    job.write.mode("overwrite").parquet(str(args.out))
     wall = time.time() - started
     if args.report:
         rr.sync()

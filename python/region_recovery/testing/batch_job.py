@@ -72,14 +72,13 @@ def build(spark, data: Path, min_v: int, slow_s: float, from_list: bool = False,
         a_raw = spark.createDataFrame(spark.read.parquet(str(data / "a")).collect(), "k long, v long")
     else:
         a_raw = spark.read.parquet(str(data / "a"))
-    if map_work_s > 0:  # expensive work before the aggregation: what a crash after that shuffle saves
+    if map_work_s > 0:  # expensive work before the aggregation, once per task: what a crash after it saves
 
-        @pandas_udf("long")
-        def work(v: pd.Series) -> pd.Series:
+        def work(batches):
             time.sleep(map_work_s)
-            return v
+            yield from batches
 
-        a_raw = a_raw.withColumn("v", work(F.col("v")))
+        a_raw = a_raw.mapInPandas(work, a_raw.schema)
     a = a_raw.where(F.col("v") > min_v).groupBy("k").agg(F.sum("v").alias("sa"), F.count("*").alias("na"))
     b = spark.read.parquet(str(data / "b"))
     joined = a.join(b, "k")
@@ -137,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=4, help="spark.sql.shuffle.partitions")
     p.add_argument("--slow", type=float, default=4.0, help="seconds the slow step sleeps per batch")
     p.add_argument(
-        "--map-work", type=float, default=0.0, help="seconds of work per batch before A's aggregation (0: none)"
+        "--map-work", type=float, default=0.0, help="seconds of work per task before A's aggregation (0: none)"
     )
     p.add_argument("--from-list", action="store_true", help="build A with createDataFrame(list): refused")
     p.add_argument("--window", default="30 min", help="job-recovery.window")

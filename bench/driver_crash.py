@@ -39,13 +39,14 @@ MIN_V = 100  # the job's filter constant (batch_job's default)
 
 # rows of parquet A; B has one row per key. slow: seconds the pandas UDF sleeps per batch (one batch per
 # task here) in the third shuffle's map stage, the window in which the driver is killed. map_work: seconds
-# of work per task before A's aggregation (4 tasks on 2 one-core executors: twice that): the expensive,
-# finished part of the job that a resubmission either reruns (vanilla) or reuses (recovery).
+# of work per task before A's aggregation (at small scale A's 4 small files make 2 splits, which run side
+# by side on the 2 executors): the expensive, finished part of the job that a resubmission either reruns
+# (vanilla) or reuses (recovery).
 # reps: crashes per mode, in the order vanilla, recovery, recovery, vanilla, ...: each process's start-up
 # (JVM, executors) is a large part of the figure and varied between 19 and 42 s on a busy 2-core machine.
 SCALES = {
-    "small": {"rows": 200_000, "keys": 1000, "files": 4, "slow": 2.0, "map_work": 12.0, "reps": 3},
-    "medium": {"rows": 2_000_000, "keys": 1000, "files": 8, "slow": 2.0, "map_work": 12.0, "reps": 3},
+    "small": {"rows": 200_000, "keys": 1000, "files": 4, "slow": 2.0, "map_work": 40.0, "reps": 3},
+    "medium": {"rows": 2_000_000, "keys": 1000, "files": 8, "slow": 2.0, "map_work": 40.0, "reps": 3},
 }
 
 

@@ -145,25 +145,6 @@ def reexecuted(first: AppStages, resubmission: AppStages) -> dict[str, int]:
 # ---- processes ----------------------------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is gone for our purpose
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def _same_process(pid: int, started: int | None) -> bool:
-    from region_recovery.testing.faults import start_time
-
-    return started is not None and start_time(pid) == started
-
-
 def _sigkill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
@@ -181,13 +162,13 @@ class Attempt:
         self.executors: dict[int, int | None] = {}  # pid -> start time, taken while they were our descendants
 
     def read_pids(self, pidfile: Path) -> bool:
-        from region_recovery.testing.faults import start_time
+        from region_recovery.testing import faults
 
         if self.driver is not None or not pidfile.exists():
             return self.driver is not None
         pids = json.loads(pidfile.read_text())
         self.driver = pids["driver"]
-        self.executors = {p: start_time(p) for p in pids.get("executors", [])}
+        self.executors = {p: faults.start_time(p) for p in pids.get("executors", [])}
         return True
 
     def kill_driver(self) -> float:
@@ -201,23 +182,25 @@ class Attempt:
 
     def wait_executors(self, timeout: float = 60) -> list[int]:
         """Until the executors have exited (they notice the driver is gone); SIGKILLs leftovers."""
+        from region_recovery.testing import faults
+
         deadline = time.monotonic() + timeout
         left = []
         for pid, started in self.executors.items():
-            while time.monotonic() < deadline and _alive(pid) and _same_process(pid, started):
+            while time.monotonic() < deadline and faults.is_running(pid, started):
                 time.sleep(0.2)
-            if _alive(pid) and _same_process(pid, started):
-                _sigkill(pid)
+            if faults.signal_if_same(pid, started):
                 left.append(pid)
         return left
 
     def abandon(self) -> None:
         """On an error: everything this attempt started goes."""
+        from region_recovery.testing import faults
+
         if self.proc.poll() is None:
             self.kill_driver()
         for pid, started in self.executors.items():
-            if _same_process(pid, started):
-                _sigkill(pid)
+            faults.signal_if_same(pid, started)
 
 
 # ---- the scenario -------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from region_recovery.jobrecovery.store import read_job
-from region_recovery.testing import batch_job
+from region_recovery.testing import batch_job, faults
 from sparkcluster import run_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -84,10 +84,11 @@ class Workspace:
                 assert proc.poll() is None, (self.root / "crashed.log").read_text()[-3000:]
                 time.sleep(0.2)
             assert self.shuffles_recorded() >= before + shuffles, "the job did not record its shuffles in time"
-            pids = json.loads(pidfile.read_text())
         finally:
+            pids = json.loads(pidfile.read_text()) if pidfile.exists() else {"driver": None, "executors": []}
+            # (pid, start time) while they are ours: a pid reused after they exit is never signalled
+            executors = {pid: faults.start_time(pid) for pid in pids.get("executors", [])}
             if proc.poll() is None:
-                pids = json.loads(pidfile.read_text()) if pidfile.exists() else {"driver": None, "executors": []}
                 for pid in (pids.get("driver"), proc.pid):
                     if pid:
                         try:
@@ -98,11 +99,10 @@ class Workspace:
             log.close()
         # the executors notice their driver is gone and exit on their own; wait for them
         deadline = time.time() + 60
-        for pid in pids.get("executors", []):
-            while time.time() < deadline and _alive(pid):
+        for pid, started in executors.items():
+            while time.time() < deadline and faults.is_running(pid, started):
                 time.sleep(0.2)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+            faults.signal_if_same(pid, started)
 
     def run(self, out: str, extra: list[str] = (), slow: str = "0") -> dict:
         report = self.root / f"{out}.json"
@@ -125,17 +125,6 @@ def _errors(log: str) -> str:
     """The lines of a driver log worth reading in a failure message: errors and tracebacks, without stack frames."""
     keep = [line for line in log.splitlines() if not line.startswith(("\tat ", "        at "))]
     return "\n".join(line for line in keep if "ERROR" in line or "Error" in line or "Exception" in line)[-6000:]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie child of ours is gone for our purpose
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def _decisions(report: dict) -> dict[str, list[dict]]:

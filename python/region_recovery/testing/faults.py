@@ -68,6 +68,11 @@ def start_time(pid: int) -> int | None:
     return None if fields is None else int(fields[19])  # field 22 of proc(5)
 
 
+def is_running(pid: int, started: int | None) -> bool:
+    """Whether the process that started at `started` (see start_time) is still running (not a zombie)."""
+    return started is not None and not is_gone(pid) and start_time(pid) == started
+
+
 def signal_if_same(pid: int, started: int | None, sig: int = signal.SIGKILL) -> bool:
     """Signals `pid` only if it is still the process that started at `started`; True if it was sent.
 

@@ -65,7 +65,8 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
 }
 
 object JobRecoveryRule {
-  val NotFingerprintable = "not_fingerprintable"
-  val InputChanged = "input_changed"
+  // the report's vocabulary, shared with exchange reuse within a run
+  val NotFingerprintable: String = io.regionrecovery.spark.sql.ExchangeReuse.Reason.NotFingerprintable
+  val InputChanged: String = io.regionrecovery.spark.sql.ExchangeReuse.Reason.InputChanged
   val SettingsChanged = "settings_changed"
 }

@@ -12,12 +12,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .control.consistency import ChangedOutputGuard
 from .control.job_restarts import Attempt, Controller
 from .control.recovery_decisions import DecisionRecorder
 from .control.retention_policy import RetentionPolicy
+from .control.stream_restarts import StreamRun, supervise
 from .errors import AlreadyAttachedError, NotEnabledError
 from .jvm import packaging
 from .jvm.drain import Drain
@@ -122,6 +123,20 @@ class RegionRecovery:
         """Context-manager form: `for attempt in rr.attempts("write"): with attempt: df.write...`."""
         return self.controller.attempts(name)
 
+    def stream(self, build_query: Callable[[], Any], name: str = "stream") -> StreamRun:
+        """Runs a streaming query under the restart strategy (exponential-delay unless one is configured).
+
+        ``build_query`` starts the query and returns it; it is called again for every restart, so the
+        query resumes from its checkpoint. Returns at once; ``run.await_termination()`` waits, ``run.stop()``
+        stops it for good, ``run.record`` says what every attempt committed and replayed (see
+        control.stream_restarts).
+        """
+        return supervise(self.controller, build_query, name)
+
+    @property
+    def spark_context(self):
+        return self._sc
+
     def report(self) -> dict:
         """What recovery did so far, as the versioned JSON document of docs/report.md: every run under
         restarts with its attempts and restart decisions, every recovery decision, consumer restarts,
@@ -131,6 +146,7 @@ class RegionRecovery:
             restart_strategy=self.controller.describe_strategy(),
             failover_strategy=self.controller.config.failover_strategy,
             runs=[r.to_dict() for r in self.controller.records],
+            streams=[r.to_dict() for r in self.controller.stream_records],
             jobs=self.model.job_summaries(),
             recovery_decisions=self.recovery_decisions.snapshot(),
             consumer_restarts=self.consumer_guard.snapshot(),

@@ -352,9 +352,11 @@ def duration(
     *,
     minimum_ms: int = 0,
     accepted_extra: str = "",
+    shown_default: str | None = None,
     read_by: str = "python",
     section: str = "",
 ) -> ConfigKey:
+    """``shown_default``: the default as the documentation writes it, when not ``default_text`` ("0 (off)")."""
     parse = _at_least(parse_duration_ms, minimum_ms) if minimum_ms else parse_duration_ms
     minimum = f"; at least {_duration_text(minimum_ms)}" if minimum_ms else ""
     return register(
@@ -364,7 +366,7 @@ def duration(
             parse,
             DURATION_FORMS + minimum + accepted_extra,
             doc,
-            default_text,
+            shown_default or default_text,
             type="duration",
             minimum=minimum_ms or None,
             read_by=read_by,
@@ -797,12 +799,132 @@ JOB_EVENT_FLUSH_INTERVAL = duration(
     section=_JOB_RECOVERY,
 )
 
+_STREAMING = "Streaming: batch sizing during recovery and backlog"
+_CP = PREFIX + "execution.checkpointing."
+
+CHECKPOINTING_INTERVAL = duration(
+    _CP + "interval",
+    "0 ms",
+    (
+        "The commit interval of a streaming query that is not behind (Flink's `execution.checkpointing.interval`): "
+        "set the query's trigger to processingTime of this interval. With it set, `execution.checkpointing."
+        "interval-during-backlog` must be 0 or at least this long."
+    ),
+    accepted_extra="; 0 = none",
+    shown_default="0",
+    read_by="jvm",
+    section=_STREAMING,
+)
+CHECKPOINTING_INTERVAL_DURING_BACKLOG = register(
+    ConfigKey(
+        _CP + "interval-during-backlog",
+        -1,  # unset: execution.checkpointing.interval
+        parse_duration_ms,
+        DURATION_FORMS + "; 0 = no bound during backlog",
+        (
+            "While a region-recovery source is behind (FLIP-309's isProcessingBacklog), each batch is sized from "
+            "the measured throughput to take about this long; 0 means backlog batches take all available data (up "
+            "to `streaming.max-batch`). Unset: `execution.checkpointing.interval`."
+        ),
+        "execution.checkpointing.interval",
+        type="duration",
+        read_by="jvm",
+        section=_STREAMING,
+    )
+)
+CHECKPOINTING_DURING_RECOVERY = boolean(
+    _CP + "during-recovery.enabled",
+    False,
+    (
+        "Commit during recovery (FLINK-35761's switch, off by default as in Flink): from the first batch a "
+        "region-recovery source plans after a start or restart, batches start at "
+        "`streaming.recovery.initial-batch` and grow by `streaming.recovery.ramp-factor` while the source is "
+        "behind, so a failure during catch-up loses at most one bounded batch. Off: the first batch takes all "
+        "available data (up to `streaming.max-batch`), as plain Spark does."
+    ),
+    read_by="jvm",
+    section=_STREAMING,
+)
+STREAMING_INITIAL_BATCH = integer(
+    PREFIX + "streaming.recovery.initial-batch",
+    10,
+    ("Size of the first batch during recovery, in the source's unit: files for the file sources, records for Kafka."),
+    minimum=1,
+    read_by="jvm",
+    section=_STREAMING,
+)
+STREAMING_RAMP_FACTOR = register(
+    ConfigKey(
+        PREFIX + "streaming.recovery.ramp-factor",
+        2.0,
+        _parse_multiplier,
+        "a number > 1",
+        (
+            "Each batch during recovery, and each change of size during backlog, is at most this factor larger "
+            "than the one before."
+        ),
+        "2.0",
+        type="double",
+        read_by="jvm",
+        section=_STREAMING,
+    )
+)
+STREAMING_MAX_BATCH = register(
+    ConfigKey(
+        PREFIX + "streaming.max-batch",
+        None,
+        _parse_attempts_or_unlimited,
+        "an integer >= 1, or infinite / unlimited",
+        (
+            "No batch of a region-recovery source admits more than this, in the source's unit (files or records). "
+            "Unset: the delegate's own maxFilesPerTrigger / maxOffsetsPerTrigger if set, else unlimited."
+        ),
+        "unlimited",
+        type="int-or-unlimited",
+        minimum=1,
+        read_by="jvm",
+        section=_STREAMING,
+    )
+)
+STREAMING_LAG_THRESHOLD = duration(
+    PREFIX + "streaming.backlog.lag-threshold",
+    "0 ms",
+    (
+        "A file source is also behind when the newest file of its last batch is older than this (modification "
+        "time); 0: behind only when the last batch hit its limit."
+    ),
+    accepted_extra="; 0 = off",
+    shown_default="0",
+    read_by="jvm",
+    section=_STREAMING,
+)
+
+
+def check_streaming_intervals(conf: Mapping[str, Any]) -> None:
+    """Flink's rule: `interval-during-backlog` is 0 or at least `interval` (when both are set)."""
+    interval = CHECKPOINTING_INTERVAL.read(conf)
+    backlog = CHECKPOINTING_INTERVAL_DURING_BACKLOG.read(conf)
+    if interval > 0 and backlog not in (-1, 0) and backlog < interval:
+        raise ConfigError(
+            f"{CHECKPOINTING_INTERVAL_DURING_BACKLOG.name} ({backlog} ms) must be 0 or at least "
+            f"{CHECKPOINTING_INTERVAL.name} ({interval} ms), as in Flink.",
+            key=CHECKPOINTING_INTERVAL_DURING_BACKLOG.name,
+            value=conf.get(CHECKPOINTING_INTERVAL_DURING_BACKLOG.name),
+        )
+
+
 register_namespace(PREFIX + "retained")
 register_namespace(PREFIX + "restart-strategy")
 register_namespace(PREFIX + "failover")
 register_namespace(PREFIX + "eventBuffer")
 register_namespace(PREFIX + "job-recovery")
 register_namespace(PREFIX + "job-event")
+register_namespace(PREFIX + "execution.checkpointing")
+register_namespace(PREFIX + "streaming")
+
+
+def _is_set(conf: Mapping[str, Any], key: ConfigKey) -> bool:
+    return any(name in conf for name in (key.name, *key.deprecated_names))
 
 
 @dataclass(frozen=True)
@@ -824,11 +946,13 @@ class RecoveryConfig:
     failover_strategy: str = "region"
     skip_deterministic_consumers: bool = False
     restart_consumers_of_changed_outputs: bool = True
+    restart_strategy_set: bool = False  # configured explicitly (streams default to exponential-delay otherwise)
 
     @classmethod
     def parse(cls, conf: Mapping[str, Any]) -> RecoveryConfig:
         """Validate ``conf`` (every registered key, typos in registered namespaces) and parse it."""
         validate(conf)
+        check_streaming_intervals(conf)
         config = cls(
             restart_strategy=RESTART_STRATEGY_TYPE.read(conf),
             fixed_delay_attempts=FIXED_DELAY_ATTEMPTS.read(conf),
@@ -845,6 +969,7 @@ class RecoveryConfig:
             failover_strategy=FAILOVER_STRATEGY.read(conf),
             skip_deterministic_consumers=SKIP_DETERMINISTIC_CONSUMERS.read(conf),
             restart_consumers_of_changed_outputs=RESTART_CONSUMERS_OF_CHANGED_OUTPUTS.read(conf),
+            restart_strategy_set=_is_set(conf, RESTART_STRATEGY_TYPE),
         )
         if (
             config.restart_strategy == "exponential-delay"

@@ -265,6 +265,38 @@ CASES = [
         NON,
     ),
     ("python-user-exception", "org.apache.spark.api.python.PythonException", PYTHON_TRACEBACK, REC),
+    ("pyspark-usage-error", "PySparkNotImplementedError", "[UNSUPPORTED_SIGNATURE] Unsupported signature", NON),
+    (
+        "streaming-state-incompatible",
+        "org.apache.spark.sql.streaming.StreamingQueryException",
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] "
+        "Provided key schema does not match existing state key schema. SQLSTATE: XXKST",
+        NON,
+    ),
+    (
+        "streaming-state-incompatible",
+        "org.apache.spark.sql.streaming.StreamingQueryException",
+        "[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] Streaming stateful operator name does not match",
+        NON,
+    ),
+    (
+        "streaming-checkpoint-broken",
+        "org.apache.spark.SparkException",
+        "[STREAMING_CHECKPOINT_MISSING_METADATA_FILE] Checkpoint location /cp is in an inconsistent state",
+        NON,
+    ),
+    (
+        "streaming-concurrent-query",
+        "java.lang.IllegalStateException",
+        "Concurrent update to the log. Multiple streaming jobs detected for 12",
+        NON,
+    ),
+    (
+        "kafka-data-loss",
+        "org.apache.spark.SparkException",
+        "[KAFKA_DATA_LOSS.START_OFFSET_RESET] Some data may have been lost because they are not available in Kafka",
+        NON,
+    ),
 ]
 
 

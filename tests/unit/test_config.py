@@ -209,6 +209,7 @@ def test_all_keys_parse():
     )
     assert parsed == RecoveryConfig(
         restart_strategy="exponential-delay",
+        restart_strategy_set=True,
         fixed_delay_attempts=5,
         fixed_delay_delay_ms=10_000,
         failure_rate_max_failures_per_interval=3,
@@ -357,7 +358,11 @@ def test_docs_tables_are_generated_from_the_declarations():
 @pytest.mark.parametrize("key", [k.name for k in config.registered_keys()])
 def test_every_key_default_parses_to_its_default(key):
     declared = next(k for k in config.registered_keys() if k.name == key)
-    if declared.type not in ("path", "uri", "job-id"):  # those defaults describe where it goes, or "unset"
+    if declared is config.CHECKPOINTING_INTERVAL_DURING_BACKLOG:  # unset: the value of another key
+        assert declared.default == -1 and declared.default_text == config.CHECKPOINTING_INTERVAL.name.removeprefix(
+            config.PREFIX
+        )
+    elif declared.type not in ("path", "uri", "job-id"):  # those defaults describe where it goes, or "unset"
         assert declared.parse(declared.default_text) == declared.default
 
 

@@ -25,7 +25,7 @@ from typing import TypeVar
 from ..config import RecoveryConfig
 from ..errors import RegionRecoveryError
 from ..planner import restart
-from ..planner.classify import Classification, FailureKind, explain_spark_error
+from ..planner.classify import Classification, FailureKind, explain, explain_spark_error
 
 log = logging.getLogger("region_recovery")
 T = TypeVar("T")
@@ -112,19 +112,27 @@ class RestartRefusedError(RegionRecoveryError):
 _PY4J_CALL = re.compile(r"^(?:py4j\.protocol\.Py4JJavaError: )?An error occurred while calling [^\n]*\n: ?")
 
 
+_TRACEBACK_PROSE = ("Traceback (most recent call last)", "During handling of the above", "The above exception")
+
+
 def _first_line(text: str, limit: int = 300) -> str:
     """The line that says what went wrong: a Python traceback's last line, else the first line.
 
     Py4J's "An error occurred while calling ..." line says nothing: the JVM exception after it is taken.
     """
     text = _PY4J_CALL.sub("", text.lstrip(), count=1)
+    traceback = text.find("Traceback (most recent call last)")
+    if traceback >= 0:  # a Python worker's error, maybe inside a JVM one: its (last) exception line
+        tail = []
+        for line in text[traceback:].splitlines()[1:]:
+            if line.startswith(("Caused by:", "Driver stacktrace", "\tat ")):
+                break  # the JVM's trace of the wrapper
+            if line.strip() and not line[0].isspace() and not line.startswith(_TRACEBACK_PROSE):
+                tail.append(line)
+        if tail:
+            return tail[-1][:limit]
     lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    if any(line.startswith("Traceback (most recent call last)") for line in lines):
-        tail = [line for line in lines if not line.startswith((" ", "\t"))]
-        return tail[-1][:limit]
-    return lines[0][:limit]
+    return lines[0][:limit] if lines else ""
 
 
 class Attempt:
@@ -351,14 +359,16 @@ class Controller:
         self.rr = rr
         self.config = RecoveryConfig.parse(conf)  # raises ConfigError naming key and value
         self.records: list[RunRecord] = []
+        self.stream_records: list = []  # StreamRecord of every supervised streaming query
 
     def describe_strategy(self) -> str:
         return restart.create_restart_strategy(self.config).describe()
 
     @staticmethod
     def classify_python(exc: BaseException) -> FailureKind:
-        """A failure that did not come from Spark (no JVM class in its text) is the caller's code."""
-        return FailureKind.RECOVERABLE
+        """A failure that did not come from Spark (no JVM class in its text): PySpark's checks of its API
+        usage fail the same way again; anything else is the caller's code, and recoverable."""
+        return explain(type(exc).__name__, str(exc)).kind
 
     def attempts(self, name: str) -> Iterator[Attempt]:
         """`for attempt in rr.attempts("load"): with attempt: df.write...` restarts the block."""

@@ -9,7 +9,9 @@ hold a whole stack trace with its ``Caused by:`` chain). Rules are data: an orde
 Why the default order:
   0. the changed-output guard's own cancellation (control.consistency): an input changed when
      recomputed after the action had read it; PARTITION_LOST, so rr.run restarts the action;
-  1. cancellation: a job the user or SparkContext cancelled must never be restarted;
+  1. cancellation: a job the user or SparkContext cancelled must never be restarted; and the
+     streaming failures a restart from the same checkpoint repeats (incompatible state, a broken
+     checkpoint, a concurrent query on it, Kafka data loss);
   2. PARTITION_LOST: a fetch failure names the lost map output, whatever caused it;
   3. ENVIRONMENT: lost executors, full disks and network trouble are transient, even when they
      surface inside an otherwise deterministic-looking error (e.g. a metastore connection refused);
@@ -105,6 +107,31 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         r"|cancelled as part of cancellation of all jobs|part of cancelled job (?:group|tag)",
         "job-cancelled",
     ),
+    # 1b. Streaming queries that fail the same way on every restart from their checkpoint: state written
+    # by another query shape, a broken checkpoint, a second query on the same checkpoint, lost Kafka data.
+    Rule(
+        _NON,
+        None,
+        r"\[(?:STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE|STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
+        r"|STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA|STATE_STORE_INVALID_CONFIG_AFTER_RESTART"
+        r"|STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION|STATE_STORE_SCHEMA_MUST_BE_NULLABLE"
+        r"|STATE_STORE_PROVIDER_DOES_NOT_SUPPORT_FINE_GRAINED_STATE_REPLAY)[\].]",
+        "streaming-state-incompatible",
+    ),
+    Rule(
+        _NON,
+        None,
+        r"\[(?:STREAMING_CHECKPOINT_MISSING_METADATA_FILE|STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY)[\].]",
+        "streaming-checkpoint-broken",
+    ),
+    Rule(
+        _NON,
+        None,
+        r"\[(?:CONCURRENT_STREAM_LOG_UPDATE|CONCURRENT_QUERY)[\].]"
+        r"|Concurrent update to the log\. Multiple streaming jobs|another query with same id is already active",
+        "streaming-concurrent-query",
+    ),
+    Rule(_NON, None, r"\[KAFKA_DATA_LOSS[\].]", "kafka-data-loss"),
     # 2. Lost map outputs.
     Rule(_LOST, r"(?:^|[.$])(?:FetchFailed|FetchFailedException|MetadataFetchFailedException)$", None, "fetch-failed"),
     Rule(_LOST, None, r"\b(?:Metadata)?FetchFailedException\b", "fetch-failed-in-message"),
@@ -195,6 +222,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(_NON, None, r"\bSQLSTATE: ?42[0-9A-Z]{3}\b", "sqlstate-syntax-or-access"),
     Rule(_NON, None, r"Task not serializable|Failed to serialize task", "task-not-serializable"),
     Rule(_NON, None, r"bigger than (?:the )?spark\.driver\.maxResultSize", "max-result-size"),
+    # PySpark's own checks of how its API is called (raised in the driver, before anything runs)
+    Rule(_NON, r"^PySpark(?:Type|Value|NotImplemented|Attribute|Key|Index)Error$", None, "pyspark-usage-error"),
     # 5. Documented default for user code in Python workers.
     Rule(_REC, r"(?:^|[.$])PythonException$", None, "python-user-exception"),
 )

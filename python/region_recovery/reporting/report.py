@@ -28,6 +28,7 @@ def build_report(
     output_comparisons: list[dict] | None = None,
     refused_outputs: list[dict] | None = None,
     job_recovery: dict | None = None,
+    streams: list[dict] | None = None,
 ) -> dict:
     """The report document; every argument is already JSON-serialisable."""
     return {
@@ -36,6 +37,7 @@ def build_report(
         "restart_strategy": restart_strategy,
         "failover_strategy": failover_strategy,
         "runs": runs,
+        "streams": streams or [],
         "jobs": jobs,
         "recovery_decisions": recovery_decisions,
         "consumer_restarts": consumer_restarts,

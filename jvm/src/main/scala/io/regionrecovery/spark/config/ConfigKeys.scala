@@ -185,6 +185,50 @@ object ConfigKeys {
     "How often buffered events are flushed to the job event store (FLIP-383's " +
       "job-event.store.write-buffer.flush-interval).", ReadBy.Jvm)
 
+  // ---- streaming: batch sizing during recovery and backlog (FLINK-35761, FLIP-309; read by the source) ---
+
+  private val CP = Prefix + "execution.checkpointing."
+
+  val CheckpointingInterval: ConfigKey[Long] = ConfigKey(CP + "interval", DurationType(None), 0L, "0",
+    DurationForms + "; 0 = none",
+    "The commit interval of a streaming query that is not behind (Flink's execution.checkpointing.interval): set " +
+      "the query's trigger to processingTime of this interval. With it set, execution.checkpointing." +
+      "interval-during-backlog must be 0 or at least this long.", ReadBy.Jvm)
+
+  val CheckpointingIntervalDuringBacklog: ConfigKey[Long] = ConfigKey(CP + "interval-during-backlog",
+    DurationType(None), -1L, "execution.checkpointing.interval", DurationForms + "; 0 = no bound during backlog",
+    "While a region-recovery source is behind (FLIP-309's isProcessingBacklog), each batch is sized from the " +
+      "measured throughput to take about this long; 0 means backlog batches take all available data (up to " +
+      "streaming.max-batch). Unset: execution.checkpointing.interval.", ReadBy.Jvm)
+
+  val CheckpointingDuringRecovery: ConfigKey[Boolean] = ConfigKey(CP + "during-recovery.enabled", BooleanType,
+    false, "false", "true, false",
+    "Commit during recovery (FLINK-35761's switch, off by default as in Flink): from the first batch a " +
+      "region-recovery source plans after a start or restart, batches start at streaming.recovery.initial-batch " +
+      "and grow by streaming.recovery.ramp-factor while the source is behind, so a failure during catch-up loses " +
+      "at most one bounded batch. Off: the first batch takes all available data (up to streaming.max-batch), as " +
+      "plain Spark does.", ReadBy.Jvm)
+
+  val StreamingInitialBatch: ConfigKey[Int] = ConfigKey(Prefix + "streaming.recovery.initial-batch",
+    IntType(Some(1L)), 10, "10", "an integer >= 1",
+    "Size of the first batch during recovery, in the source's unit: files for the file sources, records for " +
+      "Kafka.", ReadBy.Jvm)
+
+  val StreamingRampFactor: ConfigKey[Double] = ConfigKey(Prefix + "streaming.recovery.ramp-factor",
+    DoubleType(v => if (v <= 1) Some("must be greater than 1") else None), 2.0, "2.0", "a number > 1",
+    "Each batch during recovery, and each change of size during backlog, is at most this factor larger than the " +
+      "one before.", ReadBy.Jvm)
+
+  val StreamingMaxBatch: ConfigKey[Option[Int]] = ConfigKey(Prefix + "streaming.max-batch", IntOrUnlimitedType,
+    None, "unlimited", "an integer >= 1, or infinite / unlimited",
+    "No batch of a region-recovery source admits more than this, in the source's unit (files or records). " +
+      "Unset: the delegate's own maxFilesPerTrigger / maxOffsetsPerTrigger if set, else unlimited.", ReadBy.Jvm)
+
+  val StreamingLagThreshold: ConfigKey[Long] = ConfigKey(Prefix + "streaming.backlog.lag-threshold",
+    DurationType(None), 0L, "0", DurationForms + "; 0 = off",
+    "A file source is also behind when the newest file of its last batch is older than this (modification " +
+      "time); 0: behind only when the last batch hit its limit.", ReadBy.Jvm)
+
   /** Every key, sorted by name. */
   val all: Seq[ConfigKey[_]] = Seq[ConfigKey[_]](
     RestartStrategyType, FixedDelayAttempts, FixedDelayDelay, FailureRateMaxFailures, FailureRateInterval,
@@ -192,7 +236,9 @@ object ConfigKeys {
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
     RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
     RetainedRelease, RetainedLeaseTimeout, JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryDir,
-    JobRecoveryWorkerTimeout, JobRecoveryWindow, JobEventWriteBufferSize, JobEventFlushInterval).sortBy(_.name)
+    JobRecoveryWorkerTimeout, JobRecoveryWindow, JobEventWriteBufferSize, JobEventFlushInterval,
+    CheckpointingInterval, CheckpointingIntervalDuringBacklog, CheckpointingDuringRecovery, StreamingInitialBatch,
+    StreamingRampFactor, StreamingMaxBatch, StreamingLagThreshold).sortBy(_.name)
 
   /** A key by its name or one of its deprecated names. */
   def byName(name: String): Option[ConfigKey[_]] = all.find(k => k.name == name || k.deprecatedNames.contains(name))

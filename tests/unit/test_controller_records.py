@@ -107,6 +107,7 @@ def test_first_line_finds_a_python_worker_error_inside_a_streaming_failure():
         "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [PYTHON_EXCEPTION] An exception "
         "was thrown from the Python worker: Traceback (most recent call last):\n"
         '  File "job.py", line 73, in gate\n    raise RuntimeError("fault")\nRuntimeError: fault\n SQLSTATE: 38000\n'
+        "=== Streaming Query ===\nCurrent State: ACTIVE\n+- ~Aggregate [key#0L]\norg.apache.spark.SparkException: y\n"
         "Caused by: org.apache.spark.api.python.PythonException: x\n\tat org.apache.spark.Foo(Foo.scala:1)"
     )
     assert _first_line(text) == "RuntimeError: fault"

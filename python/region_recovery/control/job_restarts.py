@@ -112,7 +112,8 @@ class RestartRefusedError(RegionRecoveryError):
 _PY4J_CALL = re.compile(r"^(?:py4j\.protocol\.Py4JJavaError: )?An error occurred while calling [^\n]*\n: ?")
 
 
-_TRACEBACK_PROSE = ("Traceback (most recent call last)", "During handling of the above", "The above exception")
+# "RuntimeError: boom", "mymodule.BadInput: x", "KeyboardInterrupt": a traceback's exception line
+_PYTHON_RAISED = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
 
 
 def _first_line(text: str, limit: int = 300) -> str:
@@ -123,14 +124,10 @@ def _first_line(text: str, limit: int = 300) -> str:
     text = _PY4J_CALL.sub("", text.lstrip(), count=1)
     traceback = text.find("Traceback (most recent call last)")
     if traceback >= 0:  # a Python worker's error, maybe inside a JVM one: its (last) exception line
-        tail = []
-        for line in text[traceback:].splitlines()[1:]:
-            if line.startswith(("Caused by:", "Driver stacktrace", "\tat ")):
-                break  # the JVM's trace of the wrapper
-            if line.strip() and not line[0].isspace() and not line.startswith(_TRACEBACK_PROSE):
-                tail.append(line)
-        if tail:
-            return tail[-1][:limit]
+        python = re.split(r"\n(?:Caused by:|\tat |=== |Driver stacktrace)", text[traceback:], maxsplit=1)[0]
+        raised = [line for line in python.splitlines()[1:] if _PYTHON_RAISED.match(line)]
+        if raised:  # chained exceptions print the last one raised at the end
+            return raised[-1][:limit]
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[0][:limit] if lines else ""
 

@@ -376,3 +376,19 @@ def test_sizes_and_durations_share_one_syntax_across_keys():
     assert config.read({PREFIX + "retained.leaseTimeout": "2 min"}, PREFIX + "retained.leaseTimeout") == 120_000
     with pytest.raises(ConfigError, match="must be at least 1000.*at least 1 s"):
         config.read({PREFIX + "retained.leaseTimeout": "999ms"}, PREFIX + "retained.leaseTimeout")
+
+
+def test_interval_during_backlog_is_zero_or_at_least_the_interval_as_in_flink():
+    cp = PREFIX + "execution.checkpointing."
+    with pytest.raises(ConfigError, match="interval-during-backlog.*must be 0 or at least"):
+        RecoveryConfig.parse({cp + "interval": "10 s", cp + "interval-during-backlog": "5 s"})
+    RecoveryConfig.parse({cp + "interval": "10 s", cp + "interval-during-backlog": "0"})
+    RecoveryConfig.parse({cp + "interval": "10 s", cp + "interval-during-backlog": "1 min"})
+    RecoveryConfig.parse({cp + "interval-during-backlog": "5 s"})  # no interval set: nothing to compare
+
+
+def test_streaming_sizing_keys_are_checked_at_attach():
+    with pytest.raises(ConfigError, match="streaming.recovery.ramp-factor.*greater than 1"):
+        RecoveryConfig.parse({PREFIX + "streaming.recovery.ramp-factor": "1"})
+    with pytest.raises(ConfigError, match=r"Unknown configuration key .*streaming\.max-batches"):
+        RecoveryConfig.parse({PREFIX + "streaming.max-batches": "60"})

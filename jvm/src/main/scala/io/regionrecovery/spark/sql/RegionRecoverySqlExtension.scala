@@ -26,5 +26,6 @@ class FailedQueryCapture extends QueryExecutionListener {
   override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit = ()
 
   override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit =
-    ExchangeReuse.capture(qe.executedPlan)
+    // a query that failed before it was planned (an analysis error) materialized nothing
+    scala.util.Try(qe.executedPlan).foreach(ExchangeReuse.capture)
 }

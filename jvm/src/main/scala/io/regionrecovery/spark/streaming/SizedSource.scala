@@ -171,16 +171,17 @@ private[streaming] final class SizedSource(
   override def stop(): Unit = delegate.stop()
 
   override def metrics(latestConsumedOffset: Optional[OffsetV2]): java.util.Map[String, String] = synchronized {
+    // before this source planned a batch, the batch that ran was one a failed run planned: replayed
+    val mode = if (sizer.batchesPlanned == 0) "replay" else sizer.mode.name
     val own = Seq(
-      "regionRecovery.mode" -> sizer.mode.name,
+      "regionRecovery.mode" -> mode,
       "regionRecovery.isProcessingBacklog" -> sizer.isProcessingBacklog.toString,
       "regionRecovery.unit" -> unit.name,
       "regionRecovery.admitted" -> sizer.admitted.toString,
       "regionRecovery.limit" -> sizer.limit.fold("none")(_.toString),
       "regionRecovery.maxBatch" -> settings.maxBatch.fold("none")(_.toString),
       "regionRecovery.ratePerSecond" -> (if (sizer.ratePerSecond.isNaN) "none" else f"${sizer.ratePerSecond}%.3f"),
-      "regionRecovery.lagMs" -> sizer.lagMs.fold("none")(_.toString),
-      "regionRecovery.batchesPlanned" -> sizer.batchesPlanned.toString)
+      "regionRecovery.lagMs" -> sizer.lagMs.fold("none")(_.toString))
     val theirs = delegate match {
       case m: ReportsSourceMetrics => m.metrics(latestConsumedOffset).asScala.toSeq
       case _ => Nil

@@ -79,9 +79,10 @@ class RegionRecoverySourceProvider extends StreamSourceProvider with DataSourceR
       case r: ReadMaxRows => Some(r.maxRows)
       case _ => None
     }
-    val conf = sqlContext.sparkContext.getConf
+    // the session's configuration: the application's, and what was set on the session before the query started
+    val conf = (key: String) => Option(sqlContext.getConf(key, null))
     val lowered = parameters.map { case (k, v) => k.toLowerCase(Locale.ROOT) -> v }
-    val settings = SizingSettings.resolve(n => lowered.get(n.toLowerCase(Locale.ROOT)), conf.getOption, delegateMax)
+    val settings = SizingSettings.resolve(n => lowered.get(n.toLowerCase(Locale.ROOT)), conf, delegateMax)
     new SizedSource(delegate, unit, settings, name)
   }
 }

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import RegionRecoveryError
+
 __all__ = [
     "PREFIX",
     "ConfigError",
@@ -36,8 +38,12 @@ __all__ = [
 PREFIX = "spark.regionRecovery."
 
 
-class ConfigError(ValueError):
-    """Invalid configuration; ``key`` and ``value`` name what was wrong."""
+class ConfigError(ValueError, RegionRecoveryError):
+    """Invalid configuration; ``key`` and ``value`` name what was wrong.
+
+    A ValueError, as it always was (handlers of ValueError keep working), and a RegionRecoveryError,
+    like every error this package raises on purpose.
+    """
 
     def __init__(self, message: str, key: str | None = None, value: object = None) -> None:
         super().__init__(message)

@@ -281,6 +281,17 @@ def test_invalid_values_name_key_value_and_accepted(key, value, accepted):
     assert isinstance(error.value, ValueError)
 
 
+def test_config_error_is_a_value_error_and_a_region_recovery_error_exported_from_the_package():
+    import region_recovery
+
+    assert "ConfigError" in region_recovery.__all__ and region_recovery.ConfigError is ConfigError
+    with pytest.raises(region_recovery.RegionRecoveryError) as error:
+        RecoveryConfig.parse({PREFIX + "failover-strategy": "partial"})
+    assert isinstance(error.value, ValueError) and isinstance(error.value, ConfigError)
+    message = str(error.value)
+    assert PREFIX + "failover-strategy" in message and "Accepted: region, full" in message
+
+
 def test_values_of_unselected_strategies_are_still_validated():
     with pytest.raises(ConfigError, match="failure-rate.delay"):
         RecoveryConfig.parse({RS + "type": "fixed-delay", RS + "failure-rate.delay": "later"})

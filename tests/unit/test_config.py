@@ -97,6 +97,19 @@ def test_parse_duration_errors(text, reason):
         ("1p", 1 << 50),
         ("5 bytes", 5),
         ("2 mebibytes", 2 << 20),
+        ("1 KiB", 1 << 10),
+        ("1 kib", 1 << 10),
+        ("1 KB", 1 << 10),
+        ("3 MiB", 3 << 20),
+        ("3 MB", 3 << 20),
+        ("3 mb", 3 << 20),
+        ("4 GiB", 4 << 30),
+        ("4 Gb", 4 << 30),
+        ("2 TiB", 2 << 40),
+        ("2 tb", 2 << 40),
+        ("1 PiB", 1 << 50),
+        ("1 PB", 1 << 50),
+        ("7 pb", 7 << 50),
     ],
 )
 def test_parse_bytes(text, size):
@@ -127,6 +140,71 @@ def test_parse_int():
     for text in ("1.0", "x", "", "1e3"):
         with pytest.raises(ValueError, match="not an integer"):
             parse_int(text)
+
+
+# ---------------------------------------------------------------------- ASCII digits and Flink's bounds
+
+LONG_MAX = (1 << 63) - 1
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_duration_ms, "10\u0663s"),  # Arabic-Indic 3: int() reads it, the plugin does not
+        (parse_duration_ms, "\u0661\u0660"),
+        (parse_duration_ms, "\uff11\uff10 s"),  # fullwidth digits
+        (parse_duration_ms, "\u00a010 s"),  # a no-break space: Java's trim keeps it
+        (parse_duration_ms, "10\u2003s"),
+        (parse_bytes, "1 \u212ab"),  # the Kelvin sign lowers to 'k'
+        (parse_bytes, "\u0665m"),
+        (parse_int, "\u0663"),
+        (config._parse_float, "1.\u0665"),
+    ],
+)
+def test_only_ascii_digits_and_units(parse, text):
+    with pytest.raises(ValueError, match="^not a"):
+        parse(text)
+
+
+def test_control_characters_around_a_value_are_trimmed_as_java_trims_them():
+    assert parse_duration_ms("\t10 s\n") == 10_000 and parse_int("\x00 7\x1f") == 7 and parse_bool("\rtrue") is True
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "value"),
+    [
+        (parse_duration_ms, str(LONG_MAX), LONG_MAX),
+        (parse_duration_ms, "106751991167 d", 106_751_991_167 * 86_400_000),
+        (parse_duration_ms, "0" * 5000 + "12 s", 12_000),  # int() alone refuses over 4300 digits
+        (parse_bytes, "8191 p", 8191 << 50),
+        (parse_bytes, str(LONG_MAX), LONG_MAX),
+        (parse_int, "2147483647", 2**31 - 1),
+        (parse_int, "-2147483648", -(2**31)),
+        (parse_int, "+" + "0" * 5000 + "1", 1),
+    ],
+)
+def test_largest_values(parse, text, value):
+    assert parse(text) == value
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "accepted"),
+    [
+        (RS + "fixed-delay.delay", str(LONG_MAX + 1), f"too large: at most {LONG_MAX} ms"),
+        (RS + "fixed-delay.delay", "106751991168 d", f"too large: at most {LONG_MAX} ms"),
+        (RS + "fixed-delay.delay", "1" + "0" * 30 + " ms", f"too large: at most {LONG_MAX} ms"),
+        (PREFIX + "retained.maxBytes", "8192 p", f"too large: at most {LONG_MAX} bytes"),
+        (RS + "fixed-delay.attempts", "2147483648", "out of range: -2147483648 to 2147483647"),
+        (PREFIX + "eventBuffer.capacity", "9" * 5000, "out of range: -2147483648 to 2147483647"),
+        (RS + "exponential-delay.attempts-before-reset-backoff", "-2147483649", "out of range"),
+        (RS + "fixed-delay.delay", "10\u0663s", "not a duration. Accepted: a whole number with a unit"),
+    ],
+)
+def test_out_of_range_and_non_ascii_values_name_the_key_and_the_bound(key, text, accepted):
+    with pytest.raises(ConfigError) as error:
+        config.validate({key: text})
+    message = str(error.value)
+    assert f"for {key}: " in message and accepted in message
 
 
 # ---------------------------------------------------------------------- defaults and aliases
@@ -384,6 +462,13 @@ def test_relative_retained_dir_is_rejected():
 
 def test_sizes_and_durations_share_one_syntax_across_keys():
     assert config.read({PREFIX + "retained.maxBytes": "512 MiB"}, PREFIX + "retained.maxBytes") == 512 << 20
+    for key in (config.RETAINED_MAX_BYTES, config.JOB_EVENT_WRITE_BUFFER_SIZE):  # every documented form
+        for text, size in (("512 MiB", 512 << 20), ("512MiB", 512 << 20), ("2 GiB", 2 << 30), ("64 mb", 64 << 20)):
+            assert key.read({key.name: text}) == size
+    with pytest.raises(ConfigError) as error:
+        config.read({PREFIX + "retained.maxBytes": "512 MeB"}, PREFIX + "retained.maxBytes")
+    assert "retained.maxBytes: unknown size unit 'meb'. Accepted: a whole number with a binary unit" in str(error.value)
+    assert "k/kb/KiB, m/mb/MiB, g/gb/GiB, t/tb/TiB or p/pb/PiB" in str(error.value)
     assert config.read({PREFIX + "retained.leaseTimeout": "2 min"}, PREFIX + "retained.leaseTimeout") == 120_000
     with pytest.raises(ConfigError, match="must be at least 1000.*at least 1 s"):
         config.read({PREFIX + "retained.leaseTimeout": "999ms"}, PREFIX + "retained.leaseTimeout")

@@ -15,7 +15,8 @@ object ConfigKeys {
   val DurationForms: String =
     "a whole number with a unit ms, s, min, h or d (e.g. '10 s', '1min', '500ms'); a bare number means milliseconds"
   val BytesForms: String =
-    "a whole number with a unit b, k, m, g, t or p (binary; e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
+    "a whole number with a binary unit b, k/kb/KiB, m/mb/MiB, g/gb/GiB, t/tb/TiB or p/pb/PiB, any case " +
+      "(e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
 
   private def aliases(groups: (String, Seq[String])*): Seq[(String, String)] =
     groups.flatMap { case (canonical, names) => names.map(_ -> canonical) }

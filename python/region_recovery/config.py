@@ -90,6 +90,20 @@ BYTES_FORMS = (
 )
 
 
+_SHOWN = 80  # characters of a value an error message repeats
+
+
+def _cut(text: str) -> str:
+    """``text``, or its first 80 characters and its length: a 1 MB value must not make a 1 MB message."""
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+
+
+def _shown(value: object) -> str:
+    """A value quoted for a message, cut like ``_cut``."""
+    text = str(value)
+    return repr(text) if len(text) <= _SHOWN else f"{text[:_SHOWN]!r}... ({len(text)} characters)"
+
+
 def _trim(text: str) -> str:
     return text.strip(_TRIMMED)
 
@@ -116,7 +130,7 @@ def _amount(text: str, units: Mapping[str, int], what: str, unit_name: str) -> i
         raise ValueError(f"not a {what}")
     number, unit = match.group(1), match.group(2).lower()  # lowered once known ASCII ('\u212a' lowers to 'k')
     if unit not in units:
-        raise ValueError(f"unknown {what} unit {unit!r}")
+        raise ValueError(f"unknown {what} unit {_shown(unit)}")
     value = _whole(number, _LONG_MAX // units[unit])
     if value is None:
         raise ValueError(f"the {what} is too large: at most {_LONG_MAX} {unit_name}")
@@ -265,7 +279,7 @@ class ConfigKey:
                     return self.parse(str(raw))
                 except ValueError as error:
                     raise ConfigError(
-                        f"Invalid value {str(raw)!r} for {name}: {error}. Accepted: {self.accepted}.",
+                        f"Invalid value {_shown(raw)} for {name}: {error}. Accepted: {self.accepted}.",
                         key=name,
                         value=raw,
                     ) from None
@@ -325,7 +339,7 @@ def validate(conf: Mapping[str, Any]) -> None:
         hint = f" Did you mean {close[0]}?" if close else ""
         siblings = ", ".join(sorted(n for n in known if n.startswith(namespace)))
         raise ConfigError(
-            f"Unknown configuration key {name} (value {str(conf[name])!r}).{hint} Known keys: {siblings}.",
+            f"Unknown configuration key {_cut(name)} (value {_shown(conf[name])}).{hint} Known keys: {siblings}.",
             key=name,
             value=conf[name],
         )

@@ -161,7 +161,7 @@ def test_both_parsers_accept_and_reject_the_same_values_alike():
         elif "value" in python and not _same(python["value"], scala["value"]):
             mismatches.append(f"{key.name}={raw!r}: Python {python['value']!r}, Scala {scala['value']!r}")
         elif "error" in scala:
-            assert key.name in scala["error"] and raw in scala["error"], (
+            assert key.name in scala["error"] and raw[:80] in scala["error"], (  # long values are cut
                 f"Scala's error must name key and value: {scala}"
             )
     assert mismatches == []

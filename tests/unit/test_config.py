@@ -394,6 +394,33 @@ def test_unknown_keys_in_owned_namespaces_are_typos(key, suggestion):
     assert error.value.key == key
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "accepted"),
+    [
+        (RS + "fixed-delay.delay", "1" * 1_000_000, "too large"),
+        (RS + "fixed-delay.delay", "10 " + "x" * 1_000_000, "unknown duration unit 'xxxxx"),
+        (PREFIX + "failover-strategy", "z" * 1_000_000, "unknown value. Accepted: region, full"),
+        (PREFIX + "job-recovery.job-id", "j" * 1_000_000, "not a job id: 1 to 128 letters"),
+    ],
+)
+def test_long_values_are_cut_in_messages(key, value, accepted):
+    with pytest.raises(ConfigError) as error:
+        config.validate({key: value})
+    message = str(error.value)
+    assert len(message) < 1_000 and key in message and accepted in message
+    assert f"Invalid value {value[:80]!r}... ({len(value)} characters) for {key}: " in message
+    assert error.value.value == value  # the attribute keeps the whole value
+
+
+def test_a_long_unknown_key_and_its_value_are_cut():
+    key = RS + "k" * 1_000_000
+    with pytest.raises(ConfigError) as error:
+        config.validate({key: "v" * 1_000_000})
+    message = str(error.value)
+    assert len(message) < 3_000 and f"Unknown configuration key {key[:80]}... ({len(key)} characters)" in message
+    assert "(value " + repr("v" * 80) + "... (1000000 characters))" in message and "Known keys: " in message
+
+
 def test_initial_backoff_above_max_backoff_names_both_keys():
     conf = {RS + "type": "exponential-delay", RS + "exponential-delay.initial-backoff": "2 min"}
     with pytest.raises(ConfigError) as error:

@@ -53,7 +53,7 @@ object ConfigContract {
   def parseJson(key: String, raw: String): String = {
     val head = Seq("key" -> Json.str(key), "raw" -> Json.str(raw))
     ConfigKeys.byName(key) match {
-      case None => Json.obj(head :+ ("error" -> Json.str(s"Unknown configuration key $key")): _*)
+      case None => Json.obj(head :+ ("error" -> Json.str(s"Unknown configuration key ${ConfigType.cut(key)}")): _*)
       case Some(k) =>
         try Json.obj(head :+ ("value" -> valueJson(k, raw, key)): _*)
         catch {

@@ -37,7 +37,8 @@ final case class ConfigKey[T](
     try tpe.parse(raw)
     catch {
       case e: IllegalArgumentException =>
-        throw new ConfigException(s"Invalid value '$raw' for $as: ${e.getMessage}. Accepted: $accepted.", as, raw)
+        throw new ConfigException(
+          s"Invalid value ${ConfigType.shown(raw)} for $as: ${e.getMessage}. Accepted: $accepted.", as, raw)
     }
 
   /**

@@ -23,6 +23,17 @@ sealed abstract class ConfigType[T](val name: String) {
 object ConfigType {
   private def clean(raw: String): String = raw.trim.toLowerCase(Locale.ROOT)
 
+  /** Characters of a value an error message repeats: a 1 MB value must not make a 1 MB message. */
+  val Shown = 80
+
+  /** `text`, or its first 80 characters and its length. */
+  def cut(text: String): String =
+    if (text.length <= Shown) text else s"${text.take(Shown)}... (${text.length} characters)"
+
+  /** A value quoted for a message, cut like [[cut]]. */
+  def shown(text: String): String =
+    if (text.length <= Shown) s"'$text'" else s"'${text.take(Shown)}'... (${text.length} characters)"
+
   /** Milliseconds per duration unit; the empty unit is milliseconds. Flink's and Spark's spellings. */
   val MsPerUnit: Map[String, Long] =
     Seq("", "ms", "milli", "millis", "millisecond", "milliseconds").map(_ -> 1L).toMap ++
@@ -57,7 +68,7 @@ object ConfigType {
     text match {
       case Amount(number, letters) =>
         val unit = letters.toLowerCase(Locale.ROOT)
-        val perUnit = units.getOrElse(unit, throw new IllegalArgumentException(s"unknown $what unit '$unit'"))
+        val perUnit = units.getOrElse(unit, throw new IllegalArgumentException(s"unknown $what unit ${shown(unit)}"))
         try Math.multiplyExact(number.toLong, perUnit)
         catch {
           case _: ArithmeticException | _: NumberFormatException =>

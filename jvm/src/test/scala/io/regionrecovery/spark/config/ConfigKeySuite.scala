@@ -15,6 +15,18 @@ class ConfigKeySuite extends AnyFunSuite {
     assert(e.isInstanceOf[IllegalArgumentException], "callers that catch IllegalArgumentException keep working")
   }
 
+  test("a long value is cut to its first 80 characters in the message, the exception keeps it whole") {
+    val k = ConfigKeys.RetainedLeaseTimeout
+    val raw = "10 " + "x" * 1000000
+    val e = intercept[ConfigException](k.read(conf(k.name -> raw)))
+    assert(e.getMessage.length < 1000 && e.value == raw)
+    assert(e.getMessage.startsWith(s"Invalid value '${raw.take(80)}'... (1000003 characters) for ${k.name}: " +
+        s"unknown duration unit '${"x" * 80}'... (1000000 characters). Accepted: ${ConfigKeys.DurationForms}"))
+    val key = ConfigKeys.Prefix + "k" * 100
+    assert(ConfigContract.parseJson(key, "v").contains(
+        s"Unknown configuration key ${key.take(80)}... (121 characters)"))
+  }
+
   test("unset means the default; set means parsed") {
     assert(ConfigKeys.RetainedLeaseTimeout.read(conf()) == 120000L)
     assert(ConfigKeys.RetainedLeaseTimeout.read(conf(ConfigKeys.RetainedLeaseTimeout.name -> "2min")) == 120000L)
@@ -46,7 +58,8 @@ class ConfigKeySuite extends AnyFunSuite {
       assert(k.parse(k.defaultText) == k.default, k.name)
     }
     described.foreach(k => assert(k.default == "", k.name))
-    assert(unsetMeansAnother.default == -1L && unsetMeansAnother.defaultText == ConfigKeys.CheckpointingInterval.name.stripPrefix(ConfigKeys.Prefix))
+    assert(unsetMeansAnother.default == -1L &&
+      unsetMeansAnother.defaultText == ConfigKeys.CheckpointingInterval.name.stripPrefix(ConfigKeys.Prefix))
   }
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {

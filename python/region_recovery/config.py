@@ -5,13 +5,16 @@ users can copy their settings. Durations accept Flink's and Spark's syntax. Bad 
 fail at start with an error that names the key, the value and what is accepted (``ConfigError``).
 
 Each key is a ``ConfigKey`` in a small registry; other modules add their own keys with
-``register``. Typos are caught only inside namespaces that are fully registered (see
-``register_namespace``), so keys owned by modules that do not use the registry are left alone.
+``register``. An unknown key inside a namespace that is fully registered (see
+``register_namespace``) is a typo and an error; any other unknown key under the prefix is logged as
+a warning (logger ``region_recovery``) with the closest known key, as the plugin logs it when the
+driver starts.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +39,8 @@ __all__ = [
 ]
 
 PREFIX = "spark.regionRecovery."
+
+log = logging.getLogger("region_recovery")
 
 
 class ConfigError(ValueError, RegionRecoveryError):
@@ -271,19 +276,21 @@ class ConfigKey:
     section: str = ""
 
     def read(self, conf: Mapping[str, Any]) -> Any:
-        """The parsed value (the current name wins over deprecated ones), or the default."""
-        for name in (self.name, *self.deprecated_names):
-            if name in conf:
-                raw = conf[name]
-                try:
-                    return self.parse(str(raw))
-                except ValueError as error:
-                    raise ConfigError(
-                        f"Invalid value {_shown(raw)} for {name}: {error}. Accepted: {self.accepted}.",
-                        key=name,
-                        value=raw,
-                    ) from None
-        return self.default
+        """The parsed value (the current name wins over deprecated ones), or the default.
+
+        Every name that is set is parsed: a bad value under a deprecated name is an error even when the
+        current name is set too (it would otherwise go unnoticed until the current one is removed).
+        """
+        values = [self._parse(name, conf[name]) for name in (self.name, *self.deprecated_names) if name in conf]
+        return values[0] if values else self.default
+
+    def _parse(self, name: str, raw: Any) -> Any:
+        try:
+            return self.parse(str(raw))
+        except ValueError as error:
+            raise ConfigError(
+                f"Invalid value {_shown(raw)} for {name}: {error}. Accepted: {self.accepted}.", key=name, value=raw
+            ) from None
 
     def describe(self) -> dict[str, Any]:
         """The declaration as the cross-language contract states it (snake_case, like every JSON here)."""
@@ -328,16 +335,44 @@ def read(conf: Mapping[str, Any], name: str) -> Any:
     return _REGISTRY[name].read(conf)
 
 
+def _known_names() -> list[str]:
+    return sorted(name for key in _REGISTRY.values() for name in (key.name, *key.deprecated_names))
+
+
+def _suggestion(name: str, known: list[str]) -> str:
+    """' Did you mean <the closest known name>?', or ''. The plugin computes the same (ConfigKeys.closeMatch).
+
+    Compared without the prefix, which every name shares (with it, any key looks close to some key).
+    """
+    short = {k.removeprefix(PREFIX): k for k in known}
+    word = name.removeprefix(PREFIX)
+    close = difflib.get_close_matches(word, list(short), n=1) if len(word) < 200 else []  # no typo is that long
+    return f" Did you mean {short[close[0]]}?" if close else ""
+
+
+def unknown_key_warning(name: str, value: Any) -> str:
+    """The warning for an unknown key under the prefix, word for word what the plugin logs."""
+    known = _known_names()
+    groups = ", ".join(sorted({n.removeprefix(PREFIX).split(".")[0] for n in known}))
+    return (
+        f"Unknown configuration key {_cut(name)} (value {_shown(value)}) is ignored.{_suggestion(name, known)} "
+        f"Known keys start with {PREFIX} and one of: {groups} (`region-recovery config` lists them)."
+    )
+
+
 def validate(conf: Mapping[str, Any]) -> None:
-    """Raise ConfigError for an unknown key in a registered namespace or any unparsable value."""
-    known = {name for key in _REGISTRY.values() for name in (key.name, *key.deprecated_names)}
+    """Check every key under the prefix: raise ConfigError for an unknown key in a registered namespace
+    or an unparsable value (under a deprecated name too), log a warning for any other unknown key."""
+    known = _known_names()
     for name in conf:
-        namespace = next((p for p in _NAMESPACES if name.startswith(p)), None)
-        if name in known or namespace is None:
+        if name in known or not name.startswith(PREFIX):
             continue
-        close = difflib.get_close_matches(name, sorted(known), n=1)
-        hint = f" Did you mean {close[0]}?" if close else ""
-        siblings = ", ".join(sorted(n for n in known if n.startswith(namespace)))
+        namespace = next((p for p in _NAMESPACES if name.startswith(p)), None)
+        if namespace is None:
+            log.warning("region-recovery: %s", unknown_key_warning(name, conf[name]))
+            continue
+        hint = _suggestion(name, known)
+        siblings = ", ".join(n for n in known if n.startswith(namespace))
         raise ConfigError(
             f"Unknown configuration key {_cut(name)} (value {_shown(conf[name])}).{hint} Known keys: {siblings}.",
             key=name,
@@ -500,7 +535,7 @@ RESTART_STRATEGY_TYPE = choice(
     (
         "Which restart strategy to use. Unset means `none`, Flink's default without checkpointing: restarts "
         "are opt-in. The deprecated Flink key `spark.regionRecovery.restart-strategy` is read too; `.type` "
-        "wins."
+        "wins, and a bad value under either is an error."
     ),
     deprecated_names=(PREFIX + "restart-strategy",),
     section=_RESTART,

@@ -171,3 +171,31 @@ def _same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return a is not None and b is not None and math.isclose(float(a), float(b))
     return a == b
+
+
+def _typos(name: str) -> list[str]:
+    """Misspellings of a key: a letter dropped, two swapped, the first part misspelt, a lower-case key."""
+    short = name.removeprefix(config.PREFIX)
+    middle = len(short) // 2
+    first, _, rest = short.partition(".")
+    typos = [
+        short[:middle] + short[middle + 1 :],
+        short[:middle] + short[middle + 1] + short[middle] + short[middle + 2 :],
+        f"{first}s.{rest}" if rest else first + "s",
+        short.lower(),
+        rest or "x" + short,
+    ]
+    return [config.PREFIX + t for t in typos if config.PREFIX + t not in KNOWN]
+
+
+KNOWN = {n for k in config.registered_keys() for n in (k.name, *k.deprecated_names)}
+
+
+def test_both_sides_warn_alike_about_unknown_keys():
+    """The plugin's warning (ConfigKeys.unknownKeyWarning, its port of difflib) is Python's, word for word."""
+    typos = sorted({t for name in KNOWN for t in _typos(name)}) + [config.PREFIX + "ui.colour", "spark.x"]
+    answers = [json.loads(line) for line in _run("parse", "".join(f"{t}\tv1\n" for t in typos)).splitlines()]
+    assert len(answers) == len(typos) > 100
+    differ = [(t, a["error"]) for t, a in zip(typos, answers) if a["error"] != config.unknown_key_warning(t, "v1")]
+    assert differ == []
+    assert sum("Did you mean" in a["error"] for a in answers) > len(typos) // 2

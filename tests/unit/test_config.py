@@ -310,13 +310,53 @@ def test_unlimited_attempts_before_reset(value):
     assert RecoveryConfig.parse(conf).exponential_attempts_before_reset_backoff is None
 
 
-def test_keys_outside_the_owned_namespaces_are_ignored():
+def test_unknown_keys_outside_the_owned_namespaces_are_ignored_with_a_warning(caplog):
     conf = {
         PREFIX + "ui.colour": "not-validated-here",
         PREFIX + "retained.dir": "/tmp/x",
         "spark.executor.memory": "4g",
     }
-    assert RecoveryConfig.parse(conf) == RecoveryConfig()
+    with caplog.at_level("WARNING", logger="region_recovery"):
+        assert RecoveryConfig.parse(conf) == RecoveryConfig()
+    assert [(r.name, r.levelname) for r in caplog.records] == [("region_recovery", "WARNING")]
+    message = caplog.records[0].getMessage()
+    assert f"Unknown configuration key {PREFIX}ui.colour (value 'not-validated-here') is ignored." in message
+    assert "Did you mean" not in message  # nothing is close
+
+
+def test_a_typo_in_the_first_part_of_a_key_is_a_warning_with_a_suggestion(caplog):
+    conf = {
+        PREFIX + "restart-stratgy.type": "fixed-delay",
+        PREFIX + "retaind.enabled": "true",
+        PREFIX + "restart-strategy.type": "none",
+    }
+    with caplog.at_level("WARNING", logger="region_recovery"):
+        assert RecoveryConfig.parse(conf).restart_strategy == "none"
+    messages = [r.getMessage() for r in caplog.records if r.name == "region_recovery"]
+    assert len(messages) == 2 and all(r.levelname == "WARNING" for r in caplog.records)
+    assert messages[0] == (
+        "region-recovery: Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') "
+        "is ignored. Did you mean spark.regionRecovery.restart-strategy.type? Known keys start with "
+        "spark.regionRecovery. and one of: eventBuffer, execution, failover, failover-strategy, job-event, "
+        "job-recovery, restart-strategy, retained, streaming (`region-recovery config` lists them)."
+    )
+    assert (
+        f"key {PREFIX}retaind.enabled (value 'true') is ignored. Did you mean {PREFIX}retained.enabled?"
+        in (messages[1])
+    )
+
+
+def test_a_bad_deprecated_value_is_an_error_even_when_the_current_key_is_set():
+    conf = {RS + "type": "fixed-delay", PREFIX + "restart-strategy": "sometimes"}
+    with pytest.raises(ConfigError) as error:
+        RecoveryConfig.parse(conf)
+    assert error.value.key == PREFIX + "restart-strategy" and error.value.value == "sometimes"
+    assert str(error.value) == (
+        "Invalid value 'sometimes' for spark.regionRecovery.restart-strategy: unknown value. Accepted: none, off, "
+        "disable; fixed-delay, fixeddelay; failure-rate, failurerate; exponential-delay, exponentialdelay (any case)."
+    )
+    conf[PREFIX + "restart-strategy"] = "failure-rate"  # a good one: .type still wins
+    assert RecoveryConfig.parse(conf).restart_strategy == "fixed-delay"
 
 
 def test_non_string_values_are_accepted():

@@ -11,6 +11,7 @@ rr.model.shuffles   # live map outputs, their locations and availability
 from . import _aliases
 from ._version import __version__
 from .application import RegionRecovery
+from .config import ConfigError
 from .errors import (
     AlreadyAttachedError,
     JarNotFoundError,
@@ -31,6 +32,7 @@ __all__ = [
     "PLUGIN_CLASS",
     "RegionRecoveryError",
     "AlreadyAttachedError",
+    "ConfigError",
     "JarNotFoundError",
     "NotEnabledError",
     "NotOnClasspathError",

@@ -5,17 +5,22 @@ users can copy their settings. Durations accept Flink's and Spark's syntax. Bad 
 fail at start with an error that names the key, the value and what is accepted (``ConfigError``).
 
 Each key is a ``ConfigKey`` in a small registry; other modules add their own keys with
-``register``. Typos are caught only inside namespaces that are fully registered (see
-``register_namespace``), so keys owned by modules that do not use the registry are left alone.
+``register``. An unknown key inside a namespace that is fully registered (see
+``register_namespace``) is a typo and an error; any other unknown key under the prefix is logged as
+a warning (logger ``region_recovery``) with the closest known key, as the plugin logs it when the
+driver starts.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .errors import RegionRecoveryError
 
 __all__ = [
     "PREFIX",
@@ -35,9 +40,15 @@ __all__ = [
 
 PREFIX = "spark.regionRecovery."
 
+log = logging.getLogger("region_recovery")
 
-class ConfigError(ValueError):
-    """Invalid configuration; ``key`` and ``value`` name what was wrong."""
+
+class ConfigError(ValueError, RegionRecoveryError):
+    """Invalid configuration; ``key`` and ``value`` name what was wrong.
+
+    A ValueError, as it always was (handlers of ValueError keep working), and a RegionRecoveryError,
+    like every error this package raises on purpose.
+    """
 
     def __init__(self, message: str, key: str | None = None, value: object = None) -> None:
         super().__init__(message)
@@ -64,58 +75,105 @@ _BYTES_PER_UNIT = {
     **dict.fromkeys(["t", "tb", "tib", "tebibyte", "tebibytes"], 1 << 40),
     **dict.fromkeys(["p", "pb", "pib", "pebibyte", "pebibytes"], 1 << 50),
 }
-_AMOUNT = re.compile(r"(\d+)\s*([a-z]*)")
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?")
+# ASCII only, like the plugin's parsers (Java's \d and \s are ASCII): Python's \d and int() also
+# take other scripts' digits, so '10\u0663s' would be read as 103 s on this side only.
+_AMOUNT = re.compile(r"(\d+)\s*([A-Za-z]*)", re.ASCII)
+_INT = re.compile(r"[+-]?\d+", re.ASCII)
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?", re.ASCII)
+# What Java's String.trim removes (code points up to the space), so that both sides trim alike.
+_TRIMMED = "".join(map(chr, range(0x21)))
+# Flink's bounds: durations and sizes are a long of milliseconds or bytes; ints are Java ints.
+_LONG_MAX = (1 << 63) - 1
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 
 DURATION_FORMS = (
     "a whole number with a unit ms, s, min, h or d (e.g. '10 s', '1min', '500ms'); a bare number means milliseconds"
 )
 BYTES_FORMS = (
-    "a whole number with a unit b, k, m, g, t or p (binary; e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
+    "a whole number with a binary unit b, k/kb/KiB, m/mb/MiB, g/gb/GiB, t/tb/TiB or p/pb/PiB, any case "
+    "(e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
 )
 
 
-def _amount(text: str, units: Mapping[str, int], what: str) -> int:
-    cleaned = text.strip().lower()
-    if cleaned.startswith("-"):
+_SHOWN = 80  # characters of a value an error message repeats
+
+
+def _cut(text: str) -> str:
+    """``text``, or its first 80 characters and its length: a 1 MB value must not make a 1 MB message."""
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+
+
+def _shown(value: object) -> str:
+    """A value quoted for a message, cut like ``_cut``."""
+    text = str(value)
+    return repr(text) if len(text) <= _SHOWN else f"{text[:_SHOWN]!r}... ({len(text)} characters)"
+
+
+def _trim(text: str) -> str:
+    return text.strip(_TRIMMED)
+
+
+def _clean(text: str) -> str:
+    return _trim(text).lower()
+
+
+def _whole(digits: str, limit: int) -> int | None:
+    """The value of ASCII ``digits`` if at most ``limit``, else None (int() refuses over 4300 digits)."""
+    significant = digits.lstrip("0")
+    if len(significant) > len(str(limit)):
+        return None
+    value = int(significant or "0")
+    return value if value <= limit else None
+
+
+def _amount(text: str, units: Mapping[str, int], what: str, unit_name: str) -> int:
+    trimmed = _trim(text)
+    if trimmed.startswith("-"):
         raise ValueError(f"a {what} cannot be negative")
-    match = _AMOUNT.fullmatch(cleaned)
+    match = _AMOUNT.fullmatch(trimmed)
     if match is None:
         raise ValueError(f"not a {what}")
-    number, unit = match.groups()
+    number, unit = match.group(1), match.group(2).lower()  # lowered once known ASCII ('\u212a' lowers to 'k')
     if unit not in units:
-        raise ValueError(f"unknown {what} unit {unit!r}")
-    return int(number) * units[unit]
+        raise ValueError(f"unknown {what} unit {_shown(unit)}")
+    value = _whole(number, _LONG_MAX // units[unit])
+    if value is None:
+        raise ValueError(f"the {what} is too large: at most {_LONG_MAX} {unit_name}")
+    return value * units[unit]
 
 
 def parse_duration_ms(text: str) -> int:
     """Milliseconds from a Flink or Spark duration: '10 s', '1 min', '10000 ms', '10s', '2h', '1d', '500'."""
-    return _amount(text, _MS_PER_UNIT, "duration")
+    return _amount(text, _MS_PER_UNIT, "duration", "ms")
 
 
 def parse_bytes(text: str) -> int:
-    """Bytes from a Spark/Flink size: '64m', '1g', '512 MiB', '1024' (bytes); units are binary."""
-    return _amount(text, _BYTES_PER_UNIT, "size")
+    """Bytes from a Spark/Flink size: '64m', '1g', '512 MiB', '2 kb', '1024' (bytes); units are binary."""
+    return _amount(text, _BYTES_PER_UNIT, "size", "bytes")
 
 
 def parse_bool(text: str) -> bool:
     """'true' or 'false', any case (what Spark and Flink accept)."""
-    cleaned = text.strip().lower()
+    cleaned = _clean(text)
     if cleaned not in ("true", "false"):
         raise ValueError("not a boolean")
     return cleaned == "true"
 
 
 def parse_int(text: str) -> int:
-    cleaned = text.strip()
+    """A 32-bit integer (the plugin reads these keys as Java ints), with an optional sign."""
+    cleaned = _trim(text)
     if _INT.fullmatch(cleaned) is None:
         raise ValueError("not an integer")
-    return int(cleaned)
+    negative = cleaned.startswith("-")
+    magnitude = _whole(cleaned.lstrip("+-"), -_INT_MIN if negative else _INT_MAX)
+    if magnitude is None:
+        raise ValueError(f"the integer is out of range: {_INT_MIN} to {_INT_MAX}")
+    return -magnitude if negative else magnitude
 
 
 def _parse_float(text: str) -> float:
-    cleaned = text.strip().lower()
+    cleaned = _clean(text)
     if _FLOAT.fullmatch(cleaned) is None:
         raise ValueError("not a number")
     return float(cleaned)
@@ -135,7 +193,7 @@ def _choice(aliases: Mapping[str, str]) -> Callable[[str], str]:
     """Case-insensitive choice mapping every alias to its canonical value."""
 
     def parse_choice(text: str) -> str:
-        value = aliases.get(text.strip().lower())
+        value = aliases.get(_clean(text))
         if value is None:
             raise ValueError("unknown value")
         return value
@@ -145,7 +203,7 @@ def _choice(aliases: Mapping[str, str]) -> Callable[[str], str]:
 
 def _parse_path(text: str) -> str:
     """An absolute path; empty means the default root (as unset)."""
-    path = text.strip()
+    path = _trim(text)
     if path and not path.startswith("/"):
         raise ValueError("not an absolute path")
     return path
@@ -157,7 +215,7 @@ _URI_WITH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:.+")
 
 def _parse_job_id(text: str) -> str:
     """A job identifier (it names a directory); empty means unset."""
-    job_id = text.strip()
+    job_id = _trim(text)
     if job_id and (not _JOB_ID.fullmatch(job_id) or job_id in (".", "..")):
         raise ValueError("not a job id: 1 to 128 letters, digits, '.', '_' or '-'")
     return job_id
@@ -165,7 +223,7 @@ def _parse_job_id(text: str) -> str:
 
 def _parse_uri(text: str) -> str:
     """A Hadoop FileSystem URI (scheme:...) or an absolute local path; empty means the default."""
-    uri = text.strip()
+    uri = _trim(text)
     if uri and not uri.startswith("/") and not _URI_WITH_SCHEME.fullmatch(uri):
         raise ValueError("not an absolute path or a URI with a scheme")
     return uri
@@ -186,7 +244,7 @@ def _parse_jitter(text: str) -> float:
 
 
 def _parse_attempts_or_unlimited(text: str) -> int | None:
-    if text.strip().lower() in ("infinite", "unlimited"):
+    if _clean(text) in ("infinite", "unlimited"):
         return None
     return _at_least(parse_int, 1)(text)
 
@@ -218,19 +276,21 @@ class ConfigKey:
     section: str = ""
 
     def read(self, conf: Mapping[str, Any]) -> Any:
-        """The parsed value (the current name wins over deprecated ones), or the default."""
-        for name in (self.name, *self.deprecated_names):
-            if name in conf:
-                raw = conf[name]
-                try:
-                    return self.parse(str(raw))
-                except ValueError as error:
-                    raise ConfigError(
-                        f"Invalid value {str(raw)!r} for {name}: {error}. Accepted: {self.accepted}.",
-                        key=name,
-                        value=raw,
-                    ) from None
-        return self.default
+        """The parsed value (the current name wins over deprecated ones), or the default.
+
+        Every name that is set is parsed: a bad value under a deprecated name is an error even when the
+        current name is set too (it would otherwise go unnoticed until the current one is removed).
+        """
+        values = [self._parse(name, conf[name]) for name in (self.name, *self.deprecated_names) if name in conf]
+        return values[0] if values else self.default
+
+    def _parse(self, name: str, raw: Any) -> Any:
+        try:
+            return self.parse(str(raw))
+        except ValueError as error:
+            raise ConfigError(
+                f"Invalid value {_shown(raw)} for {name}: {error}. Accepted: {self.accepted}.", key=name, value=raw
+            ) from None
 
     def describe(self) -> dict[str, Any]:
         """The declaration as the cross-language contract states it (snake_case, like every JSON here)."""
@@ -275,18 +335,46 @@ def read(conf: Mapping[str, Any], name: str) -> Any:
     return _REGISTRY[name].read(conf)
 
 
+def _known_names() -> list[str]:
+    return sorted(name for key in _REGISTRY.values() for name in (key.name, *key.deprecated_names))
+
+
+def _suggestion(name: str, known: list[str]) -> str:
+    """' Did you mean <the closest known name>?', or ''. The plugin computes the same (ConfigKeys.closeMatch).
+
+    Compared without the prefix, which every name shares (with it, any key looks close to some key).
+    """
+    short = {k.removeprefix(PREFIX): k for k in known}
+    word = name.removeprefix(PREFIX)
+    close = difflib.get_close_matches(word, list(short), n=1) if len(word) < 200 else []  # no typo is that long
+    return f" Did you mean {short[close[0]]}?" if close else ""
+
+
+def unknown_key_warning(name: str, value: Any) -> str:
+    """The warning for an unknown key under the prefix, word for word what the plugin logs."""
+    known = _known_names()
+    groups = ", ".join(sorted({n.removeprefix(PREFIX).split(".")[0] for n in known}))
+    return (
+        f"Unknown configuration key {_cut(name)} (value {_shown(value)}) is ignored.{_suggestion(name, known)} "
+        f"Known keys start with {PREFIX} and one of: {groups} (`region-recovery config` lists them)."
+    )
+
+
 def validate(conf: Mapping[str, Any]) -> None:
-    """Raise ConfigError for an unknown key in a registered namespace or any unparsable value."""
-    known = {name for key in _REGISTRY.values() for name in (key.name, *key.deprecated_names)}
+    """Check every key under the prefix: raise ConfigError for an unknown key in a registered namespace
+    or an unparsable value (under a deprecated name too), log a warning for any other unknown key."""
+    known = _known_names()
     for name in conf:
-        namespace = next((p for p in _NAMESPACES if name.startswith(p)), None)
-        if name in known or namespace is None:
+        if name in known or not name.startswith(PREFIX):
             continue
-        close = difflib.get_close_matches(name, sorted(known), n=1)
-        hint = f" Did you mean {close[0]}?" if close else ""
-        siblings = ", ".join(sorted(n for n in known if n.startswith(namespace)))
+        namespace = next((p for p in _NAMESPACES if name.startswith(p)), None)
+        if namespace is None:
+            log.warning("region-recovery: %s", unknown_key_warning(name, conf[name]))
+            continue
+        hint = _suggestion(name, known)
+        siblings = ", ".join(n for n in known if n.startswith(namespace))
         raise ConfigError(
-            f"Unknown configuration key {name} (value {str(conf[name])!r}).{hint} Known keys: {siblings}.",
+            f"Unknown configuration key {_cut(name)} (value {_shown(conf[name])}).{hint} Known keys: {siblings}.",
             key=name,
             value=conf[name],
         )
@@ -447,7 +535,7 @@ RESTART_STRATEGY_TYPE = choice(
     (
         "Which restart strategy to use. Unset means `none`, Flink's default without checkpointing: restarts "
         "are opt-in. The deprecated Flink key `spark.regionRecovery.restart-strategy` is read too; `.type` "
-        "wins."
+        "wins, and a bad value under either is an error."
     ),
     deprecated_names=(PREFIX + "restart-strategy",),
     section=_RESTART,

@@ -22,10 +22,14 @@ from region_recovery import config, jar_path
 
 MAIN = "io.regionrecovery.spark.config.ConfigContract"
 
-# raw values tried on every key of a type; each side must accept or reject each one alike
+# raw values tried on every key of a type; each side must accept or reject each one alike (no line breaks:
+# the parse mode reads one key<TAB>value per line)
 PROBES = {
-    "boolean": ["true", "false", "TRUE", " False ", "yes", "1", "", "truee"],
-    "int": ["0", "1", "-1", "+7", "100000", " 42 ", "1.5", "ten", "", "2147483647"],
+    "boolean": ["true", "false", "TRUE", " False ", "yes", "1", "", "truee", "\u00a0true", "\ttrue\x00"],
+    "int": [
+        *["0", "1", "-1", "+7", "100000", " 42 ", "1.5", "ten", "", "2147483647", "2147483648", "-2147483648"],
+        *["-2147483649", "9" * 30, "+" + "0" * 5000 + "3", "\u0663", "1\u0660", "\u00a05", "\t5\x0b"],
+    ],
     "duration": [
         "0",
         "1",
@@ -49,16 +53,37 @@ PROBES = {
         "s",
         "10 S",
         "7 Milliseconds",
+        "10\u0663s",
+        "\uff11 s",
+        "\u00a010 s",
+        "10\u2003s",
+        "\x0010 s\x1f",
+        "9223372036854775807",
+        "9223372036854775808",
+        "106751991167 d",
+        "106751991168 d",
+        "1" + "0" * 40 + " ms",
+        "0" * 5000 + "12 s",
     ],
-    "bytes": ["0", "1024", "64m", "64 MiB", "1g", "2GB", "1 t", "1p", "512 kib", "-1", "1.5g", "10 x", "", "b"],
-    "double": ["1.5", "2", "1", "0", "0.5", "1e3", "1E-2", ".5", "5.", "-0.1", "1.01", "nan", "inf", "x", ""],
+    "bytes": [
+        *["0", "1024", "64m", "64 MiB", "1g", "2GB", "1 t", "1p", "512 kib", "-1", "1.5g", "10 x", "", "b"],
+        *["512 MiB", "512MiB", "1 KiB", "2 kb", "3 Mb", "4 GiB", "1 TiB", "1 tb", "1 PiB", "1 PB", "2 bytes"],
+        *["8191 p", "8192 p", "9223372036854775807", "9223372036854775808", "1 \u212ab", "\u0665m", "5 MeB"],
+    ],
+    "double": [
+        *["1.5", "2", "1", "0", "0.5", "1e3", "1E-2", ".5", "5.", "-0.1", "1.01", "nan", "inf", "x", ""],
+        *["1.\u0665", "\u0662", "\u00a02", "\t2\x0b"],
+    ],
     "choice": [],  # filled per key from its aliases, plus the probes below
-    "int-or-unlimited": ["1", "4", "0", "-3", "infinite", "unlimited", "Infinite", "UNLIMITED", "many", ""],
-    "path": ["/tmp/x", " /data/spark ", "relative/dir", "./x", "", "/"],
+    "int-or-unlimited": [
+        *["1", "4", "0", "-3", "infinite", "unlimited", "Infinite", "UNLIMITED", "many", "", "2147483648"],
+        *["\u0663", "\u00a0unlimited", "\x01infinite"],
+    ],
+    "path": ["/tmp/x", " /data/spark ", "relative/dir", "./x", "", "/", "\u00a0/tmp", "\x1f/tmp\x00"],
     "job-id": ["nightly-etl", " a.b_c-1 ", "", ".", "..", "a/b", "x" * 128, "x" * 129, "é", "job id"],
     "uri": ["/tmp/jobs", "hdfs://nn:8020/jobs", "file:/tmp/x", "s3a://bucket/p", "", "relative", "1x://y", "hdfs:"],
 }
-CHOICE_EXTRA = ["", "nonsense", "REGION", "Fixed-Delay", "JOB-END"]
+CHOICE_EXTRA = ["", "nonsense", "REGION", "Fixed-Delay", "JOB-END", "\u00a0full", "\tfull\x00"]
 
 
 def _java() -> str:
@@ -136,7 +161,7 @@ def test_both_parsers_accept_and_reject_the_same_values_alike():
         elif "value" in python and not _same(python["value"], scala["value"]):
             mismatches.append(f"{key.name}={raw!r}: Python {python['value']!r}, Scala {scala['value']!r}")
         elif "error" in scala:
-            assert key.name in scala["error"] and raw in scala["error"], (
+            assert key.name in scala["error"] and raw[:80] in scala["error"], (  # long values are cut
                 f"Scala's error must name key and value: {scala}"
             )
     assert mismatches == []
@@ -146,3 +171,31 @@ def _same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return a is not None and b is not None and math.isclose(float(a), float(b))
     return a == b
+
+
+def _typos(name: str) -> list[str]:
+    """Misspellings of a key: a letter dropped, two swapped, the first part misspelt, a lower-case key."""
+    short = name.removeprefix(config.PREFIX)
+    middle = len(short) // 2
+    first, _, rest = short.partition(".")
+    typos = [
+        short[:middle] + short[middle + 1 :],
+        short[:middle] + short[middle + 1] + short[middle] + short[middle + 2 :],
+        f"{first}s.{rest}" if rest else first + "s",
+        short.lower(),
+        rest or "x" + short,
+    ]
+    return [config.PREFIX + t for t in typos if config.PREFIX + t not in KNOWN]
+
+
+KNOWN = {n for k in config.registered_keys() for n in (k.name, *k.deprecated_names)}
+
+
+def test_both_sides_warn_alike_about_unknown_keys():
+    """The plugin's warning (ConfigKeys.unknownKeyWarning, its port of difflib) is Python's, word for word."""
+    typos = sorted({t for name in KNOWN for t in _typos(name)}) + [config.PREFIX + "ui.colour", "spark.x"]
+    answers = [json.loads(line) for line in _run("parse", "".join(f"{t}\tv1\n" for t in typos)).splitlines()]
+    assert len(answers) == len(typos) > 100
+    differ = [(t, a["error"]) for t, a in zip(typos, answers) if a["error"] != config.unknown_key_warning(t, "v1")]
+    assert differ == []
+    assert sum("Did you mean" in a["error"] for a in answers) > len(typos) // 2

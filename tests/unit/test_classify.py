@@ -35,6 +35,25 @@ PYTHON_TRACEBACK = (
     "ZeroDivisionError: division by zero\n"
 )
 
+MODULE_NOT_FOUND = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/spark/python/lib/pyspark.zip/pyspark/worker.py", line 1247, in main\n'
+    '  File "/app/job.py", line 3, in parse\n'
+    "    import shapely\n"
+    "ModuleNotFoundError: No module named 'shapely'\n"
+    "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)"
+)
+# user code caught the import error and failed otherwise: that last exception is the failure
+IMPORT_ERROR_HANDLED = (
+    "Traceback (most recent call last):\n"
+    '  File "/app/job.py", line 3, in parse\n'
+    "ModuleNotFoundError: No module named 'ujson'\n\n"
+    "During handling of the above exception, another exception occurred:\n\n"
+    "Traceback (most recent call last):\n"
+    '  File "/app/job.py", line 5, in parse\n'
+    "ValueError: bad record 17\n"
+)
+
 
 def abort(reason: str, tid: str = "(TID 7) (10.0.0.5 executor 1)") -> str:
     return (
@@ -265,6 +284,26 @@ CASES = [
         NON,
     ),
     ("python-user-exception", "org.apache.spark.api.python.PythonException", PYTHON_TRACEBACK, REC),
+    ("python-user-exception", "org.apache.spark.api.python.PythonException", IMPORT_ERROR_HANDLED, REC),
+    ("python-module-not-found", "org.apache.spark.api.python.PythonException", MODULE_NOT_FOUND, NON),
+    (
+        "python-module-not-found",
+        "org.apache.spark.api.python.PythonException",
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/udfs.py", line 1, in <module>\n'
+        "ImportError: cannot import name 'fast_parse' from 'parsers' (/app/parsers.py)\n",
+        NON,
+    ),
+    (
+        "python-module-not-found",
+        None,  # a streaming query's failure: the worker's traceback inside, no leading class
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted due to stage failure: "
+        "org.apache.spark.api.python.PythonException: "
+        + MODULE_NOT_FOUND.replace("\n\n", "\n")
+        + "\n=== Streaming Query ===",
+        NON,
+    ),
     ("pyspark-usage-error", "PySparkNotImplementedError", "[UNSUPPORTED_SIGNATURE] Unsupported signature", NON),
     (
         "streaming-state-incompatible",
@@ -454,3 +493,85 @@ def test_non_abort_texts():
     )
     assert parse_spark_error("RuntimeError") == ("RuntimeError", "")
     assert parse_spark_error("") == (None, "")
+
+
+def test_python_worker_missing_module_in_a_job_abort_is_not_restarted():
+    text = abort("org.apache.spark.api.python.PythonException: " + MODULE_NOT_FOUND)
+    assert parse_spark_error(text)[0] == "org.apache.spark.api.python.PythonException"
+    assert (explain_spark_error(text).rule, classify_spark_error(text)) == ("python-module-not-found", NON)
+
+
+def test_a_py4j_error_wrapped_in_another_is_unwrapped_to_the_end():
+    inner = "org.apache.spark.sql.AnalysisException: [TABLE_OR_VIEW_NOT_FOUND] The table `t` cannot be found."
+    for levels in (1, 2, 3):
+        text = "".join(
+            f"{'py4j.protocol.Py4JJavaError: ' if i else ''}An error occurred while calling o{i}.run.\n: "
+            for i in range(levels)
+        )
+        assert parse_spark_error(text + inner)[0] == "org.apache.spark.sql.AnalysisException", levels
+        assert explain_spark_error(text + inner).rule == "analysis-exception", levels
+
+
+# ---------------------------------------------------------------------- long and adversarial texts
+
+MB = 1 << 20
+# Texts built from the pieces of the patterns that repeat a scan: every "(TID " opening a scan to the
+# next ')', every "spark." of a dotted run opening a scan to its end, nested names, stacked envelopes.
+ADVERSARIAL = {
+    "tid-without-parenthesis": "most recent failure: Lost task 0 in stage 0 (TID ",
+    "dotted-spark-keys": "spark.",
+    "in-spark-keys": "in spark.x",
+    "dotted-name": "a.",
+    "word": "a",
+    "stacked-envelopes": "An error occurred while calling o1.x.\n: ",
+    "abort-markers": "Job aborted due to stage failure: Most recent failure reason:",
+    "import-errors": "ImportError: x\n",
+    "blank-lines-after-import-error": "\n",
+    "executor-ids": "The executor with id ",
+    "digits": "Job 1",
+}
+
+
+def _adversarial(piece: str, size: int = MB) -> str:
+    head = "ImportError: x" if piece == "\n" else ""
+    return head + piece * (size // len(piece)) + "!"
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_every_pattern_is_linear_on_a_megabyte_of_adversarial_text(name):
+    """Runs every pattern on the whole 1 MB text (not the bounded one): a quadratic pattern takes minutes."""
+    import time
+
+    from region_recovery.planner import classify
+
+    text = _adversarial(ADVERSARIAL[name])
+    patterns = [r._class_re for r in DEFAULT_RULES if r._class_re] + [
+        r._message_re for r in DEFAULT_RULES if r._message_re
+    ]
+    start = time.perf_counter()
+    for pattern in patterns + [classify._MOST_RECENT_TASK, classify._TASK_END_REASON]:
+        pattern.search(text)
+    classify._EXCEPTION_HEAD.match(text)
+    classify._PY4J_ENVELOPE.match(text)
+    print(f"{name}: every pattern on {len(text)} characters in {time.perf_counter() - start:.2f} s")
+
+
+def test_a_long_text_is_examined_at_its_start_and_end_only(monkeypatch):
+    seen = []
+    matches = Rule.matches
+
+    def spy(rule, exception_class, message):
+        seen.append((len(exception_class or ""), len(message or "")))
+        return matches(rule, exception_class, message)
+
+    monkeypatch.setattr(Rule, "matches", spy)
+    bound = 80 * 1024 + 5  # 64 KiB + 16 KiB and the "\n...\n" between them
+    for piece in ADVERSARIAL.values():
+        explain_spark_error(abort(_adversarial(piece)))
+        explain("java.lang.IllegalArgumentException", _adversarial(piece))
+    assert seen and max(max(lengths) for lengths in seen) <= bound
+    # what is kept: the class and message at the start, the innermost cause at the end
+    frames = "\tat x.Y(Y.java:1)\n" * 100_000
+    text = abort(f"java.io.IOException: write failed\n{frames}Caused by: java.io.IOException: No space left on device")
+    assert len(text) > MB and explain_spark_error(text).rule == "disk-full"
+    assert parse_spark_error(text)[0] == "java.io.IOException"

@@ -97,6 +97,19 @@ def test_parse_duration_errors(text, reason):
         ("1p", 1 << 50),
         ("5 bytes", 5),
         ("2 mebibytes", 2 << 20),
+        ("1 KiB", 1 << 10),
+        ("1 kib", 1 << 10),
+        ("1 KB", 1 << 10),
+        ("3 MiB", 3 << 20),
+        ("3 MB", 3 << 20),
+        ("3 mb", 3 << 20),
+        ("4 GiB", 4 << 30),
+        ("4 Gb", 4 << 30),
+        ("2 TiB", 2 << 40),
+        ("2 tb", 2 << 40),
+        ("1 PiB", 1 << 50),
+        ("1 PB", 1 << 50),
+        ("7 pb", 7 << 50),
     ],
 )
 def test_parse_bytes(text, size):
@@ -127,6 +140,71 @@ def test_parse_int():
     for text in ("1.0", "x", "", "1e3"):
         with pytest.raises(ValueError, match="not an integer"):
             parse_int(text)
+
+
+# ---------------------------------------------------------------------- ASCII digits and Flink's bounds
+
+LONG_MAX = (1 << 63) - 1
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_duration_ms, "10\u0663s"),  # Arabic-Indic 3: int() reads it, the plugin does not
+        (parse_duration_ms, "\u0661\u0660"),
+        (parse_duration_ms, "\uff11\uff10 s"),  # fullwidth digits
+        (parse_duration_ms, "\u00a010 s"),  # a no-break space: Java's trim keeps it
+        (parse_duration_ms, "10\u2003s"),
+        (parse_bytes, "1 \u212ab"),  # the Kelvin sign lowers to 'k'
+        (parse_bytes, "\u0665m"),
+        (parse_int, "\u0663"),
+        (config._parse_float, "1.\u0665"),
+    ],
+)
+def test_only_ascii_digits_and_units(parse, text):
+    with pytest.raises(ValueError, match="^not a"):
+        parse(text)
+
+
+def test_control_characters_around_a_value_are_trimmed_as_java_trims_them():
+    assert parse_duration_ms("\t10 s\n") == 10_000 and parse_int("\x00 7\x1f") == 7 and parse_bool("\rtrue") is True
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "value"),
+    [
+        (parse_duration_ms, str(LONG_MAX), LONG_MAX),
+        (parse_duration_ms, "106751991167 d", 106_751_991_167 * 86_400_000),
+        (parse_duration_ms, "0" * 5000 + "12 s", 12_000),  # int() alone refuses over 4300 digits
+        (parse_bytes, "8191 p", 8191 << 50),
+        (parse_bytes, str(LONG_MAX), LONG_MAX),
+        (parse_int, "2147483647", 2**31 - 1),
+        (parse_int, "-2147483648", -(2**31)),
+        (parse_int, "+" + "0" * 5000 + "1", 1),
+    ],
+)
+def test_largest_values(parse, text, value):
+    assert parse(text) == value
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "accepted"),
+    [
+        (RS + "fixed-delay.delay", str(LONG_MAX + 1), f"too large: at most {LONG_MAX} ms"),
+        (RS + "fixed-delay.delay", "106751991168 d", f"too large: at most {LONG_MAX} ms"),
+        (RS + "fixed-delay.delay", "1" + "0" * 30 + " ms", f"too large: at most {LONG_MAX} ms"),
+        (PREFIX + "retained.maxBytes", "8192 p", f"too large: at most {LONG_MAX} bytes"),
+        (RS + "fixed-delay.attempts", "2147483648", "out of range: -2147483648 to 2147483647"),
+        (PREFIX + "eventBuffer.capacity", "9" * 5000, "out of range: -2147483648 to 2147483647"),
+        (RS + "exponential-delay.attempts-before-reset-backoff", "-2147483649", "out of range"),
+        (RS + "fixed-delay.delay", "10\u0663s", "not a duration. Accepted: a whole number with a unit"),
+    ],
+)
+def test_out_of_range_and_non_ascii_values_name_the_key_and_the_bound(key, text, accepted):
+    with pytest.raises(ConfigError) as error:
+        config.validate({key: text})
+    message = str(error.value)
+    assert f"for {key}: " in message and accepted in message
 
 
 # ---------------------------------------------------------------------- defaults and aliases
@@ -232,13 +310,53 @@ def test_unlimited_attempts_before_reset(value):
     assert RecoveryConfig.parse(conf).exponential_attempts_before_reset_backoff is None
 
 
-def test_keys_outside_the_owned_namespaces_are_ignored():
+def test_unknown_keys_outside_the_owned_namespaces_are_ignored_with_a_warning(caplog):
     conf = {
         PREFIX + "ui.colour": "not-validated-here",
         PREFIX + "retained.dir": "/tmp/x",
         "spark.executor.memory": "4g",
     }
-    assert RecoveryConfig.parse(conf) == RecoveryConfig()
+    with caplog.at_level("WARNING", logger="region_recovery"):
+        assert RecoveryConfig.parse(conf) == RecoveryConfig()
+    assert [(r.name, r.levelname) for r in caplog.records] == [("region_recovery", "WARNING")]
+    message = caplog.records[0].getMessage()
+    assert f"Unknown configuration key {PREFIX}ui.colour (value 'not-validated-here') is ignored." in message
+    assert "Did you mean" not in message  # nothing is close
+
+
+def test_a_typo_in_the_first_part_of_a_key_is_a_warning_with_a_suggestion(caplog):
+    conf = {
+        PREFIX + "restart-stratgy.type": "fixed-delay",
+        PREFIX + "retaind.enabled": "true",
+        PREFIX + "restart-strategy.type": "none",
+    }
+    with caplog.at_level("WARNING", logger="region_recovery"):
+        assert RecoveryConfig.parse(conf).restart_strategy == "none"
+    messages = [r.getMessage() for r in caplog.records if r.name == "region_recovery"]
+    assert len(messages) == 2 and all(r.levelname == "WARNING" for r in caplog.records)
+    assert messages[0] == (
+        "region-recovery: Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') "
+        "is ignored. Did you mean spark.regionRecovery.restart-strategy.type? Known keys start with "
+        "spark.regionRecovery. and one of: eventBuffer, execution, failover, failover-strategy, job-event, "
+        "job-recovery, restart-strategy, retained, streaming (`region-recovery config` lists them)."
+    )
+    assert (
+        f"key {PREFIX}retaind.enabled (value 'true') is ignored. Did you mean {PREFIX}retained.enabled?"
+        in (messages[1])
+    )
+
+
+def test_a_bad_deprecated_value_is_an_error_even_when_the_current_key_is_set():
+    conf = {RS + "type": "fixed-delay", PREFIX + "restart-strategy": "sometimes"}
+    with pytest.raises(ConfigError) as error:
+        RecoveryConfig.parse(conf)
+    assert error.value.key == PREFIX + "restart-strategy" and error.value.value == "sometimes"
+    assert str(error.value) == (
+        "Invalid value 'sometimes' for spark.regionRecovery.restart-strategy: unknown value. Accepted: none, off, "
+        "disable; fixed-delay, fixeddelay; failure-rate, failurerate; exponential-delay, exponentialdelay (any case)."
+    )
+    conf[PREFIX + "restart-strategy"] = "failure-rate"  # a good one: .type still wins
+    assert RecoveryConfig.parse(conf).restart_strategy == "fixed-delay"
 
 
 def test_non_string_values_are_accepted():
@@ -281,6 +399,17 @@ def test_invalid_values_name_key_value_and_accepted(key, value, accepted):
     assert isinstance(error.value, ValueError)
 
 
+def test_config_error_is_a_value_error_and_a_region_recovery_error_exported_from_the_package():
+    import region_recovery
+
+    assert "ConfigError" in region_recovery.__all__ and region_recovery.ConfigError is ConfigError
+    with pytest.raises(region_recovery.RegionRecoveryError) as error:
+        RecoveryConfig.parse({PREFIX + "failover-strategy": "partial"})
+    assert isinstance(error.value, ValueError) and isinstance(error.value, ConfigError)
+    message = str(error.value)
+    assert PREFIX + "failover-strategy" in message and "Accepted: region, full" in message
+
+
 def test_values_of_unselected_strategies_are_still_validated():
     with pytest.raises(ConfigError, match="failure-rate.delay"):
         RecoveryConfig.parse({RS + "type": "fixed-delay", RS + "failure-rate.delay": "later"})
@@ -303,6 +432,33 @@ def test_unknown_keys_in_owned_namespaces_are_typos(key, suggestion):
     assert f"Unknown configuration key {key} (value '1')" in message
     assert f"Did you mean {suggestion}?" in message
     assert error.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "accepted"),
+    [
+        (RS + "fixed-delay.delay", "1" * 1_000_000, "too large"),
+        (RS + "fixed-delay.delay", "10 " + "x" * 1_000_000, "unknown duration unit 'xxxxx"),
+        (PREFIX + "failover-strategy", "z" * 1_000_000, "unknown value. Accepted: region, full"),
+        (PREFIX + "job-recovery.job-id", "j" * 1_000_000, "not a job id: 1 to 128 letters"),
+    ],
+)
+def test_long_values_are_cut_in_messages(key, value, accepted):
+    with pytest.raises(ConfigError) as error:
+        config.validate({key: value})
+    message = str(error.value)
+    assert len(message) < 1_000 and key in message and accepted in message
+    assert f"Invalid value {value[:80]!r}... ({len(value)} characters) for {key}: " in message
+    assert error.value.value == value  # the attribute keeps the whole value
+
+
+def test_a_long_unknown_key_and_its_value_are_cut():
+    key = RS + "k" * 1_000_000
+    with pytest.raises(ConfigError) as error:
+        config.validate({key: "v" * 1_000_000})
+    message = str(error.value)
+    assert len(message) < 3_000 and f"Unknown configuration key {key[:80]}... ({len(key)} characters)" in message
+    assert "(value " + repr("v" * 80) + "... (1000000 characters))" in message and "Known keys: " in message
 
 
 def test_initial_backoff_above_max_backoff_names_both_keys():
@@ -373,6 +529,13 @@ def test_relative_retained_dir_is_rejected():
 
 def test_sizes_and_durations_share_one_syntax_across_keys():
     assert config.read({PREFIX + "retained.maxBytes": "512 MiB"}, PREFIX + "retained.maxBytes") == 512 << 20
+    for key in (config.RETAINED_MAX_BYTES, config.JOB_EVENT_WRITE_BUFFER_SIZE):  # every documented form
+        for text, size in (("512 MiB", 512 << 20), ("512MiB", 512 << 20), ("2 GiB", 2 << 30), ("64 mb", 64 << 20)):
+            assert key.read({key.name: text}) == size
+    with pytest.raises(ConfigError) as error:
+        config.read({PREFIX + "retained.maxBytes": "512 MeB"}, PREFIX + "retained.maxBytes")
+    assert "retained.maxBytes: unknown size unit 'meb'. Accepted: a whole number with a binary unit" in str(error.value)
+    assert "k/kb/KiB, m/mb/MiB, g/gb/GiB, t/tb/TiB or p/pb/PiB" in str(error.value)
     assert config.read({PREFIX + "retained.leaseTimeout": "2 min"}, PREFIX + "retained.leaseTimeout") == 120_000
     with pytest.raises(ConfigError, match="must be at least 1000.*at least 1 s"):
         config.read({PREFIX + "retained.leaseTimeout": "999ms"}, PREFIX + "retained.leaseTimeout")

@@ -273,7 +273,8 @@ class StreamRun:
             handling.backoff_ms / 1000,
             self._strategy.describe(),
         )
-        waited = self._stop.wait(handling.backoff_ms / 1000)
+        # a delay may be up to a long of milliseconds; Event.wait refuses more than TIMEOUT_MAX (292 years)
+        waited = self._stop.wait(min(handling.backoff_ms / 1000, threading.TIMEOUT_MAX))
         self.record.backoff_waited_ms += handling.backoff_ms
         if waited:
             self.record.ended = "stopped"

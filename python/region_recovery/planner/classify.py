@@ -16,11 +16,14 @@ Why the default order:
   3. ENVIRONMENT: lost executors, full disks and network trouble are transient, even when they
      surface inside an otherwise deterministic-looking error (e.g. a metastore connection refused);
   4. NON_RECOVERABLE: errors that fail identically on every run: analysis errors, missing paths,
-     missing classes, and ANSI data errors (SQLSTATE class 22, e.g. DIVIDE_BY_ZERO,
-     CAST_INVALID_INPUT) or syntax/access errors (SQLSTATE class 42);
+     missing classes, a Python module missing on the executors, and ANSI data errors (SQLSTATE
+     class 22, e.g. DIVIDE_BY_ZERO, CAST_INVALID_INPUT) or syntax/access errors (SQLSTATE class 42);
   5. anything else, including a plain user exception from a Python worker (``PythonException``),
      is RECOVERABLE: we cannot know whether user code fails deterministically, so a restart
      strategy decides how often to try.
+
+Patterns run on at most the first 64 KiB and the last 16 KiB of a text (``_bounded``), and each is
+linear in its input, so that a megabyte-long error costs milliseconds.
 """
 
 from __future__ import annotations
@@ -202,12 +205,25 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         r"|NoSuchFieldError|AbstractMethodError|IncompatibleClassChangeError)\b",
         "class-linkage-in-message",
     ),
+    # A Python worker's traceback that ends in an import error: the executors' Python environment lacks
+    # a module (or a name in it), so every attempt fails alike. Not when another exception was raised
+    # while handling it: then that one is the failure.
+    Rule(
+        _NON,
+        None,
+        r"(?m)^(?:ModuleNotFoundError|ImportError): [^\n]*$"
+        r"(?!\n*(?:During handling of the above exception|The above exception was the direct cause))",
+        "python-module-not-found",
+    ),
     Rule(_NON, r"SparkUpgradeException$", None, "spark-upgrade"),
     Rule(_NON, None, r"\[INCONSISTENT_BEHAVIOR_CROSS_VERSION[\].]", "spark-upgrade-in-message"),
     Rule(
         _NON,
         r"IllegalArgumentException$",
-        r"\bin spark\.[\w.-]+ is invalid\b|\bspark\.[\w.-]+ should be\b|\[INVALID_CONF_VALUE[\].]",
+        # (?<![\w.-]): a key starts where no key character precedes it; with \b every "spark." of
+        # "spark.spark.spark...." started a scan to the end of the run (quadratic)
+        r"(?<![\w.-])in spark\.[\w.-]+ is invalid\b|(?<![\w.-])spark\.[\w.-]+ should be\b"
+        r"|\[INVALID_CONF_VALUE[\].]",
         "invalid-spark-config",
     ),
     Rule(
@@ -237,6 +253,7 @@ class Classifier:
         self.default = default
 
     def explain(self, exception_class: str | None, message: str | None) -> Classification:
+        exception_class, message = _bounded(exception_class), _bounded(message)
         for rule in self.rules:
             if rule.matches(exception_class, message):
                 return Classification(rule.kind, rule.name, exception_class, message)
@@ -259,14 +276,31 @@ _ABORT = "Job aborted due to stage failure: "
 # TaskSetManager: "Task 0 in stage 3.0 failed 4 times, most recent failure: Lost task 0.3 in stage 3.0
 # (TID 7) (10.0.0.5 executor 1): <TaskFailedReason.toErrorString>\nDriver stacktrace:" (older Sparks
 # wrote "(TID 7, host, executor 1): ").
-_MOST_RECENT_TASK = re.compile(r"most recent failure: Lost task \S+ in stage \S+ \(TID[^)]*\)(?: \([^)]*\))?: ")
+# The TID and host parts hold no parentheses: stopping at the next '(' keeps the search linear (with
+# [^)]*, each of many "(TID " without a ')' scanned to the end of the text).
+_MOST_RECENT_TASK = re.compile(r"most recent failure: Lost task \S+ in stage \S+ \(TID[^()\n]*\)(?: \([^()\n]*\))?: ")
 _MOST_RECENT_REASONS = ("Most recent failure reason:", "A pipelined group member failed with a fetch failure:")
 _DRIVER_STACKTRACE = "\nDriver stacktrace:"
 _TASK_END_REASON = re.compile(
     r"(ExecutorLostFailure|ExecutorShutdownFailure|TaskResultLost|TaskKilled|TaskCommitDenied"
     r"|UnknownReason|Resubmitted|FetchFailed)\b"
 )
+# Linear although nested: it is only matched at the start, and '.' splits a name's parts one way only.
 _EXCEPTION_HEAD = re.compile(r"([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)(?::[ \t]*|[ \t]*(?=\n)|[ \t]*$)")
+
+
+# Spark's error texts can run to megabytes (a deep plan, a Python traceback with a huge repr, a
+# wrapper's message repeated at every level). Only both ends are examined: the exception class, its
+# message and the abort reason come first, the innermost "Caused by:" of a JVM trace comes last.
+_HEAD = 64 * 1024
+_TAIL = 16 * 1024
+
+
+def _bounded(text: str | None) -> str | None:
+    """``text``, or its first 64 KiB and last 16 KiB when it is longer than both."""
+    if text is None or len(text) <= _HEAD + _TAIL:
+        return text
+    return f"{text[:_HEAD]}\n...\n{text[-_TAIL:]}"
 
 
 def parse_spark_error(text: str) -> tuple[str | None, str]:
@@ -278,7 +312,9 @@ def parse_spark_error(text: str) -> tuple[str | None, str]:
     does not start with something that looks like a class or TaskEndReason name; the message keeps
     the rest of the text, including stack traces and "Caused by:" lines.
     """
-    reason = _PY4J_ENVELOPE.sub("", text.strip(), count=1)
+    reason = _bounded(text).strip()
+    while envelope := _PY4J_ENVELOPE.match(reason):  # a Py4J error can wrap another one
+        reason = reason[envelope.end() :].lstrip()
     start = reason.find(_ABORT)
     if start >= 0:
         reason = reason[start + len(_ABORT) :]

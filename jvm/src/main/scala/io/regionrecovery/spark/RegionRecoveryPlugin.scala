@@ -28,12 +28,14 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   @volatile private var guardTimer: java.util.concurrent.ScheduledExecutorService = _
 
   /**
-   * With retention on, refuses to start the application under settings where adoption cannot be
+   * Warns about unknown `spark.regionRecovery.*` keys (typos are otherwise silent). With retention
+   * on, refuses to start the application under settings where adoption cannot be
    * verified or was never tested ([[RetentionPreconditions]]: the exception fails SparkContext's
    * start, like other bad configuration), and hands the executors this driver's incarnation token
    * through the extra configuration Spark passes to each executor plugin's init.
    */
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
+    ConfigKeys.unknownKeyWarnings(sc.getConf.getAll).foreach(w => logWarning(s"region-recovery: $w"))
     val retained = ConfigKeys.RetainedEnabled.read(sc.getConf.getOption)
     if (retained) RetentionPreconditions.require(sc.getConf.getOption)
     state = CurrentApplication.startForPlugin(sc)

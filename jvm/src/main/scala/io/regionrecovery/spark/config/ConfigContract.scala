@@ -18,7 +18,8 @@ import io.regionrecovery.spark.Json
  *    documented), choices (alias -> canonical, or null), minimum (or null), accepted, doc,
  *    deprecated_names, read_by.
  *  - `parse` reads lines `key<TAB>raw value` from stdin (UTF-8) and prints one JSON object per line:
- *    `{"key", "raw", "value"}` with the parsed canonical value, or `{"key", "raw", "error"}`.
+ *    `{"key", "raw", "value"}` with the parsed canonical value, or `{"key", "raw", "error"}` (for
+ *    a key no declaration has: the warning the driver plugin logs for it).
  *
  * Needs only scala-library: no Spark class is loaded.
  */
@@ -53,7 +54,7 @@ object ConfigContract {
   def parseJson(key: String, raw: String): String = {
     val head = Seq("key" -> Json.str(key), "raw" -> Json.str(raw))
     ConfigKeys.byName(key) match {
-      case None => Json.obj(head :+ ("error" -> Json.str(s"Unknown configuration key $key")): _*)
+      case None => Json.obj(head :+ ("error" -> Json.str(ConfigKeys.unknownKeyWarning(key, raw))): _*)
       case Some(k) =>
         try Json.obj(head :+ ("value" -> valueJson(k, raw, key)): _*)
         catch {

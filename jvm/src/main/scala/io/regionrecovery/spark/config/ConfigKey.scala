@@ -37,15 +37,17 @@ final case class ConfigKey[T](
     try tpe.parse(raw)
     catch {
       case e: IllegalArgumentException =>
-        throw new ConfigException(s"Invalid value '$raw' for $as: ${e.getMessage}. Accepted: $accepted.", as, raw)
+        throw new ConfigException(
+          s"Invalid value ${ConfigType.shown(raw)} for $as: ${e.getMessage}. Accepted: $accepted.", as, raw)
     }
 
   /**
    * The value in a configuration, given as a lookup (`sparkConf.getOption`): the current name wins
-   * over deprecated ones; unset means the default.
+   * over deprecated ones; unset means the default. Every name that is set is parsed: a bad value
+   * under a deprecated name is an error even when the current name is set too.
    */
   def read(lookup: String => Option[String]): T = {
-    val set = (name +: deprecatedNames).iterator.map(n => n -> lookup(n))
-    set.collectFirst { case (n, Some(raw)) => parse(raw, n) }.getOrElse(default)
+    val values = (name +: deprecatedNames).flatMap(n => lookup(n).map(parse(_, n)))
+    values.headOption.getOrElse(default)
   }
 }

@@ -15,7 +15,8 @@ object ConfigKeys {
   val DurationForms: String =
     "a whole number with a unit ms, s, min, h or d (e.g. '10 s', '1min', '500ms'); a bare number means milliseconds"
   val BytesForms: String =
-    "a whole number with a unit b, k, m, g, t or p (binary; e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
+    "a whole number with a binary unit b, k/kb/KiB, m/mb/MiB, g/gb/GiB, t/tb/TiB or p/pb/PiB, any case " +
+      "(e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
 
   private def aliases(groups: (String, Seq[String])*): Seq[(String, String)] =
     groups.flatMap { case (canonical, names) => names.map(_ -> canonical) }
@@ -242,4 +243,57 @@ object ConfigKeys {
 
   /** A key by its name or one of its deprecated names. */
   def byName(name: String): Option[ConfigKey[_]] = all.find(k => k.name == name || k.deprecatedNames.contains(name))
+
+  private lazy val knownNames: Seq[String] = all.flatMap(k => k.name +: k.deprecatedNames).sorted
+
+  /**
+   * Warnings for the keys under the prefix that no key declares, in name order: a typo in a key's
+   * first part (`restart-stratgy.type`) would otherwise be ignored silently. The driver plugin logs
+   * them at start; the Python controller logs the same text (config.unknown_key_warning).
+   */
+  def unknownKeyWarnings(conf: Iterable[(String, String)]): Seq[String] =
+    conf.toSeq.sortBy(_._1).collect {
+      case (name, value) if name.startsWith(Prefix) && byName(name).isEmpty => unknownKeyWarning(name, value)
+    }
+
+  def unknownKeyWarning(name: String, value: String): String = {
+    val hint = closeMatch(name).fold("")(m => s" Did you mean $m?")
+    val groups = knownNames.map(_.stripPrefix(Prefix).takeWhile(_ != '.')).distinct.sorted.mkString(", ")
+    s"Unknown configuration key ${ConfigType.cut(name)} (value ${ConfigType.shown(value)}) is ignored.$hint " +
+      s"Known keys start with $Prefix and one of: $groups (`region-recovery config` lists them)."
+  }
+
+  /**
+   * The known key closest to `name`, as Python's difflib.get_close_matches(word, known, n=1) picks it
+   * (cutoff 0.6; ties to the greater name), comparing the names without the prefix every one shares.
+   */
+  def closeMatch(name: String): Option[String] = {
+    val word = name.stripPrefix(Prefix)
+    if (word.length >= 200) return None // no typo is that long (and difflib would start junking characters)
+    val scored = knownNames.map(k => (ratio(k.stripPrefix(Prefix), word), k)).filter(_._1 >= 0.6)
+    scored.maxOption(Ordering.Tuple2(Ordering.Double.TotalOrdering, Ordering.String)).map(_._2)
+  }
+
+  /** difflib.SequenceMatcher(None, a, b).ratio(): 2 * matched characters / total length. */
+  private def ratio(a: String, b: String): Double = {
+    // the longest common block, first in a then in b (find_longest_match), then the same on each side
+    def matched(alo: Int, ahi: Int, blo: Int, bhi: Int): Int = {
+      var (besti, bestj, bestk) = (alo, blo, 0)
+      var ending = new Array[Int](b.length + 1) // ending(j + 1): the common block ending at a(i - 1), b(j)
+      for (i <- alo until ahi) {
+        val next = new Array[Int](b.length + 1)
+        for (j <- blo until bhi if a(i) == b(j)) {
+          val k = ending(j) + 1
+          next(j + 1) = k
+          if (k > bestk) { besti = i - k + 1; bestj = j - k + 1; bestk = k }
+        }
+        ending = next
+      }
+      if (bestk == 0) 0
+      else bestk + matched(alo, besti, blo, bestj) + matched(besti + bestk, ahi, bestj + bestk, bhi)
+    }
+    val total = a.length + b.length
+    if (2.0 * math.min(a.length, b.length) / total < 0.6) 0.0 // difflib's real_quick_ratio bound
+    else 2.0 * matched(0, a.length, 0, b.length) / total
+  }
 }

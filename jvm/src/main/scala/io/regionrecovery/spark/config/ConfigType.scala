@@ -23,6 +23,17 @@ sealed abstract class ConfigType[T](val name: String) {
 object ConfigType {
   private def clean(raw: String): String = raw.trim.toLowerCase(Locale.ROOT)
 
+  /** Characters of a value an error message repeats: a 1 MB value must not make a 1 MB message. */
+  val Shown = 80
+
+  /** `text`, or its first 80 characters and its length. */
+  def cut(text: String): String =
+    if (text.length <= Shown) text else s"${text.take(Shown)}... (${text.length} characters)"
+
+  /** A value quoted for a message, cut like [[cut]]. */
+  def shown(text: String): String =
+    if (text.length <= Shown) s"'$text'" else s"'${text.take(Shown)}'... (${text.length} characters)"
+
   /** Milliseconds per duration unit; the empty unit is milliseconds. Flink's and Spark's spellings. */
   val MsPerUnit: Map[String, Long] =
     Seq("", "ms", "milli", "millis", "millisecond", "milliseconds").map(_ -> 1L).toMap ++
@@ -39,24 +50,29 @@ object ConfigType {
     }
   }
 
-  private val Amount = """(\d+)\s*([a-z]*)""".r
+  // Java's \d and \s are ASCII: other scripts' digits are refused, as on the Python side.
+  private val Amount = """(\d+)\s*([A-Za-z]*)""".r
   private val IntText = """[+-]?\d+""".r
   private val FloatText = """[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?""".r
 
   private def atLeast(value: Long, minimum: Option[Long], unit: String): Unit =
     minimum.foreach(m => if (value < m) throw new IllegalArgumentException(s"must be at least $m$unit"))
 
-  /** `<digits><optional spaces><unit>`; negative amounts are rejected. */
-  private def amount(raw: String, units: Map[String, Long], what: String): Long = {
-    val text = clean(raw)
+  /**
+   * `<digits><optional spaces><unit>`, the unit lowered once known to be ASCII; negative amounts are
+   * rejected, and so are amounts past a long of the unit (Flink's bound).
+   */
+  private def amount(raw: String, units: Map[String, Long], what: String, unitName: String): Long = {
+    val text = raw.trim
     if (text.startsWith("-")) throw new IllegalArgumentException(s"a $what cannot be negative")
     text match {
-      case Amount(number, unit) =>
-        val perUnit = units.getOrElse(unit, throw new IllegalArgumentException(s"unknown $what unit '$unit'"))
+      case Amount(number, letters) =>
+        val unit = letters.toLowerCase(Locale.ROOT)
+        val perUnit = units.getOrElse(unit, throw new IllegalArgumentException(s"unknown $what unit ${shown(unit)}"))
         try Math.multiplyExact(number.toLong, perUnit)
         catch {
           case _: ArithmeticException | _: NumberFormatException =>
-            throw new IllegalArgumentException(s"the $what is too large")
+            throw new IllegalArgumentException(s"the $what is too large: at most ${Long.MaxValue} $unitName")
         }
       case _ => throw new IllegalArgumentException(s"not a $what")
     }
@@ -66,7 +82,8 @@ object ConfigType {
     case t @ IntText() =>
       try Integer.parseInt(t.stripPrefix("+"))
       catch {
-        case _: NumberFormatException => throw new IllegalArgumentException("the integer is out of range")
+        case _: NumberFormatException =>
+          throw new IllegalArgumentException(s"the integer is out of range: ${Int.MinValue} to ${Int.MaxValue}")
       }
     case _ => throw new IllegalArgumentException("not an integer")
   }
@@ -81,7 +98,7 @@ object ConfigType {
     def json(value: Boolean): String = value.toString
   }
 
-  /** Optional sign and digits (32 bits), at least `min` when given. */
+  /** Optional sign and ASCII digits (a Java int), at least `min` when given. */
   final case class IntType(min: Option[Long]) extends ConfigType[Int]("int") {
     def parse(raw: String): Int = { val v = integer(raw); atLeast(v.toLong, min, ""); v }
     def json(value: Int): String = value.toString
@@ -90,14 +107,14 @@ object ConfigType {
 
   /** Milliseconds from a Flink or Spark duration ("10 s", "1min", "500ms", "2h"; a bare number is ms). */
   final case class DurationType(min: Option[Long]) extends ConfigType[Long]("duration") {
-    def parse(raw: String): Long = { val v = amount(raw, MsPerUnit, "duration"); atLeast(v, min, " ms"); v }
+    def parse(raw: String): Long = { val v = amount(raw, MsPerUnit, "duration", "ms"); atLeast(v, min, " ms"); v }
     def json(value: Long): String = value.toString
     override def minimum: Option[Long] = min
   }
 
-  /** Bytes from a size ("64m", "1g", "512 MiB"; binary units; a bare number is bytes). */
+  /** Bytes from a size ("64m", "1g", "512 MiB", "2 kb"; binary units, any case; a bare number is bytes). */
   case object BytesType extends ConfigType[Long]("bytes") {
-    def parse(raw: String): Long = amount(raw, BytesPerUnit, "size")
+    def parse(raw: String): Long = amount(raw, BytesPerUnit, "size", "bytes")
     def json(value: Long): String = value.toString
   }
 

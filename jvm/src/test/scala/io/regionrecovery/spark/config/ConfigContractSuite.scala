@@ -63,7 +63,8 @@ class ConfigContractSuite extends AnyFunSuite {
       out(8).get("error").asText.startsWith(s"Invalid value '0' for ${k}eventBuffer.capacity: must be at least 1."))
     assert(!out(8).has("value"))
     assert(out(9).get("raw").asText == "relative\tdir" && out(9).get("error").asText.contains("not an absolute path"))
-    assert(out(10).get("error").asText == s"Unknown configuration key ${k}no.such.key")
+    assert(out(10).get("error").asText == ConfigKeys.unknownKeyWarning(s"${k}no.such.key", "1"))
+    assert(out(10).get("error").asText.startsWith(s"Unknown configuration key ${k}no.such.key (value '1') is ignored."))
     assert(out(11).get("raw").isNull && out(11).get("error").asText.contains("key<TAB>"))
   }
 

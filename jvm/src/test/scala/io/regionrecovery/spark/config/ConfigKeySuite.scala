@@ -15,6 +15,53 @@ class ConfigKeySuite extends AnyFunSuite {
     assert(e.isInstanceOf[IllegalArgumentException], "callers that catch IllegalArgumentException keep working")
   }
 
+  test("a long value is cut to its first 80 characters in the message, the exception keeps it whole") {
+    val k = ConfigKeys.RetainedLeaseTimeout
+    val raw = "10 " + "x" * 1000000
+    val e = intercept[ConfigException](k.read(conf(k.name -> raw)))
+    assert(e.getMessage.length < 1000 && e.value == raw)
+    assert(e.getMessage.startsWith(s"Invalid value '${raw.take(80)}'... (1000003 characters) for ${k.name}: " +
+        s"unknown duration unit '${"x" * 80}'... (1000000 characters). Accepted: ${ConfigKeys.DurationForms}"))
+    val key = ConfigKeys.Prefix + "k" * 100
+    assert(ConfigContract.parseJson(key, "v").contains(
+        s"Unknown configuration key ${key.take(80)}... (121 characters)"))
+  }
+
+  test("a bad value under a deprecated name is an error even when the current name is set") {
+    val k = ConfigKeys.RestartStrategyType
+    val old = "spark.regionRecovery.restart-strategy"
+    val e = intercept[ConfigException](k.read(conf(k.name -> "fixed-delay", old -> "sometimes")))
+    assert(e.key == old && e.value == "sometimes")
+    assert(e.getMessage == s"Invalid value 'sometimes' for $old: unknown value. Accepted: ${k.accepted}.")
+    assert(k.read(conf(k.name -> "fixed-delay", old -> "failure-rate")) == "fixed-delay")
+  }
+
+  test("unknown keys under the prefix are warned about with the closest key, as the Python side warns") {
+    val p = ConfigKeys.Prefix
+    val warnings = ConfigKeys.unknownKeyWarnings(Seq(p + "restart-stratgy.type" -> "fixed-delay",
+      p + "retained.enabled" -> "true", p + "restart-strategy" -> "none", "spark.executor.memory" -> "4g",
+      p + "ui.colour" -> "x"))
+    assert(warnings == Seq(
+      "Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') is ignored. Did " +
+        "you mean spark.regionRecovery.restart-strategy.type? Known keys start with spark.regionRecovery. and one " +
+        "of: eventBuffer, execution, failover, failover-strategy, job-event, job-recovery, restart-strategy, " +
+        "retained, streaming (`region-recovery config` lists them).",
+      "Unknown configuration key spark.regionRecovery.ui.colour (value 'x') is ignored. Known keys start with " +
+        "spark.regionRecovery. and one of: eventBuffer, execution, failover, failover-strategy, job-event, " +
+        "job-recovery, restart-strategy, retained, streaming (`region-recovery config` lists them)."))
+    // the suggestions Python's difflib makes (tests/unit/test_config.py)
+    val rs = p + "restart-strategy."
+    Seq(rs + "fixed-delay.attemps" -> (rs + "fixed-delay.attempts"),
+      rs + "exponential-delay.jitter" -> (rs + "exponential-delay.jitter-factor"),
+      p + "failover-stratgy" -> (p + "failover-strategy"), rs + "typ" -> (rs + "type"),
+      p + "failover.skip-deterministic-consumer" -> (p + "failover.skip-deterministic-consumers"),
+      p + "retaind.enabled" -> (p + "retained.enabled"), p + "fixed-delay.attempts" -> (rs + "fixed-delay.attempts"),
+      p + "streaming.maxBatch" -> (p + "streaming.max-batch")).foreach { case (typo, meant) =>
+      assert(ConfigKeys.closeMatch(typo).contains(meant), typo)
+    }
+    assert(ConfigKeys.closeMatch(p + "x" * 1000000).isEmpty)
+  }
+
   test("unset means the default; set means parsed") {
     assert(ConfigKeys.RetainedLeaseTimeout.read(conf()) == 120000L)
     assert(ConfigKeys.RetainedLeaseTimeout.read(conf(ConfigKeys.RetainedLeaseTimeout.name -> "2min")) == 120000L)
@@ -46,7 +93,8 @@ class ConfigKeySuite extends AnyFunSuite {
       assert(k.parse(k.defaultText) == k.default, k.name)
     }
     described.foreach(k => assert(k.default == "", k.name))
-    assert(unsetMeansAnother.default == -1L && unsetMeansAnother.defaultText == ConfigKeys.CheckpointingInterval.name.stripPrefix(ConfigKeys.Prefix))
+    assert(unsetMeansAnother.default == -1L &&
+      unsetMeansAnother.defaultText == ConfigKeys.CheckpointingInterval.name.stripPrefix(ConfigKeys.Prefix))
   }
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {

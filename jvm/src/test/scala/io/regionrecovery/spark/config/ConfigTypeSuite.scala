@@ -18,7 +18,11 @@ class ConfigTypeSuite extends AnyFunSuite {
     val any = IntType(None)
     assert(any.parse("+5") == 5 && any.parse("-3") == -3 && any.parse(" 007 ") == 7)
     Seq("1.0", "1e3", "", "5 s", "0x10").foreach(raw => assert(refused(any, raw) == "not an integer", raw))
-    assert(refused(any, "99999999999") == "the integer is out of range")
+    assert(any.parse("2147483647") == Int.MaxValue && any.parse("-2147483648") == Int.MinValue)
+    Seq("99999999999", "2147483648", "-2147483649").foreach { raw =>
+      assert(refused(any, raw) == "the integer is out of range: -2147483648 to 2147483647", raw)
+    }
+    Seq("\u0663", "1\u0660", "\u00a05").foreach(raw => assert(refused(any, raw) == "not an integer", raw))
     assert(refused(IntType(Some(1L)), "0") == "must be at least 1")
     assert(IntType(Some(0L)).parse("0") == 0)
   }
@@ -35,27 +39,38 @@ class ConfigTypeSuite extends AnyFunSuite {
     assert(refused(d, "1.5s") == "not a duration")
     assert(refused(d, "s") == "not a duration")
     assert(refused(d, "10 fortnights") == "unknown duration unit 'fortnights'")
-    assert(refused(d, "99999999999999999 d") == "the duration is too large")
+    val tooLong = "the duration is too large: at most 9223372036854775807 ms"
+    assert(refused(d, "99999999999999999 d") == tooLong && refused(d, "9223372036854775808") == tooLong)
+    assert(d.parse("9223372036854775807") == Long.MaxValue && d.parse("106751991167 d") == 106751991167L * 86400000L)
+    assert(refused(d, "106751991168 d") == tooLong && refused(d, "1" + "0" * 30 + " ms") == tooLong)
+    assert(d.parse("0" * 5000 + "12 s") == 12000L && d.parse("\t10 s\u0000") == 10000L)
+    // ASCII digits and spaces only: Java's \d and \s are ASCII; a no-break space is not trimmed
+    Seq("10\u0663s", "\uff11 s", "\u00a010 s", "10\u2003s").foreach(raw =>
+      assert(refused(d, raw) == "not a duration", raw))
     assert(refused(DurationType(Some(1000L)), "999") == "must be at least 1000 ms")
   }
 
   test("bytes: digits, optional spaces, a binary unit; a bare number is bytes") {
     val cases = Seq("1024" -> 1024L, "64m" -> (64L << 20), "512 MiB" -> (512L << 20), "1g" -> (1L << 30),
       "2 kb" -> 2048L, "1 KIBIBYTES" -> 1024L, "3 bytes" -> 3L, "1t" -> (1L << 40), "1 pebibyte" -> (1L << 50),
-      "0" -> 0L)
+      "0" -> 0L, "512MiB" -> (512L << 20), "1 KiB" -> 1024L, "3 Mb" -> (3L << 20), "4 GiB" -> (4L << 30),
+      "2 tb" -> (2L << 40), "1 PiB" -> (1L << 50), "1 PB" -> (1L << 50), "8191 p" -> (8191L << 50))
     cases.foreach { case (raw, bytes) => assert(BytesType.parse(raw) == bytes, raw) }
     assert(ConfigType.BytesPerUnit.size == 4 + 5 * 5)
     assert(refused(BytesType, "-1") == "a size cannot be negative")
     assert(refused(BytesType, "1.5g") == "not a size")
     assert(refused(BytesType, "1 xb") == "unknown size unit 'xb'")
-    assert(refused(BytesType, "99999 p") == "the size is too large")
+    assert(refused(BytesType, "99999 p") == "the size is too large: at most 9223372036854775807 bytes")
+    assert(refused(BytesType, "8192 p") == "the size is too large: at most 9223372036854775807 bytes")
+    assert(refused(BytesType, "1 \u212ab") == "not a size", "the Kelvin sign lowers to 'k' but is not ASCII")
   }
 
   test("double: decimal and exponent forms, then the declared range") {
     val any = DoubleType(_ => None)
     val cases = Seq("1.5" -> 1.5, ".5" -> 0.5, "1." -> 1.0, "1e3" -> 1000.0, "+2E-1" -> 0.2, " -3 " -> -3.0)
     cases.foreach { case (raw, v) => assert(any.parse(raw) == v, raw) }
-    Seq("1,5", "", "e3", "1.5.1", "nan", "inf").foreach(raw => assert(refused(any, raw) == "not a number", raw))
+    Seq("1,5", "", "e3", "1.5.1", "nan", "inf", "1.\u0665", "\u00a02").foreach(raw =>
+      assert(refused(any, raw) == "not a number", raw))
     val multiplier = ConfigKeys.ExponentialMultiplier.tpe
     assert(refused(multiplier, "1") == "must be greater than 1" && multiplier.parse("1.01") == 1.01)
     val jitter = ConfigKeys.ExponentialJitter.tpe

@@ -60,7 +60,7 @@ object SizingSettings {
     if (interval > 0 && backlogSet > 0 && backlogSet < interval) {
       val name = ConfigKeys.CheckpointingIntervalDuringBacklog.name
       throw new ConfigException(s"$name ($backlogSet ms) must be 0 or at least " +
-        s"${ConfigKeys.CheckpointingInterval.name} ($interval ms), as in Flink.", name, backlogSet.toString)
+          s"${ConfigKeys.CheckpointingInterval.name} ($interval ms), as in Flink.", name, backlogSet.toString)
     }
     SizingSettings(
       duringRecovery = ConfigKeys.CheckpointingDuringRecovery.read(lookup),
@@ -110,8 +110,9 @@ final class BatchSizer(settings: SizingSettings) {
   def isProcessingBacklog: Boolean = behind
 
   private def behind: Boolean =
-    _admitted >= 0 && (_limit.exists(_admitted >= _)
-      || settings.lagThresholdMs > 0 && _lagMs.exists(_ > settings.lagThresholdMs))
+    _admitted >= 0 &&
+      (_limit.exists(_admitted >= _)
+        || settings.lagThresholdMs > 0 && _lagMs.exists(_ > settings.lagThresholdMs))
 
   /** The limit of the batch planned at `nowMs` (None: all available), and the mode it is planned in. */
   def plan(nowMs: Long): Option[Long] = {

@@ -9,10 +9,8 @@ import com.fasterxml.jackson.databind.ObjectMapper
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.{DataFrame, SQLContext}
-import org.apache.spark.sql.connector.read.streaming.{Offset => OffsetV2, ReadLimit, ReadMaxFiles,
-  ReadMaxRows, ReportsSourceMetrics, SupportsAdmissionControl, SupportsTriggerAvailableNow}
-import org.apache.spark.sql.execution.datasources.{DataSource, HadoopFsRelation, LogicalRelation,
-  PartitioningAwareFileIndex}
+import org.apache.spark.sql.connector.read.streaming.{Offset => OffsetV2, ReadLimit, ReadMaxFiles, ReadMaxRows, ReportsSourceMetrics, SupportsAdmissionControl, SupportsTriggerAvailableNow}
+import org.apache.spark.sql.execution.datasources.{DataSource, HadoopFsRelation, LogicalRelation, PartitioningAwareFileIndex}
 import org.apache.spark.sql.execution.streaming.{Offset, Source}
 import org.apache.spark.sql.sources.{DataSourceRegister, StreamSourceProvider}
 import org.apache.spark.sql.types.StructType
@@ -94,7 +92,7 @@ object RegionRecoverySourceProvider {
   private def delegateName(parameters: Map[String, String]): String =
     parameters.collectFirst { case (k, v) if k.equalsIgnoreCase(DelegateOption) && v.trim.nonEmpty => v.trim }
       .getOrElse(throw new IllegalArgumentException("The region-recovery source needs the option 'delegate': " +
-        "the format it reads through, e.g. .option(\"delegate\", \"json\") or \"kafka\"."))
+          "the format it reads through, e.g. .option(\"delegate\", \"json\") or \"kafka\"."))
 
   private def delegateSource(
       sqlContext: SQLContext,

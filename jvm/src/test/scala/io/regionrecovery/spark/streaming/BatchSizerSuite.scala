@@ -119,8 +119,9 @@ class BatchSizerSuite extends AnyFunSuite {
     val s = SizingSettings.resolve(Map("streaming.max-batch" -> "30").get, conf.get, delegateMax = Some(5))
     assert(s.maxBatch.contains(30) && s.duringRecovery && s.initialBatch == 10 && s.rampFactor == 2.0)
     assert(SizingSettings.resolve(_ => None, _ => None, Some(5)).maxBatch.contains(5))
-    assert(SizingSettings.resolve(_ => None, Map("spark.regionRecovery.execution.checkpointing.interval" ->
-      "5 s").get, None).backlogIntervalMs == 5000)
+    assert(SizingSettings.resolve(_ => None,
+      Map("spark.regionRecovery.execution.checkpointing.interval" ->
+        "5 s").get, None).backlogIntervalMs == 5000)
     val bad = Map("spark.regionRecovery.execution.checkpointing.interval" -> "10 s",
       "spark.regionRecovery.execution.checkpointing.interval-during-backlog" -> "5 s")
     val e = intercept[ConfigException](SizingSettings.resolve(_ => None, bad.get, None))

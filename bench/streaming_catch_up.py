@@ -110,6 +110,14 @@ def _counted(spark) -> dict[int, int]:
         return {}
 
 
+def _note_batches(progresses, batches: dict[tuple[str, int], tuple[int, int]]) -> None:
+    """(input rows, trigger ms) of each executed batch, keyed by (run id, batch id)."""
+    for p in progresses:
+        if p and "addBatch" in (p.get("durationMs") or {}):
+            rows, ms = int(p.get("numInputRows") or 0), int(p["durationMs"].get("triggerExecution", 0))
+            batches[(p["runId"], int(p["batchId"]))] = (rows, ms)
+
+
 def measure(spec: dict) -> dict:
     """Runs one mode's query to the end of the backlog; the child process's result."""
     import region_recovery
@@ -146,7 +154,11 @@ def measure(spec: dict) -> dict:
         out["startup_s"] = round(t0 - started, 3)
         run = rr.stream(build, "streaming-catch-up")
         drained = False
+        batches: dict[tuple[str, int], tuple[int, int]] = {}
         while time.monotonic() - t0 < DRAIN_TIMEOUT_S:
+            query = run.query
+            if query is not None:
+                _note_batches([query.lastProgress], batches)
             if sum(_counted(spark).values()) >= total:
                 drained = True
                 break
@@ -155,8 +167,13 @@ def measure(spec: dict) -> dict:
             time.sleep(POLL_S)
         out["wall_s"] = round(time.monotonic() - t0, 3)
         sizing = run.sizing()
+        query = run.query
+        if query is not None:
+            _note_batches(query.recentProgress, batches)
         run.stop()
         record = run.record.to_dict()
+        attempt_of = {a["run_id"]: a["attempt"] for a in record["attempts"]}
+        out["batches"] = sorted([attempt_of.get(r, 0), b, rows, ms] for (r, b), (rows, ms) in batches.items())
         final = _counted(spark)
         equals = final == stream_job.expected_counts(files, ROWS_PER_FILE)
         out.update(
@@ -274,6 +291,8 @@ def assemble(mode: str, child: dict, counts: dict, spec: dict) -> dict:
                 }
                 for a in attempts
             ],
+            # [attempt, batch id, input rows, trigger ms] of every executed batch seen (polled progress)
+            "batches": child.get("batches", []),
             "strategy": record.get("strategy"),
             "last_sizing": child.get("last_sizing"),
         },

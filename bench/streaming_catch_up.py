@@ -117,9 +117,10 @@ def _counted(spark, table: str = TABLE) -> dict[int, int]:
 def _warm_up(spark, work: str, sized: bool, options: dict[str, str]) -> float:
     """The mode's query over WARMUP_FILES other files, to the end, before the clock starts; its seconds.
 
-    The first batch of a fresh application is slow (JIT compilation, the executors' Python workers
-    importing pandas for the fault gate): 23 to 52 s here against 3 to 8 s for the same batch later. Without
-    a warm-up that cost lands on whichever batch comes first, the failing one in vanilla.
+    The first batch of a fresh application is slow (presumably JIT compilation and the Python workers
+    of the fault gate starting): 23 s (10 files) and 52 s (60 files) here, against 3 to 13 s for the
+    later batches of up to 60 files. Without a warm-up that cost lands on whichever batch comes first, the
+    failing one in vanilla.
     """
     from region_recovery.testing import stream_job
 

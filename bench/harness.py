@@ -17,12 +17,17 @@ import sys
 import tempfile
 import time
 
-from . import driver_crash, eventlog, scenarios
+from . import driver_crash, eventlog, scenarios, streaming_catch_up
 from .worker import RESULT_PREFIX
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 MODES = ("vanilla", "recovery")
+
+
+def modes(scenario: str) -> tuple[str, ...]:
+    """The modes a scenario runs, in order; streaming-catch-up adds vanilla with a fixed batch limit."""
+    return streaming_catch_up.MODES if scenario == "streaming-catch-up" else MODES
 
 
 class ChecksumMismatch(RuntimeError):
@@ -77,6 +82,10 @@ def run_mode(scenario: str, mode: str, scale: str, master: str, keep: str | None
             row = driver_crash.run(mode, driver_crash.SCALES[scale], master, work, log)
             _announce(scenario, scale, row)
             return row
+        if scenario == "streaming-catch-up":  # one application per mode, run by bench.streaming_catch_up
+            row = streaming_catch_up.run(mode, streaming_catch_up.SCALES[scale], master, work, log)
+            _announce(scenario, scale, row)
+            return row
         r = _worker(spec, log)
         wall, apps = r["wall_s"], 1
         if mode == "vanilla" and scenario == "transient-failure" and not r["succeeded"]:
@@ -112,9 +121,10 @@ def run_mode(scenario: str, mode: str, scale: str, master: str, keep: str | None
 
 
 def _announce(scenario: str, scale: str, row: dict) -> None:
+    redone = f", {row['rows_redone']} rows redone" if "rows_redone" in row else ""
     progress(
         f"{scenario} [{scale}] {row['mode']}: {'ok' if row['succeeded'] else 'FAILED'} in {row['wall_s']} s, "
-        f"{row['tasks_launched']} tasks, {row['map_tasks_reexecuted']} map tasks re-executed"
+        f"{row['tasks_launched']} tasks, {row['map_tasks_reexecuted']} map tasks re-executed{redone}"
     )
 
 
@@ -167,6 +177,20 @@ def _targets(scenario: str, scale: str, runs: dict[str, dict], ratio: float | No
             t("total wall time ratio <= 0.7", ratio, ratio is not None and ratio <= 0.7),
             t("resubmission's output == expected() in both modes", all(exact), all(exact)),
         ]
+    if scenario == "streaming-catch-up":
+        exact = all(run["extra"].get("equals_expected") is True for run in runs.values())
+        one_batch = rec["extra"]["max_batch_rows_allowed"]
+        backlog = runs["vanilla"]["extra"]["backlog_rows"]
+        van = runs["vanilla"]["rows_redone"]
+        return [
+            t("final counts == expected_counts(N) in every mode", exact, exact),
+            t(
+                f"recovery restarted and redid at most one max batch ({one_batch} rows)",
+                rec["rows_redone"],
+                rec["restarts"] >= 1 and rec["rows_redone"] <= one_batch,
+            ),
+            t(f"vanilla redid >= 80% of the backlog ({backlog} rows)", van, van >= 0.8 * backlog),
+        ]
     return []
 
 
@@ -214,15 +238,18 @@ def run_scenario(
         reps = scenarios.SCALES[scale]["reps"]
     elif scenario == "driver-crash":  # start-up dominates and varies by seconds on a busy machine
         reps = driver_crash.SCALES[scale]["reps"]
-    measured: dict[str, list[dict]] = {m: [] for m in MODES}
+    order = modes(scenario)
+    measured: dict[str, list[dict]] = {m: [] for m in order}
     for rep in range(reps):  # alternate the order so that drift on the machine hits both modes
-        for mode in MODES if rep % 2 == 0 else MODES[::-1]:
+        for mode in order if rep % 2 == 0 else order[::-1]:
             measured[mode].append(run_mode(scenario, mode, scale, master, keep))
     combine = driver_crash.combine if scenario == "driver-crash" else _combine
     runs = {mode: combine(rows) for mode, rows in measured.items()}
     v, r = runs["vanilla"], runs["recovery"]
     ratio = round(r["wall_s"] / v["wall_s"], 3) if v["wall_s"] else None
     ratios = {"wall_recovery_over_vanilla": ratio}
+    if scenario == "streaming-catch-up":
+        ratios.update(streaming_catch_up.ratios(runs))
     if len(v.get("wall_s_runs", [])) > 1 and len(r.get("wall_s_runs", [])) > 1:
         ratios["wall_ratio_95ci"] = ratio_interval(v["wall_s_runs"], r["wall_s_runs"])
     if "cold_pass_s_runs" in v and "cold_pass_s_runs" in r:  # overhead: the first query of a fresh JVM
@@ -237,20 +264,31 @@ def run_scenario(
         "spark_version": pyspark.__version__,
         "commit": _commit(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "runs": [v, r],
+        "runs": [runs[m] for m in order],
         "ratios": ratios,
-        "checksums_agree": v["result_checksum"] == r["result_checksum"] if v["succeeded"] and r["succeeded"] else None,
+        "checksums_agree": checksums_agree(list(runs.values())),
     }
     result["targets"] = _targets(scenario, scale, runs, ratio)
     path = out or os.path.join(RESULTS, f"{scenario}.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
-    progress(
-        f"{scenario} [{scale}]: wall vanilla {v['wall_s']} s, recovery {r['wall_s']} s (ratio {ratio}); "
-        f"map tasks re-executed {v['map_tasks_reexecuted']} vs {r['map_tasks_reexecuted']}; written to {path}"
-    )
-    if result["checksums_agree"] is False:
-        raise ChecksumMismatch(
-            f"{scenario}: results differ between modes ({v['result_checksum']} vs {r['result_checksum']}); see {path}"
+    if scenario == "streaming-catch-up":
+        walls = ", ".join(f"{m} {runs[m]['wall_s']} s" for m in order)
+        redone = ", ".join(f"{m} {runs[m]['rows_redone']}" for m in order)
+        progress(f"{scenario} [{scale}]: wall {walls}; rows redone {redone}; written to {path}")
+    else:
+        progress(
+            f"{scenario} [{scale}]: wall vanilla {v['wall_s']} s, recovery {r['wall_s']} s (ratio {ratio}); "
+            f"map tasks re-executed {v['map_tasks_reexecuted']} vs {r['map_tasks_reexecuted']}; written to {path}"
         )
+    if result["checksums_agree"] is False:
+        sums = " vs ".join(str(runs[m]["result_checksum"]) for m in order)
+        raise ChecksumMismatch(f"{scenario}: results differ between modes ({sums}); see {path}")
     return result
+
+
+def checksums_agree(rows: list[dict]) -> bool | None:
+    """Whether every mode's result checksum is the same; None unless every mode succeeded."""
+    if not all(row["succeeded"] for row in rows):
+        return None
+    return len({row["result_checksum"] for row in rows}) == 1

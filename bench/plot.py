@@ -25,9 +25,11 @@ def plot_all() -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = _load()
-    if not results:
+    loaded = _load()
+    if not loaded:
         raise SystemExit(f"no results in {RESULTS}: run `python -m bench run all` first")
+    # streaming-catch-up has three modes and its own chart
+    results = [r for r in loaded if r["scenario"] != "streaming-catch-up"]
     # driver-crash's wall time is not the workload's: the crashed attempt until the kill + the resubmission
     names = [
         f"{r['scenario']}\n({r['scale']}{', 2 processes' if r['scenario'] == 'driver-crash' else ''})" for r in results
@@ -53,4 +55,25 @@ def plot_all() -> list[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
+    paths += [_plot_streaming(plt, r) for r in loaded if r["scenario"] == "streaming-catch-up"]
     return paths
+
+
+def _plot_streaming(plt, result: dict) -> str:
+    """streaming-catch-up: wall time to drain the backlog and rows redone, per mode (three modes)."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    modes = [run["mode"] for run in result["runs"]]
+    for ax, (metric, title) in zip(
+        axes, (("wall_s", "Wall time to drain the backlog (s)"), ("rows_redone", "Rows redone after the restart"))
+    ):
+        bars = ax.bar(modes, [run[metric] for run in result["runs"]], color=["C0", "C2", "C1"][: len(modes)])
+        ax.bar_label(bars, fmt="%g", fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="x", labelsize=8)
+    files = result["runs"][0]["extra"]["backlog_files"]
+    fig.suptitle(f"streaming-catch-up ({result['scale']}): {files} files x 1000 rows, one failure at 80%")
+    fig.tight_layout()
+    path = os.path.join(RESULTS, "streaming_catch_up.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -249,6 +249,17 @@ def driver_crash(ctx: Context) -> list:
     raise RuntimeError("driver-crash is not a worker scenario: bench.harness runs bench.driver_crash")
 
 
+def streaming_catch_up(ctx: Context) -> list:
+    """A streaming query catching up on a backlog of files fails once in the batch reading the file at 80%,
+    restarts under rr.stream and drains the backlog; three modes (plain json source, the same with
+    maxFilesPerTrigger, the region-recovery source sizing its batches).
+
+    Every mode is its own application with the plugin (rr.stream needs it), so the harness runs it
+    itself: bench.streaming_catch_up.
+    """
+    raise RuntimeError("streaming-catch-up is not a worker scenario: bench.harness runs bench.streaming_catch_up")
+
+
 SCENARIOS = {
     "overhead": overhead,
     "executor-crash": executor_crash,
@@ -256,8 +267,9 @@ SCENARIOS = {
     "transient-failure": transient_failure,
     "long-session": long_session,
     "driver-crash": driver_crash,
+    "streaming-catch-up": streaming_catch_up,
 }
-OWN_PROCESSES = {"driver-crash"}  # run by the harness as scripts, not in bench.worker
+OWN_PROCESSES = {"driver-crash", "streaming-catch-up"}  # run by the harness itself, not in bench.worker
 
 # Spark settings per scenario, identical in both modes.
 CONF = {

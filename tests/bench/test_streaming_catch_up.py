@@ -1,0 +1,181 @@
+"""The streaming-catch-up scenario's pure parts: a mode's row from its child result, the ratios, the
+targets, the agreement of three modes and their table rows. No Spark; timings are never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import harness, streaming_catch_up, table
+from bench.streaming_catch_up import MODES, assemble, query_source, ratios
+
+COUNTS = {"tasks_launched": 40, "tasks_reexecuted": 4, "map_tasks_reexecuted": 4, "stages_skipped": 1}
+SPEC = {"mode": "recovery", "files": 360, "fault_file": 288}
+
+
+def attempt(n, batches, rows, replayed_batch, replayed_rows, max_rows, ended):
+    return {
+        "attempt": n,
+        "query_id": "q",
+        "run_id": f"r{n}",
+        "first_batch": 0,
+        "batches_committed": batches,
+        "rows_processed": rows,
+        "replayed_batch": replayed_batch,
+        "replayed_rows": replayed_rows,
+        "wall_ms": 1000,
+        "ended": ended,
+        "error": None,
+        "max_batch_rows": max_rows,
+    }
+
+
+def child(attempts, *, restarts=1, equals=True, wall=30.0, checksum="c1"):
+    record = {
+        "name": "streaming-catch-up",
+        "strategy": "FixedDelayRestart(attempts=3, delay_ms=0, failures=1)",
+        "attempts": attempts,
+        "restart_decisions": [],
+        "ended": "stopped",
+        "restarts": restarts,
+        "rows_processed_twice": sum(a["replayed_rows"] for a in attempts),
+    }
+    return {
+        "succeeded": equals,
+        "error": None if equals else "the final counts differ from expected_counts",
+        "startup_s": 20.0,
+        "wall_s": wall,
+        "drained": True,
+        "result_checksum": checksum,
+        "rows_counted": 360_000,
+        "equals_expected": equals,
+        "record": record,
+        "last_sizing": None,
+    }
+
+
+def recovery_child(**kw):
+    """Batches 10, 20, 40 files, then 60: the one reading file 288 (250-309) fails and is replayed."""
+    return child(
+        [
+            attempt(1, 7, 250_000, None, 0, 60_000, "failed"),
+            attempt(2, 3, 170_000, 7, 60_000, 60_000, "stopped"),
+        ],
+        **kw,
+    )
+
+
+def vanilla_child(**kw):
+    """The first batch takes the whole backlog, fails, and is replayed whole."""
+    return child([attempt(1, 0, 0, None, 0, 0, "failed"), attempt(2, 1, 360_000, 0, 360_000, 360_000, "stopped")], **kw)
+
+
+def fixed_limit_child(**kw):
+    """60 files a batch: the fifth (240-299) fails and is replayed."""
+    return child(
+        [
+            attempt(1, 4, 240_000, None, 0, 60_000, "failed"),
+            attempt(2, 2, 120_000, 4, 60_000, 60_000, "stopped"),
+        ],
+        **kw,
+    )
+
+
+def three_runs(**recovery_kw):
+    return {
+        "vanilla": assemble("vanilla", vanilla_child(wall=70.0), COUNTS, SPEC | {"mode": "vanilla"}),
+        "vanilla-fixed-limit": assemble(
+            "vanilla-fixed-limit", fixed_limit_child(wall=35.0), COUNTS, SPEC | {"mode": "vanilla-fixed-limit"}
+        ),
+        "recovery": assemble("recovery", recovery_child(**recovery_kw), COUNTS, SPEC),
+    }
+
+
+def test_only_the_source_differs_between_the_modes():
+    assert query_source("vanilla") == (False, {})
+    assert query_source("vanilla-fixed-limit") == (False, {"maxFilesPerTrigger": "60"})
+    sized, options = query_source("recovery")
+    assert sized and options["streaming.max-batch"] == "60"
+    assert options["execution.checkpointing.during-recovery.enabled"] == "true"
+    with pytest.raises(ValueError):
+        query_source("recovery-unsized")
+    assert harness.modes("streaming-catch-up") == MODES == ("vanilla", "vanilla-fixed-limit", "recovery")
+    assert harness.modes("driver-crash") == ("vanilla", "recovery")
+
+
+def test_a_row_sums_the_attempts_and_keeps_the_record_s_rows_processed_twice():
+    row = assemble("recovery", recovery_child(), COUNTS, SPEC)
+    assert row["rows_redone"] == 60_000 and row["restarts"] == 1
+    assert row["batches_committed"] == 10, "7 before the failure, 3 after it (the replay among them)"
+    assert row["max_batch_rows"] == 60_000
+    assert row["succeeded"] and row["result_checksum"] == "c1" and row["tasks_launched"] == 40
+    extra = row["extra"]
+    assert extra["backlog_rows"] == 360_000 and extra["fault_file"] == 288
+    assert extra["max_batch_rows_allowed"] == 60_000 and extra["source"] == "region-recovery"
+    assert [a["replayed_batch"] for a in extra["attempts"]] == [None, 7]
+    json.dumps(row)
+
+
+def test_a_child_that_failed_before_its_query_started_gives_a_failed_row():
+    row = assemble("vanilla", {"succeeded": False, "error": "RuntimeError: no executors"}, COUNTS, SPEC)
+    assert not row["succeeded"] and row["error"].startswith("RuntimeError")
+    assert (row["rows_redone"], row["batches_committed"], row["max_batch_rows"], row["restarts"]) == (0, 0, 0, 0)
+
+
+def test_ratios_of_wall_time_and_rows_redone_against_both_vanilla_modes():
+    r = ratios(three_runs(wall=28.0))
+    assert r["wall_recovery_over_vanilla"] == 0.4 and r["wall_recovery_over_vanilla_fixed_limit"] == 0.8
+    assert r["rows_redone"] == {"vanilla": 360_000, "vanilla-fixed-limit": 60_000, "recovery": 60_000}
+    assert r["rows_redone_recovery_over_vanilla"] == round(60_000 / 360_000, 3)
+    assert r["rows_redone_recovery_over_vanilla_fixed_limit"] == 1.0
+    runs = three_runs()
+    runs["vanilla"]["rows_redone"] = 0
+    assert ratios(runs)["rows_redone_recovery_over_vanilla"] is None, "no division by zero"
+
+
+def test_targets():
+    def met(runs):
+        return [t["met"] for t in harness._targets("streaming-catch-up", "small", runs, None)]
+
+    assert met(three_runs()) == [True, True, True]
+    wrong = three_runs(equals=False)
+    assert met(wrong) == [False, True, True]
+    runs = three_runs()
+    runs["recovery"]["rows_redone"] = 60_001
+    assert met(runs) == [True, False, True]
+    runs = three_runs(restarts=0)
+    assert met(runs)[1] is False, "no restart: the fault never hit, nothing was measured"
+    runs = three_runs()
+    runs["vanilla"]["rows_redone"] = 287_999  # below 80% of 360,000
+    assert met(runs) == [True, True, False]
+
+
+def test_three_modes_agree_only_if_every_checksum_is_the_same():
+    runs = three_runs()
+    assert harness.checksums_agree(list(runs.values())) is True
+    runs["vanilla-fixed-limit"]["result_checksum"] = "c2"
+    assert harness.checksums_agree(list(runs.values())) is False
+    runs["vanilla"]["succeeded"] = False
+    assert harness.checksums_agree(list(runs.values())) is None
+    two = [{"succeeded": True, "result_checksum": "a"}, {"succeeded": True, "result_checksum": "a"}]
+    assert harness.checksums_agree(two) is True
+
+
+def test_the_table_has_a_row_per_vanilla_mode(monkeypatch):
+    runs = three_runs(wall=28.0)
+    result = {
+        "scenario": "streaming-catch-up",
+        "scale": "small",
+        "runs": [runs[m] for m in MODES],
+        "ratios": {"wall_recovery_over_vanilla": 0.4, **ratios(runs)},
+        "checksums_agree": True,
+        "targets": harness._targets("streaming-catch-up", "small", runs, 0.4),
+    }
+    monkeypatch.setattr(table, "_load", lambda: [result])
+    header, rule, first, second = table.markdown().splitlines()
+    assert first.startswith("| streaming-catch-up (small) | 70.0 / 28.0 | 0.4 |") and "redid at most one" in first
+    assert second.startswith("| streaming-catch-up (small), vanilla-fixed-limit as vanilla | 35.0 / 28.0 | 0.8 |")
+    assert "rows redone 60000 / 60000" in second
+    assert streaming_catch_up.SCALES["small"]["files"] == 360 and streaming_catch_up.SCALES["medium"]["files"] == 720

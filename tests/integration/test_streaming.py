@@ -25,7 +25,7 @@ from region_recovery.model.stream_progress import BatchSizing, executed_batches
 from region_recovery.testing import faults
 from region_recovery.testing import stream_job as sj
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # the module's scenario runs in one setup
 
 BACKLOG = 720  # files: 2 hours at one per 10 s
 ROWS = 1000
@@ -72,7 +72,7 @@ def counted(c, table: str) -> int:
     return sum(sj.table_counts(c.spark, table).values())
 
 
-def wait_counted(c, run, table: str, rows: int, timeout: float = 300) -> None:
+def wait_counted(c, run, table: str, rows: int, timeout: float = 600) -> None:
     end = time.monotonic() + timeout
     while counted(c, table) != rows:
         assert run.is_active(), f"the query ended early: {run.record}"
@@ -80,14 +80,18 @@ def wait_counted(c, run, table: str, rows: int, timeout: float = 300) -> None:
         time.sleep(0.5)
 
 
-def commit_time(query, after_batch: int) -> float:
+def commit_time(query, after_batch: int, timeout: float = 60) -> float:
     """When the first batch with input after ``after_batch`` committed (epoch seconds): its trigger's start
-    plus its duration, from Spark's progress; the test's polling is not counted."""
-    for p in sorted(query.recentProgress, key=lambda p: p["batchId"]):
-        if p["batchId"] > after_batch and p["numInputRows"] > 0 and "addBatch" in p["durationMs"]:
-            started = datetime.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
-            return started + p["durationMs"]["triggerExecution"] / 1000
-    raise AssertionError(f"no batch with input after batch {after_batch}")
+    plus its duration, from Spark's progress; the test's polling is not counted. The progress is posted
+    after the commit, a moment after the memory sink shows the rows: it is waited for."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for p in sorted(query.recentProgress, key=lambda p: p["batchId"]):
+            if p["batchId"] > after_batch and p["numInputRows"] > 0 and "addBatch" in p["durationMs"]:
+                started = datetime.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+                return started + p["durationMs"]["triggerExecution"] / 1000
+        time.sleep(0.1)
+    raise AssertionError(f"no progress of a batch with input after batch {after_batch} within {timeout} s")
 
 
 def sizings(query) -> list[BatchSizing]:

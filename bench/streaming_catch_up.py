@@ -36,7 +36,7 @@ import sys
 import time
 
 from . import eventlog
-from .worker import RESULT_PREFIX, checksum
+from .worker import RESULT_PREFIX, base_builder, checksum
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("vanilla", "vanilla-fixed-limit", "recovery")
@@ -81,25 +81,9 @@ def query_source(mode: str) -> tuple[bool, dict[str, str]]:
 
 
 def _session(spec: dict):
-    from pyspark.sql import SparkSession
-
     import region_recovery
 
-    work = spec["workdir"]
-    b = (
-        SparkSession.Builder()
-        .master(spec["master"])
-        .appName(f"bench-streaming-catch-up-{spec['mode']}")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.local.dir", os.path.join(work, "local"))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", os.path.join(work, "events"))
-        .config("spark.eventLog.compress", "false")
-    )
+    b = base_builder(spec, f"bench-streaming-catch-up-{spec['mode']}")
     for k, v in CONF.items():
         b = b.config(k, v)
     return region_recovery.configure(b).getOrCreate()

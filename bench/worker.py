@@ -54,14 +54,15 @@ def retention_available() -> bool:
     return known_key("spark.regionRecovery.retained.enabled")
 
 
-def build_session(spec: dict):
+def base_builder(spec: dict, app_name: str):
+    """A fresh builder on the loopback address, UI off, local dirs and uncompressed event logs in the workdir."""
     from pyspark.sql import SparkSession
 
     work = spec["workdir"]
-    b = (
+    return (
         SparkSession.Builder()
         .master(spec["master"])
-        .appName(f"bench-{spec['scenario']}-{spec['mode']}")
+        .appName(app_name)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -71,8 +72,12 @@ def build_session(spec: dict):
         .config("spark.eventLog.enabled", "true")
         .config("spark.eventLog.dir", os.path.join(work, "events"))
         .config("spark.eventLog.compress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
     )
+
+
+def build_session(spec: dict):
+    work = spec["workdir"]
+    b = base_builder(spec, f"bench-{spec['scenario']}-{spec['mode']}").config("spark.sql.shuffle.partitions", "8")
     conf = dict(scenarios.CONF.get(spec["scenario"], {}))
     if spec["mode"] == "recovery":
         conf.update(scenarios.RECOVERY_CONF.get(spec["scenario"], {}))

@@ -225,8 +225,14 @@ def test_a_missing_executor_directory_recomputes_only_its_outputs(after_crash):
     shutil.rmtree(executor_dirs[0])
     report = ws.run("out")
     assert ws.result("out") == batch_job.expected(ws.data, 100)
-    recovered = _decisions(report)["recovered"]
-    assert sum(d["maps_recomputed"] for d in recovered) == lost > 0, report["job_recovery"]
+    by = _decisions(report)
+    # the scheduler may have placed every map of one shuffle on the lost executor: that shuffle has
+    # nothing left to serve and is recomputed whole ("outputs_unavailable"); the others are recovered
+    # with exactly their lost maps recomputed
+    recomputed = by.get("recomputed", [])
+    assert all(d["reason"] == "outputs_unavailable" for d in recomputed), report["job_recovery"]
+    assert by.get("recovered"), report["job_recovery"]
+    assert sum(d["maps_recomputed"] for d in by["recovered"] + recomputed) == lost > 0, report["job_recovery"]
 
 
 def test_a_torn_last_record_is_ignored(after_crash):

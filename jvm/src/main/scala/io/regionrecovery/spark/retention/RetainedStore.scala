@@ -343,6 +343,18 @@ final class RetainedStore(val root: Path) extends Logging {
     (files, bytes)
   }
 
+  /**
+   * A fenced executor stops: its fence has done its work (the process will not retain or serve again).
+   * Removes the fence, then the application's directory and lease if nothing else of it is left on
+   * this host (another executor of the application here keeps them).
+   */
+  def fencedExecutorStopped(appKey: String, executorId: String): Unit = {
+    Files.deleteIfExists(fence(appKey, executorId))
+    val dir = appDir(appKey)
+    if (Files.isDirectory(dir) && namesIn(dir).isEmpty) Files.deleteIfExists(dir)
+    if (!Files.exists(dir)) Files.deleteIfExists(leaseFile(appKey))
+  }
+
   /** Writes the fence of an executor: its hook will retain nothing more in this application. */
   def writeFence(appKey: String, executorId: String): Unit = {
     ensureDir(appDir(appKey))

@@ -46,6 +46,7 @@ object RetentionAgent extends Logging {
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
         a.startLease()
         agent = a
+        a.shutdownHook = SparkInternals.addEarlyShutdownHook(() => stop())
         logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
           a.store.executorDir(a.appKey, executorId))
         Some(RetentionAgentHello(executorId, host, a.ref))
@@ -56,11 +57,15 @@ object RetentionAgent extends Logging {
         None
     }
 
-  /** Executor shutdown (graceful stop, or the JVM exiting: Spark's shutdown hook stops the executor). */
+  /**
+   * Executor shutdown (graceful stop, or the JVM exiting: on SIGTERM this runs from an early shutdown
+   * hook, before Spark stops the executor, so the driver can still be asked; the plugin's shutdown
+   * calls it again, which then does nothing).
+   */
   private[spark] def stop(): Unit = {
-    val a = agent
-    agent = null
+    val a = RetentionAgent.synchronized { val current = agent; agent = null; current }
     if (a != null) {
+      if (a.shutdownHook != null && !SparkInternals.jvmShuttingDown) SparkInternals.removeShutdownHook(a.shutdownHook)
       a.stopLease()
       if (a.ref != null) {
         try SparkInternals.unregisterEndpoint(a.ref)
@@ -78,6 +83,7 @@ object RetentionAgent extends Logging {
 final class RetentionAgent(val store: RetainedStore, val appKey: String, val executorId: String,
     val leaseTimeoutMs: Long, val jobRecovery: Option[(String, Long)] = None) extends Logging {
   @volatile private[spark] var ref: AnyRef = _
+  @volatile private[spark] var shutdownHook: AnyRef = _
   @volatile private var driverRef: AnyRef = _
   @volatile private var lastDriverContact = System.currentTimeMillis()
   @volatile private var droppedForDriverLoss = false
@@ -108,10 +114,34 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     leaseThread.scheduleWithFixedDelay(() => honourFenceLogged(), 1000L, 1000L, TimeUnit.MILLISECONDS)
   }
 
-  private def driverAnswers(timeoutMs: Long): Boolean =
-    driverRef == null ||
-      (try { SparkInternals.ask(driverRef, LeasePing(appKey, executorId), timeoutMs); true }
-      catch { case NonFatal(_) => false })
+  /**
+   * Pings the driver: its answer, or None when it does not answer. A [[LeaseFenced]] answer fences
+   * this executor first.
+   */
+  private def pingDriver(timeoutMs: Long): Option[AnyRef] =
+    if (driverRef == null) Some(LeaseRenewed)
+    else
+      try Some(SparkInternals.ask(driverRef, LeasePing(appKey, executorId), timeoutMs)).map(answered)
+      catch { case NonFatal(_) => None }
+
+  /** The driver's answer to a lease ping: [[LeaseFenced]] fences this executor at once. */
+  private[spark] def answered(answer: AnyRef): AnyRef = {
+    if (answer == LeaseFenced) fenceSelf()
+    answer
+  }
+
+  /**
+   * The driver fenced this executor (its heartbeat timed out while the host was frozen, so nothing on
+   * the host could delete its files then): write the fence, so its hook retains nothing more, delete
+   * its retained directory, and stop serving its map outputs.
+   */
+  private def fenceSelf(): Unit = if (!store.isFenced(appKey, executorId)) {
+    store.writeFence(appKey, executorId)
+    val (files, bytes) = store.deleteTree(store.executorDir(appKey, executorId))
+    logWarning(s"region-recovery: the driver fenced executor $executorId (heartbeat timeout): deleted its " +
+      s"$files retained files ($bytes bytes)")
+    honourFenceLogged()
+  }
 
   @volatile private var fenceHonoured = false
 
@@ -134,7 +164,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
 
   private def leaseTick(): Unit = try {
     val now = System.currentTimeMillis()
-    if (driverAnswers(pingTimeoutMs)) {
+    if (pingDriver(pingTimeoutMs).isDefined) {
       lastDriverContact = now
       droppedForDriverLoss = false
       store.renewLease(appKey, now + leaseTimeoutMs)
@@ -186,17 +216,26 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   private[spark] def stopLease(): Unit = {
     leaseThread.shutdownNow()
     honourFenceLogged()
-    try {
-      if (!driverAnswers(math.min(pingTimeoutMs, 3000L))) {
-        onDriverLoss(System.currentTimeMillis(), s"executor $executorId stops and the driver does not answer")(
-          (files, bytes) =>
-            s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
-              s"this application's $files retained files ($bytes bytes) on this host")
-      } else {
-        if (markedKept) store.unmarkKept(appKey) // it answers again: it decides, no successor
-        if (!Files.isDirectory(store.appDir(appKey))) Files.deleteIfExists(store.leaseFile(appKey))
-      }
-    } catch { case NonFatal(e) => logWarning(s"region-recovery: cleanup at executor stop failed: $e") }
+    try afterStop(pingDriver(math.min(pingTimeoutMs, 3000L)))
+    catch { case NonFatal(e) => logWarning(s"region-recovery: cleanup at executor stop failed: $e") }
+  }
+
+  /** What a stopping executor does with its application's files on this host, given the driver's answer. */
+  private[spark] def afterStop(answer: Option[AnyRef]): Unit = answer match {
+    case None =>
+      onDriverLoss(System.currentTimeMillis(), s"executor $executorId stops and the driver does not answer")(
+        (files, bytes) =>
+          s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
+            s"this application's $files retained files ($bytes bytes) on this host")
+    case Some(LeaseEnding) => // the driver's request to delete this host's files may have raced with this stop
+      val (files, bytes) = store.deleteApp(appKey)
+      Files.deleteIfExists(store.leaseFile(appKey))
+      if (files > 0)
+        logInfo(s"region-recovery: the application ends: deleted its $files retained files ($bytes bytes) on this host")
+    case Some(LeaseFenced) => store.fencedExecutorStopped(appKey, executorId)
+    case Some(_) =>
+      if (markedKept) store.unmarkKept(appKey) // it answers again: it decides, no successor
+      if (!Files.isDirectory(store.appDir(appKey))) Files.deleteIfExists(store.leaseFile(appKey))
   }
 
   /** Retains a map output this executor just committed; returns (files, bytes). */

@@ -71,7 +71,10 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   /** What agents tell the driver: a hello through the plugin channel, lease pings on the driver endpoint. */
   def handle(request: DriverRequest): AnyRef = request match {
     case h: RetentionAgentHello => agents.register(h); null
-    case _: LeasePing => LeaseRenewed
+    case p: LeasePing =>
+      if (fenced.contains(p.executorId)) LeaseFenced
+      else if (stopped && keepAtEnd.isEmpty) LeaseEnding
+      else LeaseRenewed
   }
 
   // ---- executor loss -------------------------------------------------------------------------------
@@ -203,8 +206,16 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     purge(host, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost")
   }
 
-  /** Deletes a lost executor's retained directory on its host and fences it. */
+  /** Executors whose retained directory was purged and fenced: their lease pings are answered [[LeaseFenced]]. */
+  private val fenced = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
+  /**
+   * Deletes a lost executor's retained directory on its host and fences it: through a live agent on
+   * that host if there is one; in any case the executor itself is told at its next lease ping, in
+   * case it runs again (a frozen host has no live agent to do it).
+   */
   private def purge(host: String, executorId: String, reason: String): Unit = {
+    fenced.add(executorId)
     val (files, bytes) = agents.purge(host, executorId, fence = true)
     ledger.synchronized(ledger.executorPurged(executorId))
     state.offer(RetainedFilesDeletedEvent(now, executorId, host, files, bytes, reason))

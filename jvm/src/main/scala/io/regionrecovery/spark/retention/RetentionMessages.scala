@@ -106,7 +106,10 @@ sealed trait DriverRequest
 /** An agent says hello through the plugin channel; `ref` is its RPC endpoint (an RpcEndpointRef). No reply. */
 final case class RetentionAgentHello(executorId: String, host: String, ref: AnyRef) extends DriverRequest
 
-/** An agent asks the driver whether it is still there (lease renewal, driver-loss check). Reply: [[LeaseRenewed]]. */
+/**
+ * An agent asks the driver whether it is still there (lease renewal, driver-loss check). Reply:
+ * [[LeaseRenewed]]; [[LeaseFenced]] to an executor the driver fenced; [[LeaseEnding]] once the application ends.
+ */
 final case class LeasePing(appKey: String, executorId: String) extends DriverRequest
 
 // ---- replies -----------------------------------------------------------------------------------
@@ -126,3 +129,18 @@ final case class PurgeReply(files: Int, bytes: Long)
 
 /** The driver answered a [[LeasePing]]: its application is alive. */
 case object LeaseRenewed
+
+/**
+ * The driver answered a [[LeasePing]] from an executor it fenced (a heartbeat timeout, or a loss it
+ * could not reach the host for): the executor deletes its retained files and the outputs it serves.
+ * This reaches an executor whose whole host was frozen (no live agent there could delete its files
+ * for the driver) as soon as the host runs again.
+ */
+case object LeaseFenced
+
+/**
+ * The driver answered a [[LeasePing]] while its application ends (its files are not kept for a
+ * resubmission): a stopping executor deletes the application's files on its host, in case the
+ * driver's request to do so raced with the executor's stop.
+ */
+case object LeaseEnding

@@ -422,6 +422,16 @@ object SparkInternals {
   /** Whether this JVM is running its shutdown hooks (a SparkContext stopped from there was not stopped by its user). */
   def jvmShuttingDown: Boolean = org.apache.spark.util.ShutdownHookManager.inShutdown()
 
+  /**
+   * Runs `hook` when the JVM shuts down (SIGTERM), before Spark's executor stops (a higher priority
+   * than its hook, while the RPC environment still works); returns the handle to remove it.
+   */
+  def addEarlyShutdownHook(hook: () => Unit): AnyRef =
+    org.apache.spark.util.ShutdownHookManager.addShutdownHook(
+      org.apache.spark.util.ShutdownHookManager.DEFAULT_SHUTDOWN_PRIORITY + 10)(hook)
+
+  def removeShutdownHook(handle: AnyRef): Unit = org.apache.spark.util.ShutdownHookManager.removeShutdownHook(handle)
+
   // ---- job recovery: what identifies a plan across applications --------------------------------------
 
   /** What pins a Python function down (`PythonFunction` is private to Spark). */

@@ -69,4 +69,30 @@ class DriverLossActionSuite extends AnyFunSuite {
       assert(names(root).isEmpty)
     }
   }
+
+  test("a fenced answer to a lease ping deletes the executor's files and fences it; retaining then does nothing") {
+    withAgent(None) { (root, agent) =>
+      assert(agent.answered(LeaseFenced) == LeaseFenced)
+      assert(agent.store.isFenced(agent.appKey, "1"))
+      assert(!Files.exists(agent.store.executorDir(agent.appKey, "1")))
+      val src = Files.createTempFile("rr-fenced-", ".data")
+      try assert(agent.store.retain(agent.appKey, "1", "shuffle_0_2", Seq(src.toFile)) == ((0, 0L)))
+      finally Files.delete(src)
+      agent.afterStop(Some(LeaseFenced)) // it stops: nothing else of the application on this host, nothing left
+      assert(names(root).isEmpty)
+    }
+  }
+
+  test("a stopping executor deletes the files and lease when the application ends, keeps them when it runs on") {
+    withAgent(None) { (root, agent) =>
+      agent.afterStop(Some(LeaseRenewed)) // the driver decides: adoption after a crash, deletion at its end
+      assert(names(root) == Set("app-1.abc", "app-1.abc.lease"))
+      agent.afterStop(Some(LeaseEnding)) // its request to delete may have raced with this stop
+      assert(names(root).isEmpty)
+    }
+    withAgent(None) { (root, agent) =>
+      agent.afterStop(None) // no answer: the driver is gone
+      assert(names(root).isEmpty)
+    }
+  }
 }

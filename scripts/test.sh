@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: lint and format checks (ruff), JVM unit tests (sbt),
 # Python unit tests, the Python/Scala configuration contract, and the integration tests on real
-# multi-process Spark (local-cluster) with the real plugin jar.
+# multi-process Spark (local-cluster) with the real plugin jar, and the container tests (a standalone
+# cluster of three hosts in containers; scripts/docker-engine.sh starts and stops the Docker engine).
 # Extra arguments go to pytest (e.g. -k sigkill, or tests/unit for the fast layer only).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,6 +13,13 @@ printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
 scripts/setup.sh --jvm-tests
 # the fast pure-Python layer first, so a broken unit fails in seconds
 [ $# -gt 0 ] || set -- tests/unit tests/contract tests/integration tests/bench tests/containers
+# the container tests need a Docker engine: start one (and stop it at the end) unless one runs
+case " $* " in
+  *" tests/containers"*)
+    scripts/docker-engine.sh start
+    trap 'scripts/docker-engine.sh stop' EXIT
+    ;;
+esac
 printf '\n==> pytest %s\n' "$*"
 export PYTHONUNBUFFERED=1
-exec .venv/bin/python -m pytest -p no:cacheprovider --timeout=600 "$@"
+.venv/bin/python -m pytest -p no:cacheprovider --timeout=600 --durations=15 "$@"

@@ -67,6 +67,11 @@ else  # wheels for another Python; pyspark and py4j are pure Python (pyspark is 
 fi
 pip_target --no-deps --no-build-isolation .
 step "project image $tag: docker build -f docker/Dockerfile (BASE_IMAGE=$base)"
+previous="$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
 DOCKER_BUILDKIT=0 docker build -q -f docker/Dockerfile --build-arg "BASE_IMAGE=$base" -t "$tag" "$context" >/dev/null
 rm -rf "$context"
+# the image this build replaced (its site-packages layer alone is about 800 MB), unless a container uses it
+if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect -f '{{.Id}}' "$tag")" ]; then
+  docker rmi "$previous" >/dev/null 2>&1 || true
+fi
 echo "built $tag on $base"

@@ -1,9 +1,11 @@
-"""Shared test setup: `python/` importable even without an install, integration tests marked, and the
-test JVMs started with a quick-start JIT."""
+"""Shared test setup: `python/` importable even without an install, the test JVMs started with a
+quick-start JIT, and the plugin jar for the tests that start Spark."""
 
 import os
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "python") not in sys.path:
@@ -15,3 +17,15 @@ if str(ROOT / "python") not in sys.path:
 # 656 s. Only how the JVM compiles and collects changes, not what it runs. A JAVA_TOOL_OPTIONS already
 # set (even empty) is left as it is.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
+
+@pytest.fixture(scope="session")
+def plugin_jar() -> str:
+    """The real plugin jar (integration and container tests); fails, saying how to build it, when missing."""
+    from region_recovery import jar_path
+    from region_recovery.errors import JarNotFoundError
+
+    try:
+        return jar_path()
+    except JarNotFoundError as e:
+        pytest.fail(f"{e} (these tests need the real jar: run scripts/build-jar.sh)")

@@ -94,9 +94,7 @@ def app(request, monkeypatch, plugin_jar):
     made: list[Cluster] = []
 
     def make(cluster: StandaloneCluster, executors: int, **conf) -> Cluster:
-        c = Cluster(
-            request.node.name[:60], {k.replace(".", "__"): v for k, v in container_conf(**conf).items()}, cluster.url
-        )
+        c = Cluster(request.node.name[:60], container_conf(**conf), cluster.url)
         made.append(c)
         c.wait_executors(executors)
         return c
@@ -104,10 +102,3 @@ def app(request, monkeypatch, plugin_jar):
     yield make
     for c in made:
         c.close()
-
-
-@pytest.fixture(scope="session")
-def plugin_jar() -> str:
-    from region_recovery import jar_path
-
-    return jar_path()

@@ -184,6 +184,9 @@ def test_driver_loss_leaves_no_retained_file_on_any_host(three_hosts, tmp_path):
                 "spark__regionRecovery__retained__leaseTimeout": "10s"}}
         spark = region_recovery.configure(base_builder("driver-loss", {three_hosts.url!r}, **conf)).getOrCreate()
         sc = spark.sparkContext
+        # all four executors (three hosts) before the job, so that each host holds map outputs
+        while len(sc._jsc.sc().statusTracker().getExecutorInfos()) < 5:  # and the driver
+            time.sleep(0.2)
         rdd = sc.parallelize(range({N}), 8).map(lambda x: (x % 30, x)).reduceByKey(add, 3)
         rdd.count()
         open({str(tmp_path / "jvm.pid")!r}, "w").write(str(sc._jvm.java.lang.ProcessHandle.current().pid()))

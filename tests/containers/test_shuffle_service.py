@@ -68,5 +68,4 @@ def test_the_plugin_coexists_with_the_shuffle_service_after_an_executor_sigkill(
     # the service serves the dead executor's outputs in both: nothing is recomputed
     assert plain["map_tasks_after"] == 0, plain
     assert plugin["map_tasks_after"] == plain["map_tasks_after"], MEASURED
-    (host,) = shuffle_service_host.workers
-    assert not (host.files() if host.exec("sh", "-c", "test -d /data/retained && echo y || true").strip() else {})
+    assert not shuffle_service_host.retained_left()

@@ -13,17 +13,6 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(scope="session")
-def plugin_jar() -> str:
-    from region_recovery import jar_path
-    from region_recovery.errors import JarNotFoundError
-
-    try:
-        return jar_path()
-    except JarNotFoundError as e:
-        pytest.fail(f"{e} (integration tests need the real jar: run scripts/build-jar.sh)")
-
-
 @pytest.fixture
 def cluster(request, plugin_jar):
     """Factory: cluster(**conf) starts a fresh application (cluster(master=..., **conf) on another

@@ -163,7 +163,7 @@ def run_demo(
             .map(lambda kv: (kv[0] % 11, kv[1]))
             .reduceByKey(add, 4)
         )
-        runs: list[int] = []
+        first_run = [True]
 
         def fail_partition_zero(index, rows):  # nested: pickled by value, like `slow`
             if index == 0:
@@ -174,9 +174,9 @@ def run_demo(
             return rows
 
         def run_once() -> dict:
-            runs.append(len(runs) + 1)
             # decided on the driver, not with marker files: the executors may be on other hosts
-            fault = fail_partition_zero if len(runs) == 1 else pass_through
+            fault = fail_partition_zero if first_run[0] else pass_through
+            first_run[0] = False
             return dict(shuffled.mapPartitionsWithIndex(fault).collect())
 
         restarted = rr.run(run_once, name="demo-transient-failure")

@@ -65,9 +65,7 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   private def purgeLocally(executorId: String, fence: Boolean): (Int, Long) = {
     val app = appKey()
     if (!Files.isDirectory(store.appDir(app))) return (0, 0L)
-    val r = store.deleteTree(store.executorDir(app, executorId))
-    if (fence) store.writeFence(app, executorId)
-    r
+    store.purgeExecutor(app, executorId, fence)
   }
 
   /**

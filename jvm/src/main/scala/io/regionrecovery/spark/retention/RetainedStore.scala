@@ -355,6 +355,15 @@ final class RetainedStore(val root: Path) extends Logging {
     if (!Files.exists(dir)) Files.deleteIfExists(leaseFile(appKey))
   }
 
+  /**
+   * Deletes an executor's retained directory; with `fence`, writes its fence first, so that a retain
+   * racing with the deletion leaves nothing behind. Returns (files, bytes) deleted.
+   */
+  def purgeExecutor(appKey: String, executorId: String, fence: Boolean): (Int, Long) = {
+    if (fence) writeFence(appKey, executorId)
+    deleteTree(executorDir(appKey, executorId))
+  }
+
   /** Writes the fence of an executor: its hook will retain nothing more in this application. */
   def writeFence(appKey: String, executorId: String): Unit = {
     ensureDir(appDir(appKey))

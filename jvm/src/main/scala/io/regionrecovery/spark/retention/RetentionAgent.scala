@@ -136,8 +136,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * its retained directory, and stop serving its map outputs.
    */
   private def fenceSelf(): Unit = if (!store.isFenced(appKey, executorId)) {
-    store.writeFence(appKey, executorId)
-    val (files, bytes) = store.deleteTree(store.executorDir(appKey, executorId))
+    val (files, bytes) = store.purgeExecutor(appKey, executorId, fence = true)
     logWarning(s"region-recovery: the driver fenced executor $executorId (heartbeat timeout): deleted its " +
       s"$files retained files ($bytes bytes)")
     honourFenceLogged()
@@ -228,8 +227,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
           s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
             s"this application's $files retained files ($bytes bytes) on this host")
     case Some(LeaseEnding) => // the driver's request to delete this host's files may have raced with this stop
-      val (files, bytes) = store.deleteApp(appKey)
-      Files.deleteIfExists(store.leaseFile(appKey))
+      val (files, bytes) = store.deleteApp(appKey) // and its lease
       if (files > 0)
         logInfo(s"region-recovery: the application ends: deleted its $files retained files ($bytes bytes) on this host")
     case Some(LeaseFenced) => store.fencedExecutorStopped(appKey, executorId)
@@ -261,8 +259,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     case p: PurgeRequest =>
       val (files, bytes) =
         if (p.executorId == null) store.deleteApp(p.appKey)
-        else store.deleteTree(store.executorDir(p.appKey, p.executorId))
-      if (p.fence && p.executorId != null) store.writeFence(p.appKey, p.executorId)
+        else store.purgeExecutor(p.appKey, p.executorId, p.fence)
       logInfo(s"region-recovery: deleted $files retained files ($bytes bytes) of " +
         s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appKey)}")
       PurgeReply(files, bytes)

@@ -12,7 +12,20 @@ printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
 .venv/bin/ruff format --check .
 scripts/setup.sh --jvm-tests
 # the fast pure-Python layer first, so a broken unit fails in seconds
-[ $# -gt 0 ] || set -- tests/unit tests/contract tests/integration tests/bench tests/containers
+[ $# -gt 0 ] || set -- tests/unit tests/contract tests/integration tests/bench tests/browser tests/containers
+# the browser tests need headless Chromium: Debian's package, installed as root when missing
+case " $* " in
+  *" tests/browser"*)
+    if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ]; then
+      printf '\n==> installing chromium (Debian package) for tests/browser\n'
+      mkdir -p target
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >target/apt-chromium.log 2>&1 || {
+        apt-get update -q >>target/apt-chromium.log 2>&1
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >>target/apt-chromium.log 2>&1
+      } || { tail -20 target/apt-chromium.log >&2; exit 1; }
+    fi
+    ;;
+esac
 # the container tests need a Docker engine: start one (and stop it at the end) unless one runs
 case " $* " in
   *" tests/containers"*)

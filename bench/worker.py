@@ -88,6 +88,8 @@ def build_session(spec: dict):
                     "spark.regionRecovery.retained.dir": os.path.join(work, "retained"),
                 }
             )
+        elif retention_available():  # not configure()'s default of retained outputs where they are free
+            conf["spark.regionRecovery.retained.enabled"] = "false"
     for k, v in conf.items():
         if k.startswith("spark.regionRecovery.") and not known_key(k):
             continue  # a capability this build does not have yet (the result records what ran)

@@ -533,9 +533,11 @@ RESTART_STRATEGY_TYPE = choice(
     "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; "
     "exponential-delay, exponentialdelay (any case)",
     (
-        "Which restart strategy to use. Unset means `none`, Flink's default without checkpointing: restarts "
-        "are opt-in. The deprecated Flink key `spark.regionRecovery.restart-strategy` is read too; `.type` "
-        "wins, and a bad value under either is an error."
+        "Which restart strategy to use. Unset, `rr.run` restarts under `exponential-delay` with at most 3 "
+        "restarts in a row (`attempts-before-reset-backoff` 3 unless set: never unbounded) and `rr.stream` "
+        "under `exponential-delay`, Flink's default once a job can restart; `none` turns restarts off. The "
+        "deprecated Flink key `spark.regionRecovery.restart-strategy` is read too; `.type` wins, and a bad "
+        "value under either is an error."
     ),
     deprecated_names=(PREFIX + "restart-strategy",),
     section=_RESTART,
@@ -705,9 +707,11 @@ EVENT_BUFFER_CAPACITY = integer(
     read_by="jvm",
     section=_PLUGIN,
 )
-RETAINED_ENABLED = boolean(
+RETAINED_ENABLED = choice(
     PREFIX + "retained.enabled",
-    False,
+    "false",
+    {"true": "true", "false": "false", "auto": "auto"},
+    "true, false, auto",
     (
         "When `true`, the shuffle IO hook hard-links every committed map output (data, index, checksum) into "
         "the retained directory of its executor, and the driver's shuffle component reports reliable storage, "
@@ -718,11 +722,16 @@ RETAINED_ENABLED = boolean(
         "adopted (no live executor on the host, missing, corrupt or foreign files, an INDETERMINATE stage or "
         "a shuffle with a checksum mismatch) are unregistered at once, so Spark recomputes exactly those. A "
         "heartbeat timeout is not trusted: that executor's outputs are unregistered and its retained files "
-        "deleted. The application fails to start with retention on and `spark.shuffle.checksum.enabled=false`, "
+        "deleted. The application fails to start with `true` and `spark.shuffle.checksum.enabled=false`, "
         "`spark.shuffle.useOldFetchProtocol=true`, `spark.shuffle.service.enabled=true`, "
         "`spark.shuffle.push.enabled=true`, a `spark.shuffle.manager` other than sort, or a "
-        "`spark.shuffle.sort.io.plugin.class` other than the plugin's. Off by default: it changes how Spark "
-        "handles executor loss, and retained bytes stay on disk until released (see the next keys)."
+        "`spark.shuffle.sort.io.plugin.class` other than the plugin's. `auto` is what "
+        "`region_recovery.configure()` sets when the key is not set: outputs are retained by hard link only "
+        "(no extra bytes while Spark keeps its own file, never a copy), and retention stays off, with an INFO "
+        "line saying why, under the settings `true` refuses, under `spark.dynamicAllocation.enabled=true`, "
+        "and on an executor whose retained directory is on another filesystem than its `spark.local.dir`. "
+        "`false` (the key's default, for the plugin enabled without `configure()`) changes nothing in how "
+        "Spark handles executor loss."
     ),
     read_by="jvm",
     section=_RETAINED,

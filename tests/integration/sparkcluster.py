@@ -18,6 +18,7 @@ from region_recovery.testing import faults
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = os.environ.get("REGION_RECOVERY_TEST_MASTER", "local-cluster[2,1,1024]")
+RETAINED = "spark.regionRecovery.retained.enabled"
 # PySpark takes the workers' interpreter from PYSPARK_PYTHON (not spark.pyspark.python) for Python
 # UDFs and RDD functions; without it they run a bare python3 that lacks this venv's pyarrow.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -68,6 +69,11 @@ class Cluster:
         import region_recovery
 
         forget_leaked_plugin_settings()
+        # Retention is what a test chooses: configure()'s default (retained outputs where hard links
+        # are possible) would change what most tests here assert about Spark's own handling of a loss.
+        # tests/integration/test_defaults.py runs configure()'s defaults as they are.
+        if RETAINED not in {k.replace("__", ".") for k in conf}:
+            conf = {**conf, RETAINED: "false"}
         self.spark = region_recovery.configure(base_builder(app_name, master, **conf)).getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")
         self.sc = self.spark.sparkContext

@@ -18,11 +18,14 @@ from region_recovery._version import __version__
 from region_recovery.errors import JarNotFoundError, SparkConnectNotSupportedError
 from region_recovery.jvm import packaging
 from region_recovery.jvm.packaging import (
+    DEFAULT_RETAINED_CAP,
     JAR_ENV,
     LOCAL_DISK_SHUFFLE_IO,
     MAVEN_COORDINATE,
     PLUGIN_CLASS,
     QUERY_LISTENER_CLASS,
+    RETAINED_CAP_KEY,
+    RETAINED_KEY,
     SHUFFLE_IO_CLASS,
     SQL_EXTENSION_CLASS,
     configure,
@@ -110,6 +113,7 @@ def test_configure_returns_the_same_builder_with_all_settings(jar):
     assert opts["spark.sql.extensions"] == SQL_EXTENSION_CLASS
     assert opts["spark.sql.queryExecutionListeners"] == QUERY_LISTENER_CLASS
     assert "spark.jars.packages" not in opts
+    assert opts[RETAINED_KEY] == "auto" and opts[RETAINED_CAP_KEY] == DEFAULT_RETAINED_CAP == "2g"
     assert (opts["spark.master"], opts["spark.app.name"]) == ("local[2]", "unit")  # untouched
 
 
@@ -179,8 +183,25 @@ def test_spark_settings_only_returns_what_changes(jar):
         QUEUE_KEY: "500",
         "spark.sql.extensions": SQL_EXTENSION_CLASS,
         "spark.sql.queryExecutionListeners": QUERY_LISTENER_CLASS,
+        RETAINED_KEY: "false",
     }
     assert spark_settings(existing) == {}
+
+
+@pytest.mark.parametrize("value", ["true", "false", "auto", "FALSE"])
+def test_a_user_retention_setting_is_kept_and_no_cap_is_added(jar, value):
+    opts = configure(builder().config(RETAINED_KEY, value))._options
+    assert opts[RETAINED_KEY] == value and RETAINED_CAP_KEY not in opts
+
+
+def test_a_user_cap_is_kept_with_the_auto_default(jar):
+    opts = configure(builder().config(RETAINED_CAP_KEY, "512 MiB"))._options
+    assert (opts[RETAINED_KEY], opts[RETAINED_CAP_KEY]) == ("auto", "512 MiB")
+
+
+def test_without_our_shuffle_io_retention_is_not_turned_on(jar):
+    opts = configure(builder(), shuffle_io=False)._options
+    assert RETAINED_KEY not in opts and RETAINED_CAP_KEY not in opts
 
 
 def test_empty_list_values_are_replaced_not_joined(jar):

@@ -26,6 +26,11 @@ SQL_EXTENSION_CLASS = "io.regionrecovery.spark.sql.RegionRecoverySqlExtension"
 QUERY_LISTENER_CLASS = "io.regionrecovery.spark.sql.FailedQueryCapture"
 QUEUE_NAME = "regionRecovery"
 JAR_ENV = "REGION_RECOVERY_JAR"
+RETAINED_KEY = "spark.regionRecovery.retained.enabled"
+RETAINED_CAP_KEY = "spark.regionRecovery.retained.maxBytes"
+# configure()'s cap on retained bytes per host. Hard links cost nothing while Spark keeps its own
+# file; the cap bounds what adopted outputs of lost executors (whose own copies are gone) can hold.
+DEFAULT_RETAINED_CAP = "2g"
 
 _LIST_KEYS = {
     "spark.plugins": ",",
@@ -95,6 +100,12 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
                 "be reported by the shuffle IO hook",
                 current,
             )
+    if shuffle_io and RETAINED_KEY not in existing:
+        # on where it is free: hard links only; the plugin keeps it off, and logs why, where a copy
+        # would be needed, under settings retention refuses, and under dynamic allocation
+        out[RETAINED_KEY] = "auto"
+        if RETAINED_CAP_KEY not in existing:
+            out[RETAINED_CAP_KEY] = DEFAULT_RETAINED_CAP
     queue_key = f"spark.scheduler.listenerbus.eventqueue.{QUEUE_NAME}.capacity"
     if queue_key not in existing:
         out[queue_key] = "20000"
@@ -105,7 +116,9 @@ def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
     """Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings to a SparkSession.Builder.
 
     Settings the user already made are left alone; list-valued keys (spark.plugins, spark.jars,
-    class paths) get our entry appended. Returns the same builder, for chaining.
+    class paths) get our entry appended. Unless set, retained outputs are ``auto`` (hard links only,
+    off where a copy would be needed) with a cap of ``DEFAULT_RETAINED_CAP`` per host. Returns the
+    same builder, for chaining.
     """
     options = getattr(builder, "_options", None)
     if options is None or not hasattr(builder, "config"):

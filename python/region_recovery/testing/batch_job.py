@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             .config("spark.regionRecovery.job-recovery.dir", str(args.store))
             .config("spark.regionRecovery.job-recovery.window", args.window)
         )
+    else:  # the plugin observes only: not configure()'s default of retained outputs where they are free
+        builder = builder.config("spark.regionRecovery.retained.enabled", "false")
     for setting in args.conf:
         key, _, value = setting.partition("=")
         builder = builder.config(key, value)

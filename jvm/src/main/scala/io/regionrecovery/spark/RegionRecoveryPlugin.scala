@@ -36,8 +36,12 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
    */
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     ConfigKeys.unknownKeyWarnings(sc.getConf.getAll).foreach(w => logWarning(s"region-recovery: $w"))
-    val retained = ConfigKeys.RetainedEnabled.read(sc.getConf.getOption)
-    if (retained) RetentionPreconditions.require(sc.getConf.getOption)
+    val get = sc.getConf.getOption _
+    if (ConfigKeys.RetainedEnabled.read(get) == "true") RetentionPreconditions.require(get)
+    else if (RetentionPreconditions.isAuto(get) && !RetentionPreconditions.retains(get))
+      logInfo(s"region-recovery: retained shuffle outputs stay off (${ConfigKeys.RetainedEnabled.name}=auto): " +
+        RetentionPreconditions.autoOffReasons(get).mkString("; "))
+    val retained = RetentionPreconditions.retains(get)
     state = CurrentApplication.startForPlugin(sc)
     var extraConf: JMap[String, String] = Collections.emptyMap()
     if (retained) {

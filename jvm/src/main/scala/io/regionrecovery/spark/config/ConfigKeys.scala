@@ -103,13 +103,16 @@ object ConfigKeys {
       "further events are dropped and counted, and the controller reports its model as incomplete.",
     ReadBy.Jvm)
 
-  val RetainedEnabled: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.enabled", BooleanType, false, "false",
-    "true, false",
+  val RetainedEnabled: ConfigKey[String] = ConfigKey(Prefix + "retained.enabled",
+    ChoiceType(Seq("true", "false", "auto").map(n => n -> n)), "false", "false", "true, false, auto",
     "Keep every committed map output in a retained directory that survives the executor process, and let a live " +
       "executor on the same host adopt a lost executor's outputs instead of Spark recomputing them. Read by the " +
-      "plugin (JVM) on the driver and the executors. The application fails to start with it on and Spark's shuffle " +
+      "plugin (JVM) on the driver and the executors. With true, the application fails to start with Spark's shuffle " +
       "checksums off, the old fetch protocol, the external shuffle service, push-based shuffle, another shuffle " +
-      "manager or another shuffle IO plugin (RetentionPreconditions).", ReadBy.Jvm)
+      "manager or another shuffle IO plugin (RetentionPreconditions). With auto (what region_recovery.configure() " +
+      "sets), outputs are retained by hard link only, and retention stays off, saying why, under those settings, " +
+      "under dynamic allocation, and on an executor whose retained directory is on another filesystem than its " +
+      "spark.local.dir.", ReadBy.Jvm)
 
   val RetainedDir: ConfigKey[String] = ConfigKey(Prefix + "retained.dir", PathType, "",
     "<java.io.tmpdir>/spark-region-recovery-retained-<user>", "an absolute path",

@@ -99,6 +99,37 @@ final class RetainedStore(val root: Path) extends Logging {
   @volatile var usableSpace: Path => Long = dir => Files.getFileStore(dir).getUsableSpace
 
   /**
+   * Hard links only, never a copy (retained.enabled=auto, what region_recovery.configure() sets): a
+   * retained output then costs no bytes while Spark keeps its own file, and an output that would need
+   * a copy is not retained (Spark recomputes it if its executor is lost, as without the plugin).
+   */
+  @volatile var linkOnly: Boolean = false
+
+  /**
+   * Why a hard link from these directories (Spark's local directories on this host) into the root is
+   * impossible, or None when it works from each: a probe file is linked and both are deleted at once.
+   */
+  def linkProblem(dirs: Seq[File]): Option[String] = {
+    ensureDir(root)
+    dirs.iterator.map { dir =>
+      var probe: Path = null
+      val target = root.resolve(s".link-probe-${RetainedStore.newIncarnation()}")
+      try {
+        probe = Files.createTempFile(dir.toPath, "region-recovery-link-probe", "")
+        Files.createLink(target, probe)
+        None
+      } catch {
+        case e @ (_: IOException | _: UnsupportedOperationException) =>
+          Some(s"a hard link from $dir (spark.local.dir) to $root is impossible ($e): they are not on one " +
+            s"filesystem, so retaining would copy every map output")
+      } finally {
+        deleteQuietly(target)
+        if (probe != null) deleteQuietly(probe)
+      }
+    }.collectFirst { case Some(why) => why }
+  }
+
+  /**
    * Links `src` as `target` (replacing it), or copies it (0600) where a hard link is impossible. A
    * copy that would leave less than [[RetainedStore.MinFreeBytes]] free is refused before a byte is
    * written, and a copy cut short by a full disk is removed: retaining never fills the disk.
@@ -107,6 +138,10 @@ final class RetainedStore(val root: Path) extends Logging {
     Files.deleteIfExists(target)
     try Files.createLink(target, src)
     catch {
+      case e @ (_: IOException | _: UnsupportedOperationException) if linkOnly =>
+        throw new IOException(
+          s"not retained: a hard link from ${src.getParent} to $root failed ($e), and " +
+            s"${ConfigKeys.RetainedEnabled.name}=auto retains by hard link only", e)
       case _: IOException | _: UnsupportedOperationException =>
         val need = Files.size(src)
         val free = usableSpace(target.getParent)

@@ -30,7 +30,11 @@ object RetentionAgent extends Logging {
       incarnation: String): Option[RetentionAgentHello] =
     try {
       lazy val problems = RetentionPreconditions.problems(conf.getOption)
-      if (!ConfigKeys.RetainedEnabled.read(conf.getOption)) None
+      lazy val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
+      lazy val store = new RetainedStore(root)
+      val auto = RetentionPreconditions.isAuto(conf.getOption)
+      lazy val linkProblem = if (auto) store.linkProblem(SparkInternals.localDirs.map(new java.io.File(_))) else None
+      if (!RetentionPreconditions.retains(conf.getOption)) None // off, or auto and the driver said why
       else if (problems.nonEmpty) {
         logError(s"region-recovery: executor $executorId retains nothing: ${RetentionPreconditions.refusal(problems)}")
         None
@@ -38,10 +42,15 @@ object RetentionAgent extends Logging {
         logError(s"region-recovery: executor $executorId retains nothing: the driver plugin handed it no " +
           s"incarnation token (is io.regionrecovery.spark.RegionRecoveryPlugin in spark.plugins on the driver?)")
         None
+      } else if (linkProblem.nonEmpty) {
+        logInfo(s"region-recovery: executor $executorId retains nothing (${ConfigKeys.RetainedEnabled.name}=auto " +
+          s"retains by hard link only): ${linkProblem.get}. Put ${ConfigKeys.RetainedDir.name} on the filesystem " +
+          s"of spark.local.dir, or set ${ConfigKeys.RetainedEnabled.name}=true to copy.")
+        None
       } else {
-        val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
+        store.linkOnly = auto
         val jobRecovery = DriverLossAction.jobRecovery(conf.getOption)
-        val a = new RetentionAgent(new RetainedStore(root), RetainedStore.appKey(conf.getAppId, incarnation),
+        val a = new RetentionAgent(store, RetainedStore.appKey(conf.getAppId, incarnation),
           executorId, ConfigKeys.RetainedLeaseTimeout.read(conf.getOption), jobRecovery)
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
         a.startLease()

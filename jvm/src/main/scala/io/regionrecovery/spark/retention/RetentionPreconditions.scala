@@ -74,6 +74,26 @@ object RetentionPreconditions {
       s". Change ${if (problems.size == 1) "that setting" else "those settings"} or set " +
       s"${ConfigKeys.RetainedEnabled.name}=false."
 
+  /**
+   * Why `retained.enabled=auto` keeps retention off under these settings (empty: it retains). Beyond
+   * [[problems]], dynamic allocation: it removes idle executors on purpose, and a default must not
+   * change what happens to their outputs.
+   */
+  def autoOffReasons(get: String => Option[String]): Seq[String] = {
+    val dynamic = "spark.dynamicAllocation.enabled"
+    problems(get) ++ (if (isTrue(get(dynamic))) Seq(s"$dynamic=true: executors are removed on purpose") else Nil)
+  }
+
+  /** Whether this application retains: `true`, or `auto` where [[autoOffReasons]] is empty. */
+  def retains(get: String => Option[String]): Boolean = ConfigKeys.RetainedEnabled.read(get) match {
+    case "true" => true
+    case "auto" => autoOffReasons(get).isEmpty
+    case _ => false
+  }
+
+  /** Whether retention is the default set by region_recovery.configure(): hard links only, never a refusal. */
+  def isAuto(get: String => Option[String]): Boolean = ConfigKeys.RetainedEnabled.read(get) == "auto"
+
   /** Throws IllegalArgumentException with [[refusal]] when retention may not run under these settings. */
   def require(get: String => Option[String]): Unit = {
     val p = problems(get)

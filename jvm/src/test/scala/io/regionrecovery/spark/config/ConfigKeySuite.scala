@@ -67,7 +67,8 @@ class ConfigKeySuite extends AnyFunSuite {
     assert(ConfigKeys.RetainedLeaseTimeout.read(conf(ConfigKeys.RetainedLeaseTimeout.name -> "2min")) == 120000L)
     assert(ConfigKeys.RetainedMaxBytes.read(conf(ConfigKeys.RetainedMaxBytes.name -> "512 MiB")) == (512L << 20))
     assert(ConfigKeys.EventBufferCapacity.read(conf()) == 100000)
-    assert(!ConfigKeys.RetainedEnabled.read(conf()))
+    assert(ConfigKeys.RetainedEnabled.read(conf()) == "false")
+    assert(ConfigKeys.RetainedEnabled.read(conf(ConfigKeys.RetainedEnabled.name -> " AUTO ")) == "auto")
     assert(ConfigKeys.RetainedDir.read(conf(ConfigKeys.RetainedDir.name -> " ")) == "")
   }
 

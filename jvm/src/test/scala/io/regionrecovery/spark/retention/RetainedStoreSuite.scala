@@ -118,6 +118,27 @@ class RetainedStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("link-only (retained.enabled=auto): a source on another filesystem is not copied, and the probe says why") {
+    withRoot { (root, store) =>
+      val same = Files.createDirectories(root.getParent.resolve("local"))
+      assert(store.linkProblem(Seq(same.toFile)).isEmpty, "the same filesystem links")
+      assert(Files.list(root).iterator.asScala.forall(p => !p.getFileName.toString.startsWith(".link-probe")))
+      assert(Files.list(same).count == 0L, "the probe file is deleted")
+      val src = otherFilesystem(root)
+      assume(src.isDefined, "needs /dev/shm on another filesystem than the temp directory")
+      try {
+        val why = store.linkProblem(Seq(same.toFile, src.get.toFile))
+        assert(why.exists(w => w.contains(src.get.toString) && w.contains("not on one filesystem")), why)
+        assert(Files.list(src.get).count == 0L, "the probe file is deleted")
+        store.linkOnly = true
+        val data = file(src.get, "shuffle_0_1_0.data", 4096)
+        val e = intercept[IOException](store.retain("app-1", "1", "shuffle_0_1", Seq(data)))
+        assert(e.getMessage.contains("retained.enabled=auto retains by hard link only"), e.getMessage)
+        assert(!Files.exists(store.executorDir("app-1", "1").resolve("shuffle_0_1_0.data")), "nothing copied")
+      } finally src.foreach(d => { Files.list(d).forEach(Files.delete(_)); Files.delete(d) })
+    }
+  }
+
   test("releaseOutputs deletes exactly the named outputs of one executor") {
     withRoot { (root, store) =>
       val bm = root.getParent.resolve("bm")

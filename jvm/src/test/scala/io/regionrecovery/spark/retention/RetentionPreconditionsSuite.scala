@@ -54,6 +54,20 @@ class RetentionPreconditionsSuite extends AnyFunSuite {
     assert(local.size == 1 && local.head.startsWith(s"$io=org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO:"))
   }
 
+  test("auto retains where true would start, stays off where true would refuse or under dynamic allocation") {
+    val k = ConfigKeys.RetainedEnabled.name
+    def retains(conf: Map[String, String]): Boolean = RetentionPreconditions.retains(conf.get)
+    assert(retains(ours + (k -> "auto")) && retains(ours + (k -> "true")))
+    assert(!retains(ours) && !retains(ours + (k -> "false")), "off by default")
+    val ess = ours + (k -> "auto") + ("spark.shuffle.service.enabled" -> "true")
+    assert(!retains(ess) && RetentionPreconditions.autoOffReasons(ess.get).head.contains("external shuffle"))
+    val dynamic = ours + (k -> "auto") + ("spark.dynamicAllocation.enabled" -> "true")
+    assert(!retains(dynamic))
+    assert(RetentionPreconditions.autoOffReasons(dynamic.get) == Seq(
+      "spark.dynamicAllocation.enabled=true: executors are removed on purpose"))
+    assert(RetentionPreconditions.problems(dynamic.get).isEmpty, "with true, dynamic allocation is the user's call")
+  }
+
   test("the refusal names the retention key and every bad setting") {
     val conf = Map("spark.shuffle.checksum.enabled" -> "false", "spark.shuffle.service.enabled" -> "true")
     val e = intercept[IllegalArgumentException](RetentionPreconditions.require(conf.get))

@@ -1,0 +1,137 @@
+"""configure()'s defaults as a user gets them, each in its own driver process (its log is read whole).
+
+- retained outputs (`retained.enabled=auto`): SQL queries survive an executor SIGKILL with the lost
+  outputs adopted and no map task re-run, and the driver log has no ERROR line from an expected path;
+- where retaining would need a copy (retained directory on another filesystem), nothing is retained
+  and Spark recomputes exactly as without the plugin;
+- under dynamic allocation retention stays off, and the application starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from sparkcluster import run_python
+
+# Spark's own ERROR lines for any executor that dies by SIGKILL, printed by plain Spark as well: the
+# scheduler reports the loss, and the RPC layer the connection the dead process dropped. Anything else
+# at ERROR (the plugin's, or Spark's about the map output tracker) fails the test.
+SPARK_LOSS_ERRORS = (
+    re.compile(r"ERROR TaskSchedulerImpl: Lost executor \d+ on [^:]+: Command exited with code 137"),
+    re.compile(r"ERROR TransportResponseHandler: Still have \d+ requests outstanding when connection"),
+    re.compile(r"ERROR TransportClient: Failed to send RPC"),
+)
+
+SQL_KILL = """
+import json, os, signal, sys, threading, time
+sys.path.insert(0, "tests/integration")
+from sparkcluster import base_builder
+import region_recovery
+from pyspark.sql import functions as F
+
+spark = region_recovery.configure(base_builder("defaults-sql-kill", **CONF)).getOrCreate()
+rr = region_recovery.RegionRecovery.attach(spark)
+sc = spark.sparkContext
+while len(sc.statusTracker().getExecutorInfos()) < 3:  # the driver and two executors
+    time.sleep(0.2)
+facts = spark.range(0, 400_000).withColumn("k", F.col("id") % 1000)
+dims = spark.range(0, 1000).withColumnRenamed("id", "k2")
+
+def query():
+    joined = facts.groupBy("k").agg(F.sum("id").alias("s")).join(dims, F.col("k") == F.col("k2"))
+    return joined.agg(F.sum("s")).collect()[0][0]
+
+expected = sum(range(400_000))
+assert query() == expected
+pids = rr.executor_pids()
+victim = sorted(pids)[0]
+
+def kill():
+    time.sleep(1.0)
+    os.kill(pids[victim], signal.SIGKILL)
+
+threading.Thread(target=kill).start()
+results = [query() for _ in range(6)]
+rr.sync()
+adopted = rr.model.read(lambda m: sum(len(s.adoptions) for s in m.shuffles.values()))
+print("SUMMARY " + json.dumps({"victim": victim, "results_ok": all(r == expected for r in results),
+                               "adopted": adopted, "status": rr.status()}))
+rr.detach()
+spark.stop()
+"""
+
+
+def _summary(done) -> dict:
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("SUMMARY ")]
+    return json.loads(line[len("SUMMARY ") :])
+
+
+def _sql_kill(conf: dict) -> tuple[dict, str]:
+    done = run_python(SQL_KILL.replace("CONF", repr(conf)), timeout=420)
+    return _summary(done), done.stderr
+
+
+def test_sql_queries_survive_an_executor_kill_with_default_retention_and_no_error_line(tmp_path):
+    summary, log = _sql_kill({"spark.regionRecovery.retained.dir": str(tmp_path / "retained")})
+    assert summary["results_ok"]
+    assert summary["status"]["retained_app_dir"], "configure() turned retained outputs on"
+    assert summary["adopted"] >= 1, "the killed executor's outputs were adopted"
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    unexpected = [line for line in errors if not any(p.search(line) for p in SPARK_LOSS_ERRORS)]
+    assert unexpected == [], "ERROR lines beyond Spark's own report of the loss:\n" + "\n".join(unexpected)
+    assert not any("unknown shuffle" in line for line in log.splitlines())
+
+
+def _other_filesystem(than: Path) -> Path | None:
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK) and os.stat(shm).st_dev != os.stat(than).st_dev:
+        return shm
+    return None
+
+
+def test_where_retaining_would_copy_nothing_is_retained_and_spark_recomputes(tmp_path):
+    shm = _other_filesystem(tmp_path)
+    if shm is None:
+        pytest.skip("needs /dev/shm on another filesystem than the temporary directory")
+    root = shm / f"rr-defaults-{os.getpid()}"
+    conf = {"spark.local.dir": str(tmp_path / "local"), "spark.regionRecovery.retained.dir": str(root)}
+    try:
+        summary, _ = _sql_kill(conf)
+        assert summary["results_ok"]
+        assert summary["adopted"] == 0, "nothing was retained, so nothing could be adopted"
+        files = [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+        assert files == [], f"a copy was retained: {files[:5]}"
+    finally:
+        for p in sorted(root.rglob("*"), reverse=True) if root.exists() else []:
+            p.rmdir() if p.is_dir() else p.unlink()
+        if root.exists():
+            root.rmdir()
+
+
+def test_dynamic_allocation_keeps_default_retention_off_and_the_application_starts(tmp_path):
+    done = run_python(
+        f"""
+        import json, sys
+        sys.path.insert(0, "tests/integration")
+        from sparkcluster import base_builder
+        import region_recovery
+        conf = {{"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+                 "spark.regionRecovery.retained.dir": {str(tmp_path / "retained")!r}}}
+        spark = region_recovery.configure(base_builder("defaults-dynamic", **conf)).getOrCreate()
+        rr = region_recovery.RegionRecovery.attach(spark)
+        df = spark.range(100)
+        assert df.groupBy((df.id % 3).alias("k")).count().count() == 3
+        print("SUMMARY " + json.dumps({{"status": rr.status(), "ledger": rr.retained_ledger()}}))
+        rr.detach()
+        spark.stop()
+        """,
+        timeout=300,
+    )
+    summary = _summary(done)
+    assert summary["status"]["retained_app_dir"] is None and summary["ledger"] is None

@@ -494,3 +494,42 @@ def test_from_conf_rejects_bad_configuration():
 def test_create_restart_strategy_rejects_unknown_type():
     with pytest.raises(ValueError, match="unknown restart strategy"):
         create_restart_strategy(RecoveryConfig(restart_strategy="sometimes"))
+
+
+# ---------------------------------------------------------------------- rr.run's default
+
+
+def test_run_without_a_configured_strategy_restarts_three_times_in_a_row_then_refuses():
+    from region_recovery.control.job_restarts import DEFAULT_JOB_ATTEMPTS, job_strategy_config
+
+    clock = ManualClock(0)
+    strategy = create_restart_strategy(job_strategy_config(RecoveryConfig.parse({})), clock=clock)
+    assert isinstance(strategy, ExponentialDelayRestart) and DEFAULT_JOB_ATTEMPTS == 3
+    assert "attempts_before_reset_backoff=3" in strategy.describe()
+    for _ in range(DEFAULT_JOB_ATTEMPTS):
+        strategy.notify_failure()
+        assert strategy.can_restart()
+        clock.advance(strategy.backoff_ms() + 1)
+    strategy.notify_failure()
+    assert not strategy.can_restart() and "exceeds the 3 allowed" in strategy.refusal_reason()
+
+
+@pytest.mark.parametrize(
+    "conf, kind",
+    [
+        ({P + "type": "none"}, NoRestart),
+        ({P + "type": "fixed-delay"}, FixedDelayRestart),
+        ({"spark.regionRecovery.restart-strategy": "none"}, NoRestart),
+    ],
+)
+def test_a_configured_strategy_is_kept_for_runs(conf, kind):
+    from region_recovery.control.job_restarts import job_strategy_config
+
+    assert isinstance(create_restart_strategy(job_strategy_config(RecoveryConfig.parse(conf))), kind)
+
+
+def test_run_default_keeps_an_explicit_attempts_bound():
+    from region_recovery.control.job_restarts import job_strategy_config
+
+    conf = {P + "exponential-delay.attempts-before-reset-backoff": "7"}
+    assert job_strategy_config(RecoveryConfig.parse(conf)).exponential_attempts_before_reset_backoff == 7

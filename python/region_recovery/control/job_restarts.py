@@ -1,4 +1,5 @@
-"""Job-level restarts: run a PySpark action under the configured restart strategy.
+"""Job-level restarts: run a PySpark action under the configured restart strategy (a bounded
+exponential-delay when none is configured, see job_strategy_config).
 
 When Spark gives up on an action (a task exhausted spark.task.maxFailures, a stage exhausted its
 attempts), the failure is classified; a non-recoverable one is raised at once, a recoverable one
@@ -15,6 +16,7 @@ record (`exchanges_refused`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -150,6 +152,27 @@ class Attempt:
         return self._runner.end(self.number, exc)
 
 
+# rr.run's bound when no restart strategy is configured (see job_strategy_config).
+DEFAULT_JOB_ATTEMPTS = 3
+
+
+def job_strategy_config(config: RecoveryConfig) -> RecoveryConfig:
+    """Exponential-delay, at most DEFAULT_JOB_ATTEMPTS restarts in a row, unless a strategy was configured.
+
+    Flink's default once a job can restart (1.19+), with its backoff (1 s, x1.5, up to 1 min, 10 %
+    jitter), but never unbounded: a failure the classifier wrongly calls recoverable ends the action
+    after three restarts instead of retrying for ever. An explicit attempts key is kept.
+    """
+    if config.restart_strategy_set:
+        return config
+    attempts = config.exponential_attempts_before_reset_backoff
+    return dataclasses.replace(
+        config,
+        restart_strategy="exponential-delay",
+        exponential_attempts_before_reset_backoff=DEFAULT_JOB_ATTEMPTS if attempts is None else attempts,
+    )
+
+
 class _Run:
     """The state of one named action under restarts; drives the attempt loop."""
 
@@ -157,7 +180,7 @@ class _Run:
         self.c = controller
         self.scope = scope  # the run's reuse scope in the driver JVM (None: no DataFrame reuse)
         # One strategy per run, as Flink has one per job: attempts of one action never use up another's.
-        self.strategy = restart.create_restart_strategy(controller.config)
+        self.strategy = restart.create_restart_strategy(job_strategy_config(controller.config))
         self.record = RunRecord(name, self.strategy.describe())
         self.done = False
         self._start_ms = 0
@@ -359,7 +382,7 @@ class Controller:
         self.stream_records: list = []  # StreamRecord of every supervised streaming query
 
     def describe_strategy(self) -> str:
-        return restart.create_restart_strategy(self.config).describe()
+        return restart.create_restart_strategy(job_strategy_config(self.config)).describe()
 
     @staticmethod
     def classify_python(exc: BaseException) -> FailureKind:

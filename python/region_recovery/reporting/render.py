@@ -83,7 +83,7 @@ def _describe(m: LiveModel) -> str:
 def describe_report(report: dict) -> str:
     """A recovery report (RegionRecovery.report(), or one saved as JSON) as text."""
     lines = [
-        f"Recovery report for {report.get('app_id')} (configured restart strategy: {report.get('restart_strategy')})"
+        f"Recovery report for {report.get('app_id')} (restart strategy of rr.run: {report.get('restart_strategy')})"
     ]
     runs = report.get("runs", [])
     if not runs:

@@ -729,7 +729,8 @@ RETAINED_ENABLED = choice(
         "`region_recovery.configure()` sets when the key is not set: outputs are retained by hard link only "
         "(no extra bytes while Spark keeps its own file, never a copy), and retention stays off, with an INFO "
         "line saying why, under the settings `true` refuses, under `spark.dynamicAllocation.enabled=true`, "
-        "and on an executor whose retained directory is on another filesystem than its `spark.local.dir`. "
+        "in local mode, and on an executor whose retained directory is on another filesystem than its "
+        "`spark.local.dir`. "
         "`false` (the key's default, for the plugin enabled without `configure()`) changes nothing in how "
         "Spark handles executor loss."
     ),

@@ -111,7 +111,7 @@ object ConfigKeys {
       "checksums off, the old fetch protocol, the external shuffle service, push-based shuffle, another shuffle " +
       "manager or another shuffle IO plugin (RetentionPreconditions). With auto (what region_recovery.configure() " +
       "sets), outputs are retained by hard link only, and retention stays off, saying why, under those settings, " +
-      "under dynamic allocation, and on an executor whose retained directory is on another filesystem than its " +
+      "under dynamic allocation, in local mode, and on an executor whose retained directory is on another filesystem than its " +
       "spark.local.dir.", ReadBy.Jvm)
 
   val RetainedDir: ConfigKey[String] = ConfigKey(Prefix + "retained.dir", PathType, "",

@@ -76,12 +76,16 @@ object RetentionPreconditions {
 
   /**
    * Why `retained.enabled=auto` keeps retention off under these settings (empty: it retains). Beyond
-   * [[problems]], dynamic allocation: it removes idle executors on purpose, and a default must not
-   * change what happens to their outputs.
+   * [[problems]], dynamic allocation (it removes idle executors on purpose, and a default must not
+   * change what happens to their outputs) and local mode (nothing to adopt in one JVM).
    */
   def autoOffReasons(get: String => Option[String]): Seq[String] = {
     val dynamic = "spark.dynamicAllocation.enabled"
-    problems(get) ++ (if (isTrue(get(dynamic))) Seq(s"$dynamic=true: executors are removed on purpose") else Nil)
+    val master = get("spark.master").map(_.trim).getOrElse("")
+    val local = master == "local" || master.startsWith("local[")
+    problems(get) ++
+      (if (isTrue(get(dynamic))) Seq(s"$dynamic=true: executors are removed on purpose") else Nil) ++
+      (if (local) Seq(s"spark.master=$master: the executor is the driver's own JVM, never lost alone") else Nil)
   }
 
   /** Whether this application retains: `true`, or `auto` where [[autoOffReasons]] is empty. */

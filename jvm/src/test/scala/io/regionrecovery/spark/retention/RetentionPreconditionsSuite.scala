@@ -66,6 +66,11 @@ class RetentionPreconditionsSuite extends AnyFunSuite {
     assert(RetentionPreconditions.autoOffReasons(dynamic.get) == Seq(
       "spark.dynamicAllocation.enabled=true: executors are removed on purpose"))
     assert(RetentionPreconditions.problems(dynamic.get).isEmpty, "with true, dynamic allocation is the user's call")
+    Seq("local", "local[2]", "local[*]").foreach { m =>
+      assert(!retains(ours + (k -> "auto") + ("spark.master" -> m)), m)
+    }
+    assert(retains(ours + (k -> "auto") + ("spark.master" -> "local-cluster[2,1,1024]")))
+    assert(retains(ours + (k -> "auto") + ("spark.master" -> "spark://127.0.0.2:7077")))
   }
 
   test("the refusal names the retention key and every bad setting") {

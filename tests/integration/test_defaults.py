@@ -135,3 +135,47 @@ def test_dynamic_allocation_keeps_default_retention_off_and_the_application_star
     )
     summary = _summary(done)
     assert summary["status"]["retained_app_dir"] is None and summary["ledger"] is None
+
+
+def test_spark_defaults_conf_list_values_are_extended_not_replaced(tmp_path):
+    """A real spark-defaults.conf (SPARK_CONF_DIR) with cluster-wide list values: the session has both."""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.sql.extensions com.example.ClusterWideExtension\n"
+        "spark.driver.extraClassPath /opt/cluster/lib/*\n"
+        "spark.executor.extraClassPath /opt/cluster/lib/*\n"
+        "spark.regionRecovery.retained.maxBytes 1g\n"
+    )
+    done = run_python(
+        """
+        import json, sys
+        sys.path.insert(0, "tests/integration")
+        from sparkcluster import base_builder
+        import region_recovery
+        spark = region_recovery.configure(base_builder("defaults-conf-merge")).getOrCreate()
+        rr = region_recovery.RegionRecovery.attach(spark)
+        df = spark.range(100)
+        assert df.groupBy((df.id % 3).alias("k")).count().count() == 3
+        conf = dict(spark.sparkContext.getConf().getAll())
+        keys = ["spark.sql.extensions", "spark.driver.extraClassPath", "spark.executor.extraClassPath",
+                "spark.regionRecovery.retained.maxBytes", "spark.regionRecovery.retained.enabled"]
+        print("SUMMARY " + json.dumps({"conf": {k: conf.get(k) for k in keys}, "ledger": rr.retained_ledger()}))
+        rr.detach()
+        spark.stop()
+        """,
+        env={"SPARK_CONF_DIR": str(conf_dir)},
+        timeout=300,
+    )
+    summary = _summary(done)
+    conf = summary["conf"]
+    assert conf["spark.sql.extensions"].split(",") == [
+        "com.example.ClusterWideExtension",
+        "io.regionrecovery.spark.sql.RegionRecoverySqlExtension",
+    ]
+    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+        entries = conf[key].split(os.pathsep)
+        assert entries[0] == "/opt/cluster/lib/*" and entries[-1].endswith(".jar"), conf[key]
+    assert conf["spark.regionRecovery.retained.maxBytes"] == "1g", "the file's cap, not configure()'s"
+    assert conf["spark.regionRecovery.retained.enabled"] == "auto"
+    assert summary["ledger"]["max_bytes_per_host"] == 1 << 30

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 import region_recovery
 from region_recovery._version import __version__
 from region_recovery.errors import JarNotFoundError, SparkConnectNotSupportedError
-from region_recovery.jvm import packaging
+from region_recovery.jvm import inherited_conf, packaging
 from region_recovery.jvm.packaging import (
     DEFAULT_RETAINED_CAP,
     JAR_ENV,
@@ -56,9 +56,12 @@ def _child_pids() -> set:
 
 
 @pytest.fixture(autouse=True)
-def _no_connect_env(monkeypatch):
-    for key in ("SPARK_REMOTE", "MASTER", "SPARK_CONNECT_MODE_ENABLED"):
+def _no_connect_env(monkeypatch, tmp_path):
+    for key in ("SPARK_REMOTE", "MASTER", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
         monkeypatch.delenv(key, raising=False)
+    # nothing inherited unless a test says so: no defaults file, no gateway an earlier test left
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no-conf"))
+    monkeypatch.setattr(inherited_conf, "_running_jvm_properties", dict)
 
 
 @pytest.fixture
@@ -348,3 +351,79 @@ def test_spark_remote_env_is_refused(jar, monkeypatch):
     monkeypatch.setenv("SPARK_REMOTE", "sc://localhost:15002")
     with pytest.raises(SparkConnectNotSupportedError):
         configure(SparkSession.builder.appName("x"))
+
+
+# ---- settings beneath the builder (spark-defaults.conf, spark-submit --conf) ----------------------
+
+
+def test_cluster_wide_list_values_are_extended_not_replaced(jar, tmp_path, monkeypatch):
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "# cluster-wide\n"
+        "spark.sql.extensions   io.delta.sql.DeltaSparkSessionExtension\n"
+        "spark.plugins=com.example.ClusterPlugin\n"
+        "spark.driver.extraClassPath: /opt/cluster/lib/*\n"
+        "spark.regionRecovery.retained.enabled false\n"
+    )
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    opts = configure(builder())._options
+    assert opts["spark.sql.extensions"] == f"io.delta.sql.DeltaSparkSessionExtension,{SQL_EXTENSION_CLASS}"
+    assert opts["spark.plugins"] == f"com.example.ClusterPlugin,{PLUGIN_CLASS}"
+    assert opts["spark.driver.extraClassPath"] == f"/opt/cluster/lib/*{os.pathsep}{jar}"
+    assert RETAINED_KEY not in opts, "a cluster-wide choice is not overridden by configure()'s default"
+
+
+def test_submit_args_conf_and_flags_are_merged_and_the_builder_wins(jar, tmp_path, monkeypatch):
+    props = tmp_path / "job.properties"
+    props.write_text("spark.sql.extensions=com.example.FromFile\n")
+    monkeypatch.setenv(
+        "PYSPARK_SUBMIT_ARGS",
+        f"--properties-file {props} --conf spark.plugins=com.example.Submitted -c 'spark.jars=/a b.jar' "
+        "--packages org.example:lib:1.0 pyspark-shell",
+    )
+    opts = configure(builder().config("spark.plugins", "com.example.OnBuilder"))._options
+    assert opts["spark.sql.extensions"] == f"com.example.FromFile,{SQL_EXTENSION_CLASS}"
+    assert opts["spark.plugins"] == f"com.example.OnBuilder,{PLUGIN_CLASS}", "the builder's value wins"
+    assert opts["spark.jars"] == f"/a b.jar,{jar}"
+    assert "spark.jars.packages" not in opts, "not ours to set without use_packages"
+
+
+def test_a_shuffle_io_plugin_set_in_the_defaults_file_gets_the_warning(jar, tmp_path, monkeypatch, caplog):
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(f"{SHUFFLE_IO_KEY} com.example.RemoteShuffleDataIO\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    with caplog.at_level(logging.WARNING, logger="region_recovery"):
+        opts = configure(builder())._options
+    assert SHUFFLE_IO_KEY not in opts
+    assert any("com.example.RemoteShuffleDataIO" in r.getMessage() for r in caplog.records)
+
+
+def test_a_running_jvm_s_system_properties_are_merged(jar, monkeypatch):
+    monkeypatch.setattr(inherited_conf, "_running_jvm_properties", lambda: {"spark.plugins": "com.example.P"})
+    assert configure(builder())._options["spark.plugins"] == f"com.example.P,{PLUGIN_CLASS}"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a 1\nb=2\nc:3\n", {"a": "1", "b": "2", "c": "3"}),
+        ("# comment\n! also\n\n  k   =  v w  \n", {"k": "v w"}),
+        ("k first \\\n   second\n", {"k": "first second"}),
+        ("key\n", {"key": ""}),
+    ],
+)
+def test_properties_are_read_as_java_reads_them(text, expected):
+    assert inherited_conf.parse_properties(text) == expected
+
+
+def test_a_defaults_path_that_is_no_file_is_skipped_bad_submit_args_warn(jar, tmp_path, monkeypatch, caplog):
+    conf_dir = tmp_path / "conf"
+    (conf_dir / "spark-defaults.conf").mkdir(parents=True)  # a directory where the file should be
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    assert configure(builder())._options["spark.plugins"] == PLUGIN_CLASS
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf 'unterminated")
+    with caplog.at_level(logging.WARNING, logger="region_recovery"):
+        configure(builder())
+    assert any("PYSPARK_SUBMIT_ARGS cannot be split" in r.getMessage() for r in caplog.records)

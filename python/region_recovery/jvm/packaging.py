@@ -12,6 +12,7 @@ import os
 
 from .._version import __version__
 from ..errors import JarNotFoundError
+from .inherited_conf import inherited_settings
 
 log = logging.getLogger("region_recovery")
 
@@ -115,8 +116,9 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
 def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
     """Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings to a SparkSession.Builder.
 
-    Settings the user already made are left alone; list-valued keys (spark.plugins, spark.jars,
-    class paths) get our entry appended. Unless set, retained outputs are ``auto`` (hard links only,
+    Settings the user already made, on the builder or beneath it (spark-defaults.conf, spark-submit's
+    --conf: see inherited_conf), are left alone; list-valued keys (spark.plugins, spark.jars,
+    spark.sql.extensions, class paths) get our entry appended to their effective value. Unless set, retained outputs are ``auto`` (hard links only,
     off where a copy would be needed) with a cap of ``DEFAULT_RETAINED_CAP`` per host. Returns the
     same builder, for chaining.
     """
@@ -130,7 +132,9 @@ def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
             "configure() was given a Spark Connect builder: the plugin must be configured on the Connect "
             "server (spark.plugins=" + PLUGIN_CLASS + "), and the Python controller needs a classic session"
         )
-    existing = {k: str(v) for k, v in options.items()}
+    # what Spark applies beneath the builder (spark-defaults.conf, --conf): a list-valued key set on the
+    # builder replaces it, so ours is appended to the effective value, not to the builder's alone
+    existing = {**inherited_settings(), **{k: str(v) for k, v in options.items()}}
     for key, value in spark_settings(existing, use_packages=use_packages, shuffle_io=shuffle_io).items():
         builder.config(key, value)
     return builder

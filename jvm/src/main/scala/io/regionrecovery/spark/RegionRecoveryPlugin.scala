@@ -41,7 +41,13 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     else if (RetentionPreconditions.isAuto(get) && !RetentionPreconditions.retains(get))
       logInfo(s"region-recovery: retained shuffle outputs stay off (${ConfigKeys.RetainedEnabled.name}=auto): " +
         RetentionPreconditions.autoOffReasons(get).mkString("; "))
-    val retained = RetentionPreconditions.retains(get)
+    lazy val rootProblem = RetainedStore.rootProblem(RetainedStore.root(ConfigKeys.RetainedDir.read(get)))
+    if (RetentionPreconditions.retains(get) && rootProblem.nonEmpty) {
+      if (!RetentionPreconditions.isAuto(get)) throw new IllegalArgumentException(rootProblem.get)
+      logInfo(s"region-recovery: retained shuffle outputs stay off (${ConfigKeys.RetainedEnabled.name}=auto): " +
+        rootProblem.get)
+    }
+    val retained = RetentionPreconditions.retains(get) && rootProblem.isEmpty
     state = CurrentApplication.startForPlugin(sc)
     var extraConf: JMap[String, String] = Collections.emptyMap()
     if (retained) {

@@ -107,8 +107,9 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
       val refused = ExecutorSide.askCommit(report)
       if (refused != null) throw ChangeGuard.refusal(refused, if (tc == null) 0 else tc.partitionId())
     } else ExecutorSide.send(report)
-    // Retain before the task reports success: if this fails the map task fails with the reason, and
-    // the output is never registered without its retained copy.
+    // Retain before the task reports success, so the copy exists before Spark can register the output.
+    // An output that cannot be retained (full disk) is registered without a copy: on the executor's
+    // loss nothing adopts it, so it is unregistered and recomputed, as in plain Spark.
     val agent = RetentionAgent.current
     val retained = if (agent == null) None else Some(agent.retain(shuffleId, mapId))
     retained.foreach { case (files, bytes) =>

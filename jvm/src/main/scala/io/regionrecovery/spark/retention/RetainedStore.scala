@@ -29,6 +29,28 @@ object RetainedStore {
     else Paths.get(System.getProperty("java.io.tmpdir"),
       "spark-region-recovery-retained-" + System.getProperty("user.name", "user")).toAbsolutePath.normalize()
 
+  /**
+   * Why `root` may not be the retained root, or None. The plugin deletes below its root, so the root
+   * must be a real directory of this process's user (or not exist yet; it is then created 0700): a
+   * symbolic link could point deletions anywhere, and another user's directory is not ours to fill
+   * or empty.
+   */
+  def rootProblem(root: Path): Option[String] = {
+    val key = ConfigKeys.RetainedDir.name
+    if (Files.isSymbolicLink(root))
+      Some(s"$key=$root is a symbolic link (to ${Files.readSymbolicLink(root)}): refused, because the plugin " +
+        s"deletes below its root; give the real directory")
+    else if (!Files.exists(root, LinkOption.NOFOLLOW_LINKS)) None
+    else if (!Files.isDirectory(root, LinkOption.NOFOLLOW_LINKS)) Some(s"$key=$root is not a directory")
+    else {
+      val owner = Files.getOwner(root, LinkOption.NOFOLLOW_LINKS).getName
+      val me = System.getProperty("user.name")
+      if (owner != me) Some(s"$key=$root is owned by $owner, not by $me who runs Spark: refused, because the " +
+        s"plugin creates and deletes files below it; give a directory of $me or one that does not exist yet")
+      else None
+    }
+  }
+
   /** The name Spark gives a map output's files, before the extension. */
   def fileBase(shuffleId: Int, mapId: Long): String = s"shuffle_${shuffleId}_${mapId}_0"
 

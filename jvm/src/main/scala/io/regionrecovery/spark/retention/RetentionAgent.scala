@@ -38,9 +38,17 @@ object RetentionAgent extends Logging {
       else if (problems.nonEmpty) {
         logError(s"region-recovery: executor $executorId retains nothing: ${RetentionPreconditions.refusal(problems)}")
         None
+      } else if ((incarnation == null || incarnation.isEmpty) && auto) {
+        logInfo(s"region-recovery: executor $executorId retains nothing: the driver keeps retention off " +
+          s"(${ConfigKeys.RetainedEnabled.name}=auto; the driver's log says why)")
+        None
       } else if (incarnation == null || incarnation.isEmpty) {
         logError(s"region-recovery: executor $executorId retains nothing: the driver plugin handed it no " +
           s"incarnation token (is io.regionrecovery.spark.RegionRecoveryPlugin in spark.plugins on the driver?)")
+        None
+      } else if (RetainedStore.rootProblem(root).nonEmpty) {
+        val why = s"region-recovery: executor $executorId retains nothing: ${RetainedStore.rootProblem(root).get}"
+        if (auto) logInfo(why) else logError(why)
         None
       } else if (linkProblem.nonEmpty) {
         logInfo(s"region-recovery: executor $executorId retains nothing (${ConfigKeys.RetainedEnabled.name}=auto " +
@@ -245,10 +253,27 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       if (!Files.isDirectory(store.appDir(appKey))) Files.deleteIfExists(store.leaseFile(appKey))
   }
 
-  /** Retains a map output this executor just committed; returns (files, bytes). */
+  private val notRetained = new java.util.concurrent.atomic.AtomicLong()
+
+  /**
+   * Retains a map output this executor just committed; returns (files, bytes), (0, 0) when it could
+   * not be retained (a full disk, a failed link in link-only mode). The task still succeeds: an
+   * output without a retained copy is registered like any output of plain Spark, and if this
+   * executor is lost, no adopter finds its files, so it is unregistered and recomputed. Logged at
+   * WARN the first time and at every power of two after, with the count.
+   */
   def retain(shuffleId: Int, mapId: Long): (Int, Long) = {
     val (data, index, checksum) = SparkInternals.shuffleFiles(shuffleId, mapId)
-    store.retain(appKey, executorId, RetainedStore.fileBase(shuffleId, mapId), Seq(data, index, checksum))
+    try store.retain(appKey, executorId, RetainedStore.fileBase(shuffleId, mapId), Seq(data, index, checksum))
+    catch {
+      case e: IOException =>
+        val n = notRetained.incrementAndGet()
+        if ((n & (n - 1)) == 0)
+          logWarning(s"region-recovery: map output $mapId of shuffle $shuffleId is not retained (the task " +
+            s"succeeds; if executor $executorId is lost, Spark recomputes it): ${e.getMessage} [$n outputs not " +
+            s"retained on this executor so far]")
+        (0, 0L)
+    }
   }
 
   /** The agent's RPC endpoint: anything but an [[AgentRequest]] is a bug on the sender's side. */

@@ -139,6 +139,26 @@ class RetainedStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("a root that is a symbolic link, not a directory, or another user's is refused; a missing one is fine") {
+    withRoot { (root, _) =>
+      val base = Files.createDirectories(root.getParent.resolve("roots"))
+      assert(RetainedStore.rootProblem(base.resolve("not-yet")).isEmpty)
+      val mine = Files.createDirectories(base.resolve("mine"))
+      assert(RetainedStore.rootProblem(mine).isEmpty)
+      val link = Files.createSymbolicLink(base.resolve("link"), mine)
+      assert(RetainedStore.rootProblem(link).exists(p =>
+          p.contains("symbolic link") &&
+            p.contains("spark.regionRecovery.retained.dir") && p.contains(mine.toString)))
+      val file = Files.write(base.resolve("file"), Array[Byte](1))
+      assert(RetainedStore.rootProblem(file).exists(_.contains("is not a directory")))
+      val nobody = scala.util.Try(root.getFileSystem.getUserPrincipalLookupService.lookupPrincipalByName("nobody"))
+      assume(System.getProperty("user.name") == "root" && nobody.isSuccess, "giving a directory away needs root")
+      val foreign = Files.createDirectories(base.resolve("foreign"))
+      Files.setOwner(foreign, nobody.get)
+      assert(RetainedStore.rootProblem(foreign).exists(p => p.contains("is owned by nobody, not by root")))
+    }
+  }
+
   test("releaseOutputs deletes exactly the named outputs of one executor") {
     withRoot { (root, store) =>
       val bm = root.getParent.resolve("bm")

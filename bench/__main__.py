@@ -1,4 +1,5 @@
-"""python -m bench run SCENARIO|all [--scale small|medium] [--out FILE] [--master URL]; python -m bench plot|table"""
+"""python -m bench run SCENARIO|all [--scale small|medium] [--out FILE] [--master URL]; python -m bench plot|table;
+python -m bench chaos --runs N --seed S [--only INDEX] [--out FILE]"""
 
 from __future__ import annotations
 
@@ -19,7 +20,17 @@ def main(argv=None) -> int:
     r.add_argument("--out", help="result file (one scenario) or directory (all); default bench/results/")
     sub.add_parser("plot", help="draw bench/results/*.json as PNG charts in bench/results/")
     sub.add_parser("table", help="print bench/results/*.json as a Markdown table")
+    c = sub.add_parser("chaos", help="the randomized fault campaign (bench/chaos.py)")
+    c.add_argument("--runs", type=int, default=50)
+    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--only", type=int, help="replay one trial of the seed by its index")
+    c.add_argument("--out", help="result file; default bench/results/chaos-seed<S>-<N>runs.json")
     args = p.parse_args(argv)
+    if args.cmd == "chaos":
+        from . import chaos
+
+        summary = chaos.campaign(args.runs, args.seed, args.only, args.out)["summary"]
+        return 0 if summary["passed"] == summary["runs"] else 1
     if args.cmd == "table":
         from . import table
 

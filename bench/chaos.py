@@ -46,7 +46,7 @@ def draw_trial(seed: int, index: int) -> dict:
     kinds = [k for k in FAULTS if retention != "false" or not k.endswith("-retained")]
     faults = []
     for kind in rng.sample(kinds, rng.choice((1, 1, 2))):
-        fault: dict = {"kind": kind, "at_s": round(rng.uniform(0.5, 6.0), 2)}
+        fault: dict = {"kind": kind, "at_s": round(rng.uniform(0.5, 4.0), 2)}
         if kind == "sigstop":
             fault["frozen_s"] = round(rng.uniform(14.0, 20.0), 1)  # past the 10 s network timeout
         faults.append(fault)
@@ -55,7 +55,7 @@ def draw_trial(seed: int, index: int) -> dict:
         "index": index,
         "api": rng.choice(("rdd", "df")),
         "ops": [rng.choice(OPS) for _ in range(rng.randint(1, 4))],
-        "slow_ms": rng.choice((200, 500, 1000)),
+        "slow_ms": rng.choice((500, 1000, 1500)),
         "retention": retention,
         "release": rng.choice(RELEASE),
         "cap": rng.choice(("0", "0", "64k")),
@@ -147,6 +147,11 @@ def summarize(records: list[dict]) -> dict:
         "orphaned_bytes": sum(r["orphaned_bytes"] for r in records),
         "outside_root_deleted": sum(1 for r in records if not r["outside_root_intact"]),
         "driver_kills": sum(1 for r in records if r.get("driver_killed")),
+        "faults_scheduled": sum(len(r["spec"]["faults"]) for r in records),
+        # a fault lands when the action is still running at its time (and, for a retained file, one exists)
+        "faults_landed": sum(
+            sum(1 for f in r.get("fired") or [] if ":" not in f) + (1 if r.get("driver_killed") else 0) for r in records
+        ),
         "faults": dict(sorted(kinds.items())),
         "failed_trials": [r["spec"]["index"] for r in records if not r["passed"]],
     }

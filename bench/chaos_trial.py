@@ -57,10 +57,13 @@ def build_session(spec: dict, workdir: Path, app_name: str):
     return region_recovery.configure(b).getOrCreate()
 
 
-def pipeline(spark, spec: dict, fail_first: list[bool]):
-    """The trial's pipeline as a fresh lineage (new shuffles each call); returns a zero-argument action."""
+def pipeline(spark, spec: dict, fail_first: list[bool], paced: bool = True):
+    """The trial's pipeline as a fresh lineage (new shuffles each call); returns a zero-argument action.
+
+    Paced: each partition of each stage pauses `slow_ms` first, so that the faults land while it runs
+    (the oracle run is not paced)."""
     sc = spark.sparkContext
-    slow_ms = spec["slow_ms"]
+    slow_ms = spec["slow_ms"] if paced else 0
 
     def slow(index, rows):  # nested functions: pickled by value, executors need not import bench
         time.sleep(slow_ms / 1000.0)
@@ -98,7 +101,12 @@ def pipeline(spark, spec: dict, fail_first: list[bool]):
 
     from pyspark.sql import functions as F
 
-    df = spark.range(N_ROWS).select((F.col("id") % KEYS).alias("k"), F.col("id").alias("v"))
+    def slow_batches(batches):  # one pause per partition, before its rows: the stage takes long enough
+        time.sleep(slow_ms / 1000.0)
+        yield from batches
+
+    df = spark.range(0, N_ROWS, 1, 6).select((F.col("id") % KEYS).alias("k"), F.col("id").alias("v"))
+    df = df.mapInPandas(slow_batches, df.schema)
     dim = spark.range(KEYS).select(F.col("id").alias("k"), (F.col("id") * 7).alias("w"))
     for op in spec["ops"]:
         if op == "agg":
@@ -109,6 +117,7 @@ def pipeline(spark, spec: dict, fail_first: list[bool]):
             df = df.orderBy("k", "v")
         elif op == "random":
             df = df.repartition(4, F.rand())
+        df = df.mapInPandas(slow_batches, df.schema)
 
     def action():
         rows = df.rdd.mapPartitionsWithIndex(fail_partition_zero if fail_first[0] else pass_through)
@@ -132,10 +141,12 @@ class Faults:
         self.fired: list[str] = []
         self.frozen: list[int] = []
         self._timers: list[threading.Timer] = []
+        self._stopped = False
 
     def start(self) -> None:
         for fault in self.spec["faults"]:
-            if fault["kind"] in ("task-failure", "driver-kill-after"):
+            if fault["kind"] == "task-failure":  # the pipeline's first run fails partition 0: always lands
+                self.fired.append("task-failure")
                 continue
             t = threading.Timer(fault["at_s"], self._fire, args=(fault,))
             t.daemon = True
@@ -156,7 +167,11 @@ class Faults:
                 self.frozen.append(pid)
                 threading.Timer(fault["frozen_s"], procs.thaw_and_kill, args=(pid,)).start()
             elif kind in ("delete-retained", "corrupt-retained"):
-                data = sorted(self.root.rglob("*.data")) if self.root.exists() else []
+                deadline = time.monotonic() + 10  # the first outputs may not be committed yet
+                data: list[Path] = []
+                while not data and time.monotonic() < deadline and not self._stopped:
+                    data = sorted(self.root.rglob("*.data")) if self.root.exists() else []
+                    time.sleep(0.2)
                 if not data:
                     self.fired.append(f"{kind}: no retained file yet")
                     return
@@ -181,6 +196,7 @@ class Faults:
             self.fired.append(f"{kind}: {e}")
 
     def stop(self) -> None:
+        self._stopped = True
         for t in self._timers:
             t.cancel()
         for pid in self.frozen:
@@ -196,7 +212,7 @@ def run(spec: dict, workdir: Path, successor: bool) -> dict:
     faults = None
     try:
         rr = RegionRecovery.attach(spark)
-        expected = pipeline(spark, spec, [False])()
+        expected = pipeline(spark, spec, [False], paced=False)()
         fail_first = [any(f["kind"] == "task-failure" for f in spec["faults"]) and not successor]
         action = pipeline(spark, spec, fail_first)
         if not successor:

@@ -69,6 +69,11 @@ def test_a_full_retained_disk_retains_what_fits_and_the_job_succeeds(cluster, sm
     (shuffle,) = c.model.shuffles.values()
     retained = [o for o in shuffle.outputs.values() if o.retained_bytes]
     assert 1 <= len(retained) < 8, f"some outputs fit, the rest did not: {len(retained)} of 8 retained"
+    root = small_tmpfs / "retained"
+    modes = {p: oct(p.stat().st_mode & 0o777) for p in root.rglob("*") if not p.name.endswith(".lease")}
+    assert modes and all(m == ("0o700" if p.is_dir() else "0o600") for p, m in modes.items()), (
+        f"owner-only: directories 0700, copies 0600: {modes}"
+    )
     logs = _executor_logs(c.sc.applicationId)
     assert "is not retained (the task succeeds" in logs and "disk full" in logs, logs[-3000:]
     used = os.statvfs(small_tmpfs)

@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 JOB = "nightly"
 CRASH_SLOW = "6"  # seconds per batch of the slow step while a crash is staged: room to kill the driver
+LEASE = "--conf=spark.regionRecovery.retained.leaseTimeout=2s"  # short: only job recovery's keep protects files
 
 
 class Workspace:
@@ -36,6 +37,7 @@ class Workspace:
         self.data = data or root / "data"
         self.store = root / "store"
         self.retained = root / "retained"
+        self.killed_at: float | None = None  # when crash_after last killed the driver
         if data is None:
             batch_job.generate(self.data)
 
@@ -45,6 +47,7 @@ class Workspace:
         other = Workspace(root, self.data)
         shutil.copytree(self.store, other.store)
         shutil.copytree(self.retained, other.retained)
+        other.killed_at = self.killed_at
         return other
 
     def args(self, out: str, extra: list[str]) -> list[str]:
@@ -69,14 +72,18 @@ class Workspace:
         replay = read_job(str(self.store), JOB)
         return sum(1 for e in replay.events if e.kind == "shuffle")
 
-    def crash_after(self, shuffles: int, extra: list[str] = ()) -> None:
-        """Starts the job and SIGKILLs its driver (Python process and JVM) once `shuffles` are recorded."""
+    def crash_after(self, shuffles: int, extra: list[str] = (), slow: str = CRASH_SLOW) -> None:
+        """Starts the job and SIGKILLs its driver (Python process and JVM) once `shuffles` are recorded.
+
+        `slow` is the slow step's sleep: the room to kill the driver before the third shuffle (the
+        repartition, whose identity includes it: a resubmission that recovers it must pass the same)."""
         pidfile = self.root / "pids.json"
         pidfile.unlink(missing_ok=True)
         before = self.shuffles_recorded() if self.store.exists() else 0
+        self.killed_at = None
         log = open(self.root / "crashed.log", "w")
         proc = subprocess.Popen(
-            self.args("out-crashed", ["--pidfile", str(pidfile), "--slow", CRASH_SLOW, *extra]), stdout=log, stderr=log
+            self.args("out-crashed", ["--pidfile", str(pidfile), "--slow", slow, *extra]), stdout=log, stderr=log
         )
         try:
             deadline = time.time() + 240
@@ -96,6 +103,7 @@ class Workspace:
                         except ProcessLookupError:
                             pass
                 proc.wait(timeout=30)
+                self.killed_at = time.time()
             log.close()
         # the executors notice their driver is gone and exit on their own; wait for them
         deadline = time.time() + 60
@@ -103,6 +111,7 @@ class Workspace:
             while time.time() < deadline and faults.is_running(pid, started):
                 time.sleep(0.2)
             faults.signal_if_same(pid, started)
+        assert self.killed_at is not None, "the job ended before its driver was killed: no crash was staged"
 
     def run(self, out: str, extra: list[str] = (), slow: str = "0") -> dict:
         report = self.root / f"{out}.json"
@@ -141,10 +150,22 @@ def ws(tmp_path):
 
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory) -> Workspace:
-    """One driver crash after two of three shuffles, shared: each test resubmits on its own copy."""
+    """One driver crash after two of three shuffles, shared: each test resubmits on its own copy. Its
+    retained files have a 2 s lease, so that after it only job recovery's keep protects them (test_kept_files_...).
+    Its users (and crashed_twice's) come first in this module: the files are kept for the recovery window only."""
     once = Workspace(tmp_path_factory.mktemp("crashed"))
-    once.crash_after(2)
+    once.crash_after(2, [LEASE])
     return once
+
+
+@pytest.fixture(scope="module")
+def crashed_twice(crashed, tmp_path_factory) -> Workspace:
+    """The shared crash resubmitted and crashed again while recovering, once it had recorded all three shuffles
+    (the repartition too), shared like `crashed`. The slow step does not sleep (no room is needed after the
+    third shuffle): a resubmission that recovers the repartition runs with --slow 0 as well."""
+    twice = crashed.copy_crash(tmp_path_factory.mktemp("crashed-twice"))
+    twice.crash_after(3, slow="0")
+    return twice
 
 
 @pytest.fixture
@@ -172,19 +193,6 @@ def test_a_resubmitted_job_reuses_the_shuffles_of_the_crashed_driver(after_crash
     # the job succeeded: the crashed application's retained files and the event store are gone
     assert not any((ws.retained / name).exists() for name in crashed_apps)
     assert not list((ws.store / JOB).glob("segment-*"))
-
-
-def test_a_changed_input_file_is_recomputed_the_rest_reused(ws):
-    ws.crash_after(2)
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.table({"k": [0, 1, 2], "w": [7, 8, 9]}), ws.data / "b" / "part-0.parquet")
-    report = ws.run("out")
-    assert ws.result("out") == batch_job.expected(ws.data, 100)
-    by = _decisions(report)
-    assert [d["reason"] for d in by.get("recomputed", [])] == ["input_changed"], report["job_recovery"]
-    assert len(by.get("recovered", [])) == 1
 
 
 def test_a_changed_filter_constant_recomputes_that_shuffle(after_crash):
@@ -257,30 +265,12 @@ def test_a_corrupt_earlier_record_runs_the_job_as_new(after_crash):
     assert ws.result("out") == batch_job.expected(ws.data, 100)
 
 
-def test_a_list_input_is_refused_and_a_second_crash_recovers_again(ws):
-    ws.crash_after(1, ["--from-list"])  # A's aggregation is never recorded
-    report = ws.run("out", ["--from-list"])
-    by = _decisions(report)
-    assert any(d["reason"] == "rdd_scan" for d in by.get("refused", [])), report["job_recovery"]
-    assert ws.result("out") == batch_job.expected(ws.data, 100)
-
-    ws.crash_after(2)  # crashed once ...
-    ws.crash_after(3)  # ... and again while recovering (the repartition recorded this time)
-    # the same script: the slow step's closure (its sleep time) is part of the repartition's identity
-    report = ws.run("out2", slow=CRASH_SLOW)
-    by = _decisions(report)
-    assert len(by.get("recovered", [])) == 3, report["job_recovery"]
-    assert report["job_recovery"]["segments_replayed"] == 2
-    assert ws.result("out2") == batch_job.expected(ws.data, 100)
-
-
-def test_kept_files_survive_another_application_and_a_second_driver_is_refused(ws):
-    lease = "--conf=spark.regionRecovery.retained.leaseTimeout=2s"  # the lease alone would not protect them
-    ws.crash_after(2, [lease])
-    time.sleep(3)
+def test_kept_files_survive_another_application_and_a_second_driver_is_refused(after_crash):
+    ws = after_crash  # crashed with a 2 s lease: the lease alone would not protect its files
+    time.sleep(max(0.0, ws.killed_at + 3 - time.time()))  # the lease has run out
     other = ws.root / "other"
     done = subprocess.run(
-        [*ws.args("out-other", ["--slow", "0", lease]), "--job-id", "another-job", "--store", str(other)],
+        [*ws.args("out-other", ["--slow", "0", LEASE]), "--job-id", "another-job", "--store", str(other)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -308,6 +298,59 @@ def test_kept_files_survive_another_application_and_a_second_driver_is_refused(w
     # the first driver recovered both shuffles the crashed one left, although another application had run
     assert len(_decisions(json.loads(report.read_text()))["recovered"]) == 2
     assert ws.result("out-first") == batch_job.expected(ws.data, 100)
+
+
+def test_a_second_crash_while_recovering_recovers_again(crashed_twice, tmp_path):
+    ws = crashed_twice.copy_crash(tmp_path)  # crashed once, and again while recovering (the repartition recorded)
+    # the same script: the slow step's closure (its sleep time, 0 in the second crash) is part of the
+    # repartition's identity
+    report = ws.run("out2", slow="0")
+    by = _decisions(report)
+    assert len(by.get("recovered", [])) == 3, report["job_recovery"]
+    assert report["job_recovery"]["segments_replayed"] == 2
+    assert ws.result("out2") == batch_job.expected(ws.data, 100)
+
+
+def test_a_shuffle_over_shuffles_is_recovered_whole_or_recomputed_whole(crashed_twice, tmp_path):
+    ws = crashed_twice.copy_crash(tmp_path)  # the repartition recorded by the second crash
+    records = [e.payload for e in read_job(str(ws.store), JOB).events if e.kind == "shuffle"]
+    (third,) = [r for r in records if "sa" in r["description"]]  # the repartition reads the join of two shuffles
+    assert third["split_signature"] is None
+    victim = third["outputs"][0]
+    index = (
+        ws.retained
+        / victim["app_key"]
+        / victim["executor_id"]
+        / f"shuffle_{third['shuffle_id']}_{victim['map_id']}_0.index"
+    )
+    index.unlink()
+    report = ws.run("out", slow="0")  # the second crash's: the repartition's identity is the same
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    by = _decisions(report)
+    assert len(by["recovered"]) == 2 and all(d["maps_recomputed"] == 0 for d in by["recovered"])
+    (whole,) = by["recomputed"]
+    assert whole["reason"] == "partial_not_allowed" and whole["maps_recovered"] == 0, whole
+
+
+def test_a_changed_input_file_is_recomputed_the_rest_reused(ws):
+    ws.crash_after(2)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"k": [0, 1, 2], "w": [7, 8, 9]}), ws.data / "b" / "part-0.parquet")
+    report = ws.run("out")
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    by = _decisions(report)
+    assert [d["reason"] for d in by.get("recomputed", [])] == ["input_changed"], report["job_recovery"]
+    assert len(by.get("recovered", [])) == 1
+
+
+def test_a_list_input_is_refused(ws):
+    ws.crash_after(1, ["--from-list"])  # A's aggregation is never recorded
+    report = ws.run("out", ["--from-list"])
+    by = _decisions(report)
+    assert any(d["reason"] == "rdd_scan" for d in by.get("refused", [])), report["job_recovery"]
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
 
 
 def test_after_the_window_the_job_runs_as_new(ws):
@@ -353,24 +396,3 @@ def test_settings_that_refuse_job_recovery_say_why(tmp_path):
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("JOB_RECOVERY=")]
     status = json.loads(line.removeprefix("JOB_RECOVERY="))
     assert status["enabled"] is False and "spark.io.encryption.enabled=true" in status["refused"]
-
-
-def test_a_shuffle_over_shuffles_is_recovered_whole_or_recomputed_whole(ws):
-    ws.crash_after(3)
-    records = [e.payload for e in read_job(str(ws.store), JOB).events if e.kind == "shuffle"]
-    (third,) = [r for r in records if "sa" in r["description"]]  # the repartition reads the join of two shuffles
-    assert third["split_signature"] is None
-    victim = third["outputs"][0]
-    index = (
-        ws.retained
-        / victim["app_key"]
-        / victim["executor_id"]
-        / f"shuffle_{third['shuffle_id']}_{victim['map_id']}_0.index"
-    )
-    index.unlink()
-    report = ws.run("out", slow=CRASH_SLOW)
-    assert ws.result("out") == batch_job.expected(ws.data, 100)
-    by = _decisions(report)
-    assert len(by["recovered"]) == 2 and all(d["maps_recomputed"] == 0 for d in by["recovered"])
-    (whole,) = by["recomputed"]
-    assert whole["reason"] == "partial_not_allowed" and whole["maps_recovered"] == 0, whole

@@ -51,7 +51,7 @@ class RegionRecovery:
         ) and packaging.QUERY_LISTENER_CLASS in conf.get("spark.sql.queryExecutionListeners", "")
         # Built here so that bad spark.regionRecovery.* settings fail attach(), not a later restart.
         self.controller = Controller(self, conf)
-        self.recovery_decisions = DecisionRecorder(self.model, self.controller.config)
+        self.recovery_decisions = DecisionRecorder(self.model, self.controller.config, publish=self.publish_ui)
         self._drain.subscribe(self.recovery_decisions.on_batch)
         # The driver JVM decides about changed outputs when the plugin's guard is on; Python records.
         status = json.loads(state.statusJson())
@@ -238,6 +238,15 @@ class RegionRecovery:
     def subscribe(self, callback: Callable[[Batch], None]) -> None:
         """Calls callback(batch) on the drain thread after each batch is applied to the model."""
         self._drain.subscribe(callback)
+
+    def publish_ui(self, kind: str, record: dict) -> None:
+        """Posts a record (a closed recovery decision, a restart attempt or decision) to the driver JVM,
+        as an event for the Spark UI's Recovery tab and the event log. Never raises: the tab is only
+        a view, recovery goes on without it."""
+        try:
+            self._bridge.postUiEvent(self._sc._jsc.sc(), kind, json.dumps(record, default=str))
+        except Exception as e:  # noqa: BLE001 - a stopped JVM, an old jar without the method
+            log.debug("region-recovery: %s record not posted to the Spark UI: %s", kind, e)
 
     # ---- queries -------------------------------------------------------------------------
     def status(self) -> dict:

@@ -253,8 +253,16 @@ class _Run:
             refused,
         )
 
+    def _publish(self, kind: str, record: dict) -> None:
+        """To the Spark UI's Recovery tab, through the driver JVM (a session without one: nothing)."""
+        publish = getattr(self.c.rr, "publish_ui", None)
+        if publish is not None:
+            publish(kind, {"run": self.record.name, **record})
+
     def end(self, number: int, exc: BaseException | None) -> bool:
         self.record.attempts.append(self._attempt_record(number, exc))
+        attempt = self.record.attempts[-1]
+        self._publish("attempt", {**asdict(attempt), "map_tasks_saved": attempt.map_tasks_saved})
         if exc is None:
             self.record.succeeded = True
             self.done = True
@@ -295,6 +303,7 @@ class _Run:
             recomputed,
         )
         self.record.restart_decisions.append(decision)
+        self._publish("restart", asdict(decision))
         self.record.strategy = self.strategy.describe()
         if not handling.restart:
             self.done = True

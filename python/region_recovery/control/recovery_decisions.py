@@ -77,8 +77,9 @@ class RecoveryDecision:
 class DecisionRecorder:
     """Subscribed to the bridge: runs on the drain thread, after each batch is applied."""
 
-    def __init__(self, model: LiveModel, config: RecoveryConfig | None = None):
+    def __init__(self, model: LiveModel, config: RecoveryConfig | None = None, publish=None):
         self.model = model
+        self.publish = publish  # (kind, record) -> None: closed decisions go to the Spark UI's Recovery tab
         self.config = config or RecoveryConfig()
         self.failover_strategy = self.config.failover_strategy
         self.decisions: list[RecoveryDecision] = []
@@ -200,6 +201,8 @@ class DecisionRecorder:
         for d in self._active:
             if job_id in d.job_ids and not any(j in self._started for j in d.job_ids):
                 d.closed, d._topology = True, None
+                if self.publish is not None:
+                    self.publish("decision", d.to_dict())
         self._active = [d for d in self._active if not d.closed]
         for key in [k for k, d in self._open.items() if d.closed]:
             del self._open[key]

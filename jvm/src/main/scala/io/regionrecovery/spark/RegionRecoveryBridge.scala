@@ -39,6 +39,13 @@ object RegionRecoveryBridge {
       case None => "null"
     }
 
+  /**
+   * Posts a Python-side record (a recovery decision, a restart attempt) as an event for the Spark UI's
+   * Recovery tab and the event log; `json` is one JSON object.
+   */
+  def postUiEvent(sc: SparkContext, kind: String, json: String): Unit =
+    org.apache.spark.regionrecovery.ui.RecoveryUi.post(sc, kind, json)
+
   /** Waits until Spark's listener bus has delivered every event posted so far (tests, reports). */
   def waitForListeners(sc: SparkContext, timeoutMs: Long): Unit =
     org.apache.spark.regionrecovery.SparkInternals.waitUntilListenersIdle(sc, timeoutMs)

@@ -67,6 +67,11 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
         state.offer)
     }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
+    org.apache.spark.regionrecovery.ui.RecoveryUi.start(sc, CurrentApplication.QueueName,
+      Json.obj(
+        "version" -> Json.str(CurrentApplication.Version),
+        "retained" -> Json.str(ConfigKeys.RetainedEnabled.read(get)),
+        "retaining" -> retained.toString))
     logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +
       s"(event buffer ${state.capacity})")
     extraConf

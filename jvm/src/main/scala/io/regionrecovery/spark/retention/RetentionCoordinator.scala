@@ -11,6 +11,7 @@ import scala.util.control.NonFatal
 import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.{Relocation, SparkInternals}
+import org.apache.spark.regionrecovery.ui.{RecoveryUi, RecoveryUiEvent}
 
 import io.regionrecovery.spark._
 import io.regionrecovery.spark.config.ConfigKeys
@@ -53,8 +54,32 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   /** The last executor losses handled (timings in ms since Spark's removal event), as a JSON array. */
   def historyJson: String = history.asScala.mkString("[", ", ", "]")
 
+  @volatile private var lastRetainedPost = 0L
+
+  /**
+   * The ledger as a `retained` event for the Recovery tab and the event log: at most once a second
+   * from the commit path (each commit changes it), at once after a loss, a job's end and at the end.
+   */
+  private def postRetained(force: Boolean): Unit = {
+    val t = now
+    if (force || t - lastRetainedPost >= 1000) {
+      lastRetainedPost = t
+      RecoveryUi.post(sc, RecoveryUiEvent.Retained, ledgerJson)
+    }
+  }
+
   private def record(executorId: String, reason: String, lossTime: Long, startedAt: Long, askMs: Long,
       adopted: Int, unregistered: Int, adopter: String, adopterReason: String): Unit = {
+    RecoveryUi.post(sc, RecoveryUiEvent.ExecutorLost,
+      Json.obj(
+        "executor_id" -> Json.str(executorId),
+        "reason" -> Json.str(reason),
+        "adopter" -> Json.str(adopter),
+        "adopter_reason" -> Json.str(adopterReason),
+        "adopted" -> adopted.toString,
+        "unregistered" -> unregistered.toString,
+        "total_ms" -> (now - lossTime).toString))
+    postRetained(force = true)
     history.addLast(Json.obj(
         "executor_id" -> Json.str(executorId),
         "reason" -> Json.str(reason),
@@ -325,6 +350,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes,
         e.checksum)),
         s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
+    postRetained(force = false)
   }
 
   def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
@@ -338,6 +364,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   }
 
   def jobEnded(jobId: Int, succeeded: Boolean): Unit = onWorker("job end") {
+    postRetained(force = true)
     release(ledger.synchronized(ledger.jobEnded(jobId, succeeded)), s"job $jobId ended (${ledger.policy.name})")
   }
 
@@ -382,6 +409,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
    */
   def applicationEnding(): Unit = {
     if (stopped) return
+    postRetained(force = true)
     stopped = true
     worker.shutdown()
     worker.awaitTermination(RetentionProtocol.AskTimeoutMs, TimeUnit.MILLISECONDS)

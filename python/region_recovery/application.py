@@ -31,6 +31,21 @@ log = logging.getLogger("region_recovery")
 T = TypeVar("T")
 
 
+def _executor_losses(m) -> list[dict]:
+    return [
+        {
+            "time": ex.removed_time,
+            "executor_id": ex.executor_id,
+            "host": ex.host,
+            "kind": ex.loss.kind.value if ex.loss else None,
+            "exit_code": ex.loss.exit_code if ex.loss else None,
+            "message": ex.loss.message if ex.loss else None,
+        }
+        for ex in sorted(m.executors.values(), key=lambda e: e.removed_time or 0)
+        if not ex.alive
+    ]
+
+
 class RegionRecovery:
     """The Python side of one application: its live model, fed by a background drain thread."""
 
@@ -154,7 +169,18 @@ class RegionRecovery:
             refused_outputs=self.consumer_guard.refused_snapshot(),
             retained=self.model.retained_bytes() if self.retained_ledger() is not None else None,
             job_recovery=self.job_recovery(),
+            retained_over_time=self.model.read(
+                lambda m: [{"time": t, "bytes": b, "outputs": n} for t, b, n in m.retained_series]
+            ),
+            executor_losses=self.model.read(_executor_losses),
         )
+
+    def history(self):
+        """The recovery history as Arrow tables (attempts, decisions, executor losses, retained bytes over
+        time): see reporting.history. ``rr.history().save(dir)`` writes them as Parquet."""
+        from .reporting.history import RecoveryHistory
+
+        return RecoveryHistory.from_report(self.report())
 
     def begin_reuse_scope(self) -> str:
         """Opens a reuse scope in the driver JVM and returns its id.

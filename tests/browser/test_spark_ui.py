@@ -1,6 +1,7 @@
 """The Recovery tab in a real browser: the live Spark UI of a real local-cluster application, then the
 History Server (a real one, started from the pip install with the plugin jar on its class path)
-replaying that application's event log.
+replaying that application's event log; and the same application's report rendered by
+`region-recovery report --html` (one self-contained file, opened offline).
 
 The application loses an executor to SIGKILL with retained outputs on (its outputs are adopted), and
 runs an action whose first attempt fails beyond spark.task.maxFailures (rr.run restarts it). The
@@ -9,6 +10,7 @@ tab must show both, the same way live and in the History Server. Screenshots: ta
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -73,7 +75,7 @@ def assert_recovery_tab(dom: str, victim: str, adopted: int) -> None:
     assert 'id="rr-table-retained-hosts"' in dom, "retained bytes per host"
 
 
-def test_recovery_tab_live_and_in_the_history_server(browser, plugin_jar, tmp_path):
+def test_recovery_tab_live_in_the_history_server_and_as_html(browser, plugin_jar, tmp_path):
     events = tmp_path / "events"
     events.mkdir()
     ui_port = free_port()
@@ -128,6 +130,8 @@ def test_recovery_tab_live_and_in_the_history_server(browser, plugin_jar, tmp_pa
         c.rr.sync()
         sc._jvm.io.regionrecovery.spark.RegionRecoveryBridge.waitForListeners(sc._jsc.sc(), 30_000)
 
+        report_path = tmp_path / "report.json"
+        report_path.write_text(json.dumps(c.rr.report()))
         live = f"http://127.0.0.1:{ui_port}/recovery/"
         wait_for_url(live, contains="rr-summary")
         assert_recovery_tab(browser.dom(live), victim, len(held[victim]))
@@ -172,3 +176,30 @@ def test_recovery_tab_live_and_in_the_history_server(browser, plugin_jar, tmp_pa
         except subprocess.TimeoutExpired:
             os.killpg(hs.pid, signal.SIGKILL)
             hs.wait(10)
+
+    # the saved report as one HTML file: no external resource, the same counts, charts drawn
+    out = tmp_path / "report.html"
+    done = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "region-recovery"),
+            "report",
+            str(report_path),
+            "--html",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "an external resource"
+    assert "<script" not in page
+    dom = browser.dom(out.as_uri())
+    assert text_of(dom, "map-tasks-saved") == "4"
+    assert dom.count('class="attempt failed"') == 1 and dom.count('class="attempt succeeded"') == 1
+    assert dom.count('class="backoff"') == 1, "the backoff between the failed attempt and the restart"
+    assert 'id="retained"' in dom and "<path" in dom, "retained bytes over time"
+    table = dom[dom.index('id="attempts"') :]
+    assert "ui-transient" in table and "injected: the first attempt fails" in table
+    assert 'id="decisions"' in dom and 'id="executor-losses"' in dom and f"<td>{victim}</td>" in dom
+    browser.screenshot(out.as_uri(), "html-report", height=1500)

@@ -62,6 +62,8 @@ def _cmd_report(args) -> int:
     from ..reporting.render import describe_report
 
     report = _load_report(args.path)
+    if args.html:
+        return _write_html(report, args.path, args.html)
     try:
         text = describe_report(report)
     except (KeyError, TypeError, AttributeError, ValueError) as e:  # a field of the wrong shape
@@ -70,6 +72,26 @@ def _cmd_report(args) -> int:
             + _REPORT_EXPECTED
         ) from None
     print(text)
+    return 0
+
+
+def _write_html(report: dict, path: str, out: str) -> int:
+    from ..errors import RegionRecoveryError
+    from ..reporting.history import RecoveryHistory
+    from ..reporting.html import render_html
+
+    try:
+        page = render_html(RecoveryHistory.from_report(report), f"Recovery report: {report.get('app_id')}")
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # pyarrow's errors are ValueErrors
+        raise RegionRecoveryError(
+            f"report {path}: a field does not have the report's shape ({type(e).__name__}: {e}); " + _REPORT_EXPECTED
+        ) from None
+    try:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as e:
+        raise RegionRecoveryError(f"cannot write {out}: {e.strerror or e}") from None
+    print(f"wrote {out} ({len(page)} bytes, self-contained)")
     return 0
 
 
@@ -169,6 +191,7 @@ def main(argv=None) -> int:
 
     report = sub.add_parser("report", help="render a saved recovery report (JSON from rr.report() or demo --json)")
     report.add_argument("path")
+    report.add_argument("--html", metavar="OUT", help="write one self-contained HTML file with charts instead")
     report.set_defaults(func=_cmd_report)
 
     jar = sub.add_parser("jar", help="print the path of the bundled plugin jar")

@@ -327,6 +327,8 @@ class LiveModel(RetentionTracking):
     def _app_end(self, e: ev.AppEnd) -> None:
         self.app_ended = True
         self.retained.clear()  # the plugin deletes the application's retained files as it stops
+        self._retained_total = 0
+        self._retained_point(e.time)
 
     def _job_start(self, e: ev.JobStart) -> None:
         job = Job(e.job_id, [s.stage_id for s in e.stages], e.time, e.sql_execution_id, e.job_group)
@@ -479,7 +481,9 @@ class LiveModel(RetentionTracking):
         sh = self._shuffle(e.shuffle_id)
         sh.removed = True
         for key in [k for k in self.retained if k[0] == e.shuffle_id]:
-            del self.retained[key]
+            self._drop_retained(key)
+        if self.retained_series:
+            self._retained_point(e.time)
         for o in sh.outputs.values():
             if o.available:
                 o.available, o.lost_reason = False, "shuffle removed"

@@ -62,6 +62,22 @@ class RetentionTracking:
         self.retained_deletions: list[ev.RetainedFilesDeleted] = []
         self.retained: dict[tuple[int, int], RetainedOutput] = {}  # (shuffle id, map id) -> on disk now
         self.releases: list[ev.MapOutputReleased] = []
+        # retained bytes over time: [time ms, bytes, outputs] after each change, one point per second
+        self.retained_series: list[list[int]] = []
+        self._retained_total = 0
+
+    def _retained_point(self, time_ms: int) -> None:
+        """O(1): the running total after a change; a change within the same second replaces the last point."""
+        point = [time_ms, self._retained_total, len(self.retained)]
+        if self.retained_series and self.retained_series[-1][0] // 1000 == time_ms // 1000:
+            self.retained_series[-1] = point
+        else:
+            self.retained_series.append(point)
+
+    def _drop_retained(self, key: tuple[int, int]) -> None:
+        gone = self.retained.pop(key, None)
+        if gone is not None:
+            self._retained_total -= gone.bytes
 
     def _retention_handlers(self) -> dict:
         return {
@@ -92,9 +108,12 @@ class RetentionTracking:
 
     # ---- handlers (under the model's lock, on the drain thread) -----------------------------
     def _map_output_retained(self, e: ev.MapOutputRetained) -> None:
+        self._drop_retained((e.shuffle_id, e.map_id))
         self.retained[(e.shuffle_id, e.map_id)] = RetainedOutput(
             e.shuffle_id, e.map_id, e.map_index, e.executor_id, e.host, e.bytes
         )
+        self._retained_total += e.bytes
+        self._retained_point(e.time)
         sh = self._shuffle(e.shuffle_id)
         out = sh.outputs.get(e.map_index)
         if out is not None and out.map_id == e.map_id:
@@ -124,20 +143,23 @@ class RetentionTracking:
         self.retained_deletions.append(e)
         if e.executor_id is not None:  # that executor's directory is gone (what was adopted had moved)
             for key in [k for k, r in self.retained.items() if r.executor_id == e.executor_id]:
-                del self.retained[key]
+                self._drop_retained(key)
+            self._retained_point(e.time)
             return
         excluded = EXCLUDED_REASON.fullmatch(e.reason or "")
         if excluded:  # the retained copies of one shuffle, on every host; the outputs stay registered
             shuffle_id = int(excluded.group(1))
             for key in [k for k in self.retained if k[0] == shuffle_id]:
-                del self.retained[key]
+                self._drop_retained(key)
+            self._retained_point(e.time)
             sh = self.shuffles.get(shuffle_id)
             for out in sh.outputs.values() if sh else ():
                 out.retained_bytes = out.retained_checksum = None
 
     def _map_output_released(self, e: ev.MapOutputReleased) -> None:
         self.releases.append(e)
-        self.retained.pop((e.shuffle_id, e.map_id), None)
+        self._drop_retained((e.shuffle_id, e.map_id))
+        self._retained_point(e.time)
         sh = self.shuffles.get(e.shuffle_id)
         out = sh.outputs.get(e.map_index) if sh else None
         if out is not None and out.map_id == e.map_id and out.available:

@@ -29,6 +29,8 @@ def build_report(
     refused_outputs: list[dict] | None = None,
     job_recovery: dict | None = None,
     streams: list[dict] | None = None,
+    retained_over_time: list[dict] | None = None,
+    executor_losses: list[dict] | None = None,
 ) -> dict:
     """The report document; every argument is already JSON-serialisable."""
     return {
@@ -45,6 +47,8 @@ def build_report(
         "refused_outputs": refused_outputs or [],
         "retained": retained,
         "job_recovery": job_recovery,
+        "retained_over_time": retained_over_time or [],
+        "executor_losses": executor_losses or [],
     }
 
 

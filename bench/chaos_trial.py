@@ -26,19 +26,12 @@ KEYS = 97
 
 
 def build_session(spec: dict, workdir: Path, app_name: str):
-    from pyspark.sql import SparkSession
-
     import region_recovery
+    from bench.worker import base_builder  # loopback, UI off, local dirs and event logs in the workdir
 
+    (workdir / "events").mkdir(exist_ok=True)
     b = (
-        SparkSession.Builder()
-        .master("local-cluster[2,1,1024]")
-        .appName(app_name)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.pyspark.python", sys.executable)
+        base_builder({"workdir": str(workdir), "master": "local-cluster[2,1,1024]"}, app_name)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.task.maxFailures", "2")
         # a frozen executor is declared lost after 10 s, not Spark's 120 s

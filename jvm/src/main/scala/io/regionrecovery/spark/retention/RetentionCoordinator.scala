@@ -70,26 +70,19 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
 
   private def record(executorId: String, reason: String, lossTime: Long, startedAt: Long, askMs: Long,
       adopted: Int, unregistered: Int, adopter: String, adopterReason: String): Unit = {
-    RecoveryUi.post(sc, RecoveryUiEvent.ExecutorLost,
-      Json.obj(
-        "executor_id" -> Json.str(executorId),
-        "reason" -> Json.str(reason),
-        "adopter" -> Json.str(adopter),
-        "adopter_reason" -> Json.str(adopterReason),
-        "adopted" -> adopted.toString,
-        "unregistered" -> unregistered.toString,
-        "total_ms" -> (now - lossTime).toString))
+    val json = Json.obj(
+      "executor_id" -> Json.str(executorId),
+      "reason" -> Json.str(reason),
+      "adopter" -> Json.str(adopter),
+      "adopter_reason" -> Json.str(adopterReason),
+      "adopted" -> adopted.toString,
+      "unregistered" -> unregistered.toString,
+      "handoff_ms" -> (startedAt - lossTime).toString,
+      "ask_ms" -> askMs.toString,
+      "total_ms" -> (now - lossTime).toString)
+    RecoveryUi.post(sc, RecoveryUiEvent.ExecutorLost, json) // the Recovery tab and the event log
     postRetained(force = true)
-    history.addLast(Json.obj(
-        "executor_id" -> Json.str(executorId),
-        "reason" -> Json.str(reason),
-        "adopter" -> Json.str(adopter),
-        "adopter_reason" -> Json.str(adopterReason),
-        "adopted" -> adopted.toString,
-        "unregistered" -> unregistered.toString,
-        "handoff_ms" -> (startedAt - lossTime).toString,
-        "ask_ms" -> askMs.toString,
-        "total_ms" -> (now - lossTime).toString))
+    history.addLast(json)
     while (history.size > 50) history.pollFirst()
   }
 

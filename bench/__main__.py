@@ -1,4 +1,5 @@
-"""python -m bench run SCENARIO|all [--scale small|medium] [--out FILE] [--master URL]; python -m bench plot|table;
+"""python -m bench run SCENARIO|all [--scale small|medium|large] [--out FILE] [--master URL] [--sf F] [--queries 1,3];
+python -m bench plot; python -m bench table [--update README.md];
 python -m bench chaos --runs N --seed S [--only INDEX] [--out FILE]"""
 
 from __future__ import annotations
@@ -10,6 +11,23 @@ import sys
 from . import harness, scenarios
 
 
+def _conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.startswith("spark."):
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE with a spark.* key")
+    return key.strip(), value.strip()
+
+
+def _queries(text: str) -> list[int]:
+    try:
+        numbers = [int(q) for q in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of query numbers") from None
+    if not all(1 <= n <= 22 for n in numbers):
+        raise argparse.ArgumentTypeError(f"TPC-H has queries 1 to 22, not {text}")
+    return numbers
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -18,8 +36,19 @@ def main(argv=None) -> int:
     r.add_argument("--scale", choices=list(scenarios.SCALES), default="small")
     r.add_argument("--master", default="local-cluster[2,1,1024]")
     r.add_argument("--out", help="result file (one scenario) or directory (all); default bench/results/")
+    r.add_argument("--sf", type=float, default=1.0, help="tpch-executor-kill: TPC-H scale factor (default 1)")
+    r.add_argument(
+        "--conf",
+        type=_conf,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for every mode of the run (repeatable); recorded in the result",
+    )
+    r.add_argument("--queries", type=_queries, help="tpch-executor-kill: query numbers, e.g. 1,3,9 (default all 22)")
     sub.add_parser("plot", help="draw bench/results/*.json as PNG charts in bench/results/")
-    sub.add_parser("table", help="print bench/results/*.json as a Markdown table")
+    t = sub.add_parser("table", help="print bench/results/*.json as Markdown tables")
+    t.add_argument("--update", metavar="FILE", help="rewrite FILE's generated blocks (<!-- bench:NAME -->) instead")
     c = sub.add_parser("chaos", help="the randomized fault campaign (bench/chaos.py)")
     c.add_argument("--runs", type=int, default=50)
     c.add_argument("--seed", type=int, default=1)
@@ -34,7 +63,15 @@ def main(argv=None) -> int:
     if args.cmd == "table":
         from . import table
 
-        print(table.markdown())
+        if args.update:
+            with open(args.update) as f:
+                text = f.read()
+            with open(args.update, "w") as f:
+                f.write(table.update(text))
+            print(f"updated the generated tables in {args.update}")
+            return 0
+        for name, make in table.TABLES.items():
+            print(f"<!-- bench:{name} -->\n{make()}\n")
         return 0
     if args.cmd == "plot":
         from . import plot
@@ -50,7 +87,9 @@ def main(argv=None) -> int:
             os.makedirs(out, exist_ok=True)
             out = os.path.join(out, f"{name}.json")
         try:
-            harness.run_scenario(name, args.scale, args.master, out)
+            harness.run_scenario(
+                name, args.scale, args.master, out, sf=args.sf, queries=args.queries, conf=dict(args.conf)
+            )
         except (harness.ChecksumMismatch, RuntimeError) as e:  # report it, go on with the other scenarios
             print(f"ERROR: {name}: {e}", file=sys.stderr)
             failed.append(name)

@@ -17,6 +17,9 @@ the first time a task attempt for it succeeds.
   rolled-back stages, and everything a rerun from scratch repeats.
 - map_tasks_reexecuted: the same for shuffle map tasks.
 - stages_skipped: stages a job listed that never ran in that application (their outputs reused).
+- shuffle_bytes_written: bytes every task attempt wrote to shuffle files (Spark's task metrics).
+
+`counts_by_group` gives the same counts per job group (tpch-executor-kill: one group per query run).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import glob
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -42,6 +46,9 @@ class AppCounts:
     stages_listed: set[int] = field(default_factory=set)
     stages_run: set[int] = field(default_factory=set)
     failed_jobs: int = 0
+    shuffle_bytes_written: int = 0
+    launched_by_group: Counter = field(default_factory=Counter)
+    map_launched_by_group: Counter = field(default_factory=Counter)
     executors_removed: list[str] = field(default_factory=list)  # Spark's reasons, e.g. heartbeat timed out
 
     @property
@@ -71,11 +78,15 @@ def read_app(lines: Iterable[str]) -> AppCounts:
         elif kind == "SparkListenerTaskEnd":
             info = e["Task Info"]
             is_map = e.get("Task Type") == "ShuffleMapTask"
+            sid = e["Stage ID"]
             c.tasks_launched += 1
             c.map_tasks_launched += is_map
+            c.launched_by_group[group_of.get(sid, "")] += 1
+            c.map_launched_by_group[group_of.get(sid, "")] += is_map
+            written = ((e.get("Task Metrics") or {}).get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written")
+            c.shuffle_bytes_written += written or 0
             ok = (e.get("Task End Reason") or {}).get("Reason") == "Success"
             if ok and not info.get("Failed") and not info.get("Killed"):
-                sid = e["Stage ID"]
                 name, tasks, rdd = stage_key.get(sid, (f"stage {sid}", -1, -1))
                 unit = (group_of.get(sid, ""), name, tasks, rdd, info["Index"])
                 c.units.add(unit)
@@ -125,5 +136,25 @@ def counts(apps: list[AppCounts]) -> dict[str, int]:
         "tasks_reexecuted": launched - len(units),
         "map_tasks_reexecuted": sum(a.map_tasks_launched for a in apps) - len(map_units),
         "stages_skipped": sum(a.stages_skipped for a in apps),
+        "shuffle_bytes_written": sum(a.shuffle_bytes_written for a in apps),
         "applications": len(apps),
+    }
+
+
+def counts_by_group(apps: list[AppCounts]) -> dict[str, dict[str, int]]:
+    """tasks_launched, tasks_reexecuted and map_tasks_reexecuted per job group, over all applications."""
+    units = set().union(*(a.units for a in apps)) if apps else set()
+    map_units = set().union(*(a.map_units for a in apps)) if apps else set()
+    launched, map_launched = Counter(), Counter()
+    for a in apps:
+        launched.update(a.launched_by_group)
+        map_launched.update(a.map_launched_by_group)
+    done, map_done = Counter(u[0] for u in units), Counter(u[0] for u in map_units)
+    return {
+        g: {
+            "tasks_launched": launched[g],
+            "tasks_reexecuted": launched[g] - done[g],
+            "map_tasks_reexecuted": map_launched[g] - map_done[g],
+        }
+        for g in launched
     }

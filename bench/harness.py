@@ -17,17 +17,35 @@ import sys
 import tempfile
 import time
 
-from . import driver_crash, eventlog, scenarios, streaming_catch_up
+from . import driver_crash, eventlog, scenarios, streaming_catch_up, tpch
+from .standalone import StandaloneCluster
 from .worker import RESULT_PREFIX
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
+DEFAULT_MASTER = "local-cluster[2,1,1024]"
 MODES = ("vanilla", "recovery")
+# the same workload with the fault left out (plain Spark): what a failure costs is measured against it
+FAULT_SCENARIOS = ("executor-crash", "heartbeat-timeout", "transient-failure", "shuffle-scale")
 
 
-def modes(scenario: str) -> tuple[str, ...]:
-    """The modes a scenario runs, in order; streaming-catch-up adds vanilla with a fixed batch limit."""
-    return streaming_catch_up.MODES if scenario == "streaming-catch-up" else MODES
+def modes(scenario: str, master: str = DEFAULT_MASTER) -> tuple[str, ...]:
+    """The modes a scenario runs, in order: nofault first in the fault scenarios; executor-crash on the
+    benchmark's standalone cluster adds plain Spark with the external shuffle service (vanilla-ess);
+    streaming-catch-up adds vanilla with a fixed batch limit."""
+    if scenario == "streaming-catch-up":
+        return streaming_catch_up.MODES
+    if scenario == "executor-crash" and master == DEFAULT_MASTER:
+        return ("nofault", "vanilla", "vanilla-ess", "recovery")
+    if scenario in FAULT_SCENARIOS:
+        return ("nofault", *MODES)
+    return MODES
+
+
+def uses_standalone(scenario: str, master: str) -> bool:
+    """executor-crash runs every mode on a standalone cluster the benchmark starts, so that plain Spark
+    with the external shuffle service (which local-cluster cannot run) is measured on the same cluster."""
+    return scenario == "executor-crash" and master == DEFAULT_MASTER
 
 
 class ChecksumMismatch(RuntimeError):
@@ -47,9 +65,16 @@ def _commit() -> str:
         return "unknown"
 
 
-def _worker(spec: dict, log_path: str) -> dict:
+def _pythonpath() -> str:
+    return os.pathsep.join([ROOT, os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")])
+
+
+def _worker(spec: dict, log_path: str, env_extra: dict[str, str] | None = None) -> dict:
     env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")])
+        os.environ,
+        PYTHONPATH=_pythonpath(),
+        SPARK_LOCAL_IP="127.0.0.1",  # local-cluster's workers and executors bind the loopback address
+        **(env_extra or {}),
     )
     with open(log_path, "a") as log:
         done = subprocess.run(
@@ -69,29 +94,47 @@ def _worker(spec: dict, log_path: str) -> dict:
     return json.loads(lines[-1][len(RESULT_PREFIX) :])
 
 
-def run_mode(scenario: str, mode: str, scale: str, master: str, keep: str | None) -> dict:
+def run_mode(
+    scenario: str,
+    mode: str,
+    scale: str,
+    master: str,
+    keep: str | None,
+    cluster: StandaloneCluster | None = None,
+    params: dict | None = None,
+    conf: dict[str, str] | None = None,
+) -> dict:
     """One measured run of a mode: one application, or two for vanilla transient-failure (the rerun)."""
     work = tempfile.mkdtemp(prefix=f"bench-{scenario}-{mode}-")
     state = os.path.join(work, "state")
     os.makedirs(state)
     log = os.path.join(work, "worker.log")
     spec = {"scenario": scenario, "mode": mode, "scale": scale, "master": master, "workdir": work, "state_dir": state}
+    spec["params"] = params or {}
+    spec["conf"] = dict(conf or {})
+    env_extra = None
+    if cluster is not None:
+        spec["executor_local_dir"] = os.path.join(cluster.workdir, "local")
+        env_extra = {"BENCH_CLUSTER_PIDS": ",".join(map(str, cluster.pids))}
+        spec["conf"].update(cluster.app_conf, **(cluster.ess_conf if mode == "vanilla-ess" else {}))
     try:
         progress(f"{scenario} [{scale}] {mode}: running")
         if scenario == "driver-crash":  # two runs of a batch job script, not one worker
-            row = driver_crash.run(mode, driver_crash.SCALES[scale], master, work, log)
+            cfg = driver_crash.SCALES.get(scale, driver_crash.SCALES["medium"])
+            row = driver_crash.run(mode, cfg, master, work, log)
             _announce(scenario, scale, row)
             return row
         if scenario == "streaming-catch-up":  # one application per mode, run by bench.streaming_catch_up
-            row = streaming_catch_up.run(mode, streaming_catch_up.SCALES[scale], master, work, log)
+            cfg = streaming_catch_up.SCALES.get(scale, streaming_catch_up.SCALES["medium"])
+            row = streaming_catch_up.run(mode, cfg, master, work, log)
             _announce(scenario, scale, row)
             return row
-        r = _worker(spec, log)
+        r = _worker(spec, log, env_extra)
         wall, apps = r["wall_s"], 1
         if mode == "vanilla" and scenario == "transient-failure" and not r["succeeded"]:
             progress(f"{scenario} [{scale}] vanilla: the action failed ({r['error'][:100]}); rerunning from scratch")
             first_error = r["error"]
-            r = _worker(dict(spec, rerun=True), log)
+            r = _worker(dict(spec, rerun=True), log, env_extra)
             wall += r["startup_s"] + r["wall_s"]  # rerunning the script starts Spark again
             r["first_run_error"] = first_error
         apps = eventlog.read_dir(os.path.join(work, "events"))
@@ -110,6 +153,8 @@ def run_mode(scenario: str, mode: str, scale: str, master: str, keep: str | None
         }
         if "first_run_error" in r:
             row["first_run_error"] = r["first_run_error"]
+        if scenario == "tpch-executor-kill":
+            tpch.add_counts(row, eventlog.counts_by_group(apps))
         if r.get("report"):
             row["recovery_report"] = {k: r["report"].get(k) for k in ("runs", "jobs", "consumer_restarts")}
         _announce(scenario, scale, row)
@@ -128,11 +173,18 @@ def _announce(scenario: str, scale: str, row: dict) -> None:
     )
 
 
-def _targets(scenario: str, scale: str, runs: dict[str, dict], ratio: float | None) -> list[dict]:
+def _targets(
+    scenario: str, scale: str, runs: dict[str, dict], ratio: float | None, ratios: dict | None = None
+) -> list[dict]:
     rec = runs["recovery"]
+    ratios = ratios or {}
 
     def t(name, value, met):
         return {"target": name, "value": value, "met": bool(met)}
+
+    def moonshot(key: str, limit: float, what: str) -> list[dict]:
+        value = ratios.get(key)
+        return [t(f"moonshot: {what} <= {limit} x the failure-free run", value, value is not None and value <= limit)]
 
     if scenario == "overhead":
         return [t("wall ratio <= 1.03 (medium scale)", ratio, ratio is not None and ratio <= 1.03)]
@@ -140,12 +192,19 @@ def _targets(scenario: str, scale: str, runs: dict[str, dict], ratio: float | No
         return [
             t("map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
             t("wall ratio <= 0.8", ratio, ratio is not None and ratio <= 0.8),
+            *moonshot("wall_recovery_over_nofault", 1.15, "recovery"),
+        ]
+    if scenario == "shuffle-scale":
+        return [
+            t("map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
+            *moonshot("wall_recovery_over_nofault", 1.15, "recovery"),
         ]
     if scenario == "transient-failure":
         return [
             t("action succeeds", rec["succeeded"], rec["succeeded"]),
             t("upstream map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
             t("wall ratio vs vanilla + rerun <= 0.6", ratio, ratio is not None and ratio <= 0.6),
+            *moonshot("wall_recovery_without_backoff_over_nofault", 1.3, "recovery without its backoff"),
         ]
     if scenario == "heartbeat-timeout":
         same = rec["result_checksum"] == runs["vanilla"]["result_checksum"]
@@ -165,6 +224,19 @@ def _targets(scenario: str, scale: str, runs: dict[str, dict], ratio: float | No
                 peak,
                 capped and peak is not None and peak <= cap,
             ),
+        ]
+    if scenario == "tpch-executor-kill":
+        equal = all(run.get("queries_equal_nofault") for run in runs.values())
+        van = runs["vanilla"]["extra"].get("queries", [])
+        landed = [q["query"] for q in rec["extra"].get("queries", []) if q["kill_landed"]]
+        saved = sum(q["kill_map_tasks_reexecuted"] for q in van) - sum(
+            q["kill_map_tasks_reexecuted"] for q in rec["extra"].get("queries", [])
+        )
+        return [
+            t("every query's result == its failure-free run, both modes", equal, equal),
+            t("the kill landed while the query ran (recovery), queries", len(landed), len(landed) > 0),
+            t("map tasks re-executed, vanilla minus recovery, >= 0", saved, saved >= 0),
+            *moonshot("wall_recovery_over_nofault", 1.15, "recovery (sum over the queries)"),
         ]
     if scenario == "driver-crash":
         exact = [run["extra"].get("equals_expected") for run in runs.values()]
@@ -226,8 +298,16 @@ def _combine(rows: list[dict]) -> dict:
 
 
 def run_scenario(
-    scenario: str, scale: str = "small", master: str = "local-cluster[2,1,1024]", out: str | None = None
+    scenario: str,
+    scale: str = "small",
+    master: str = DEFAULT_MASTER,
+    out: str | None = None,
+    sf: float = 1.0,
+    queries: list[int] | None = None,
+    conf: dict[str, str] | None = None,
 ) -> dict:
+    """Runs every mode of a scenario and writes its result; sf and queries apply to tpch-executor-kill, conf
+    (Spark settings) to every mode alike."""
     if scenario not in scenarios.SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(scenarios.SCENARIOS)} or all")
     os.makedirs(RESULTS, exist_ok=True)
@@ -238,16 +318,35 @@ def run_scenario(
         reps = scenarios.SCALES[scale]["reps"]
     elif scenario == "driver-crash":  # start-up dominates and varies by seconds on a busy machine
         reps = driver_crash.SCALES[scale]["reps"]
-    order = modes(scenario)
+    order = modes(scenario, master)
     measured: dict[str, list[dict]] = {m: [] for m in order}
-    for rep in range(reps):  # alternate the order so that drift on the machine hits both modes
-        for mode in order if rep % 2 == 0 else order[::-1]:
-            measured[mode].append(run_mode(scenario, mode, scale, master, keep))
+    params = {}
+    if scenario == "tpch-executor-kill":  # generated once per scale factor, untimed
+        progress(f"{scenario}: TPC-H data at scale factor {sf:g} (generated by DuckDB's tpch extension on first use)")
+        params = {"data": tpch.data_dir(sf), "queries": list(queries or tpch.ALL_QUERIES), "sf": sf}
+    cluster = None
+    if uses_standalone(scenario, master):
+        cluster = StandaloneCluster(tempfile.mkdtemp(prefix="bench-standalone-"), env={"PYTHONPATH": _pythonpath()})
+        cluster.start()
+        progress(f"{scenario}: standalone master {cluster.url}, one worker with the external shuffle service")
+        master = cluster.url
+    try:
+        for rep in range(reps):  # alternate the order so that drift on the machine hits every mode
+            for mode in order if rep % 2 == 0 else order[::-1]:
+                measured[mode].append(run_mode(scenario, mode, scale, master, keep, cluster, params, conf))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            if keep:
+                for name in ("master", "worker"):
+                    log = os.path.join(cluster.workdir, f"{name}.log")
+                    shutil.copy(log, os.path.join(keep, f"{scenario}-standalone-{name}.log"))
+            shutil.rmtree(cluster.workdir, ignore_errors=True)
     combine = driver_crash.combine if scenario == "driver-crash" else _combine
     runs = {mode: combine(rows) for mode, rows in measured.items()}
     v, r = runs["vanilla"], runs["recovery"]
     ratio = round(r["wall_s"] / v["wall_s"], 3) if v["wall_s"] else None
-    ratios = {"wall_recovery_over_vanilla": ratio}
+    ratios = cost_ratios(runs)
     if scenario == "streaming-catch-up":
         ratios.update(streaming_catch_up.ratios(runs))
     if len(v.get("wall_s_runs", [])) > 1 and len(r.get("wall_s_runs", [])) > 1:
@@ -259,8 +358,10 @@ def run_scenario(
 
     result = {
         "scenario": scenario,
-        "scale": scale,
+        "scale": f"sf {sf:g}" if params else scale,  # TPC-H sizes by its scale factor alone
+        **({"tpch_sf": sf, "tpch_queries": params["queries"]} if params else {}),
         "master": master,
+        **({"conf": conf} if conf else {}),
         "spark_version": pyspark.__version__,
         "commit": _commit(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -268,8 +369,10 @@ def run_scenario(
         "ratios": ratios,
         "checksums_agree": checksums_agree(list(runs.values())),
     }
-    result["targets"] = _targets(scenario, scale, runs, ratio)
-    path = out or os.path.join(RESULTS, f"{scenario}.json")
+    result["targets"] = _targets(scenario, scale, runs, ratio, ratios)
+    # shuffle-scale keeps one result per scale: together they show what grows with the map outputs
+    name = f"{scenario}-{scale}" if scenario == "shuffle-scale" else scenario
+    path = out or os.path.join(RESULTS, f"{name}.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
     if scenario == "streaming-catch-up":
@@ -285,6 +388,50 @@ def run_scenario(
         sums = " vs ".join(str(runs[m]["result_checksum"]) for m in order)
         raise ChecksumMismatch(f"{scenario}: results differ between modes ({sums}); see {path}")
     return result
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def backoff_s(row: dict) -> float:
+    """Seconds the restart strategy waited between attempts (the recovery report's restart decisions)."""
+    runs = (row.get("recovery_report") or {}).get("runs") or []
+    decisions = [d for run in runs for d in run.get("restart_decisions") or [] if d.get("restart")]
+    return sum(d.get("backoff_ms") or 0 for d in decisions) / 1000
+
+
+def cost_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
+    """Recovery against every other mode, and every faulted mode against the failure-free run.
+
+    wall_recovery_over_<mode> for each other mode; with a failure-free figure (nofault_wall) also
+    wall_<mode>_over_nofault for each faulted mode, and wall_recovery_without_backoff_over_nofault when
+    the restart strategy waited.
+    """
+    rec = runs["recovery"]
+    out = {
+        f"wall_recovery_over_{m.replace('-', '_')}": _ratio(rec["wall_s"], row["wall_s"])
+        for m, row in runs.items()
+        if m not in ("recovery", "nofault")
+    }
+    for m, row in runs.items():
+        free = nofault_wall(runs, m)
+        if m != "nofault" and free is not None:
+            out[f"wall_{m.replace('-', '_')}_over_nofault"] = _ratio(row["wall_s"], free)
+    waited, free = backoff_s(rec), nofault_wall(runs, "recovery")
+    if waited and free is not None:
+        out["recovery_backoff_s"] = round(waited, 3)
+        out["wall_recovery_without_backoff_over_nofault"] = _ratio(rec["wall_s"] - waited, free)
+    return out
+
+
+def nofault_wall(runs: dict[str, dict], mode: str) -> float | None:
+    """The failure-free wall time a mode is measured against: the nofault mode's, or the mode's own
+    failure-free runs where it has them (tpch-executor-kill runs each query both ways in one application)."""
+    own = runs[mode].get("nofault_wall_s")
+    if own is not None:
+        return own
+    return runs["nofault"]["wall_s"] if "nofault" in runs else None
 
 
 def checksums_agree(rows: list[dict]) -> bool | None:

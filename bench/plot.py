@@ -56,7 +56,55 @@ def plot_all() -> list[str]:
         plt.close(fig)
         paths.append(path)
     paths += [_plot_streaming(plt, r) for r in loaded if r["scenario"] == "streaming-catch-up"]
+    paths += [_plot_tpch(plt, r) for r in loaded if r["scenario"] == "tpch-executor-kill"]
+    costed = [r for r in loaded if any(k.endswith("_over_nofault") for k in r["ratios"])]
+    if costed:
+        paths.append(_plot_failure_cost(plt, costed))
     return paths
+
+
+def _plot_failure_cost(plt, results: list[dict]) -> str:
+    """Each faulted mode's wall time over the failure-free run's, per scenario (1.0 = the failure cost nothing)."""
+    modes = ("vanilla", "vanilla-ess", "recovery")
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / len(modes)
+    for i, mode in enumerate(modes):
+        key = f"wall_{mode.replace('-', '_')}_over_nofault"
+        xs = [k for k, r in enumerate(results) if r["ratios"].get(key) is not None]
+        if xs:
+            bars = ax.bar([k + (i - 1) * width for k in xs], [results[k]["ratios"][key] for k in xs], width, label=mode)
+            ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks(range(len(results)))
+    ax.set_xticklabels([f"{r['scenario']}\n({r['scale']})" for r in results], fontsize=8)
+    ax.set_title("Wall time with the fault ÷ the same workload failure-free (same run)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(RESULTS, "failure_cost.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _plot_tpch(plt, result: dict) -> str:
+    """tpch-executor-kill: per query, the killed run's wall time over the failure-free one, per mode."""
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    for i, run in enumerate(r for r in result["runs"] if r["mode"] in ("vanilla", "recovery")):
+        qs = run["extra"]["queries"]
+        ratios = [q["fault_s"] / q["nofault_s"] if q["nofault_s"] else 0 for q in qs]
+        ax.bar([k + (i - 0.5) * 0.4 for k in range(len(qs))], ratios, 0.4, label=run["mode"])
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks(range(len(qs)))
+    ax.set_xticklabels([f"Q{q['query']}" for q in qs], fontsize=8)
+    ax.set_title(
+        f"TPC-H sf {result.get('tpch_sf', 1):g}: query killed ÷ failure-free, executor SIGKILL after its first shuffle"
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(RESULTS, "tpch_executor_kill.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _plot_streaming(plt, result: dict) -> str:

@@ -1,7 +1,9 @@
-"""Executor processes of a local-cluster application, found the same way in both modes (/proc).
+"""Executor processes of a benchmark application, found the same way in every mode (/proc).
 
 local-cluster executors are JVMs launched by the driver JVM's in-process workers, so they are
-descendants of this Python process. Only those are ever signalled.
+descendants of this Python process; on the benchmark's own standalone cluster (bench.standalone) they
+are descendants of its worker, whose pid the harness passes in BENCH_CLUSTER_PIDS. Only those are ever
+signalled.
 """
 
 from __future__ import annotations
@@ -12,8 +14,17 @@ import signal
 from region_recovery.testing.faults import is_descendant
 
 
-def executor_pids() -> dict[str, int]:
-    """executor id -> pid of this application's live executor JVMs."""
+def _ancestors() -> list[int]:
+    extra = os.environ.get("BENCH_CLUSTER_PIDS", "")
+    return [os.getpid(), *(int(p) for p in extra.split(",") if p)]
+
+
+def _ours(pid: int) -> bool:
+    return any(is_descendant(pid, a) for a in _ancestors())
+
+
+def executor_pids(app_id: str | None = None) -> dict[str, int]:
+    """executor id -> pid of the live executor JVMs started for this benchmark (of `app_id` if given)."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -25,14 +36,16 @@ def executor_pids() -> dict[str, int]:
             continue
         if "org.apache.spark.executor.CoarseGrainedExecutorBackend" not in args or "--executor-id" not in args:
             continue
+        if app_id is not None and (app_id not in args or args[args.index(app_id) - 1] != "--app-id"):
+            continue
         pid = int(entry)
-        if is_descendant(pid):
+        if _ours(pid):
             found[args[args.index("--executor-id") + 1]] = pid
     return found
 
 
 def send(pid: int, sig: int) -> None:
-    if not is_descendant(pid):
+    if not _ours(pid):
         raise RuntimeError(f"refusing to signal pid {pid}: not started by this benchmark")
     os.kill(pid, sig)
 

@@ -6,6 +6,7 @@ Timings cover the workload only (the session and its executors are up before the
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,8 @@ SCALES = {
         "passes": 1,
         "session_jobs": 50,
         "session_rows": 20_000,
+        "scale_rows": 400_000,
+        "scale_maps": 16,
     },
     # overhead: 4 applications per mode (order ABBA...), each 3 unmeasured warm-up passes (the JIT is
     # still compiling through the second and third: passes fell from 4.5 to 2.9 s) + 5 measured
@@ -36,6 +39,22 @@ SCALES = {
         "passes": 5,
         "session_jobs": 50,
         "session_rows": 200_000,
+        "scale_rows": 4_000_000,
+        "scale_maps": 64,
+    },
+    # shuffle-scale only: about 2.3 GB of shuffle files (lz4) from 256 map tasks; the other scenarios run
+    # their medium sizes
+    "large": {
+        "rows": 3_000_000,
+        "keys": 20_000,
+        "maps": 8,
+        "reps": 4,
+        "warmup": 3,
+        "passes": 5,
+        "session_jobs": 50,
+        "session_rows": 200_000,
+        "scale_rows": 12_000_000,
+        "scale_maps": 256,
     },
 }
 
@@ -43,13 +62,15 @@ SCALES = {
 @dataclass
 class Context:
     spark: object
-    mode: str  # vanilla | recovery
+    mode: str  # nofault | vanilla | vanilla-ess | recovery
     scale: dict[str, int]
     rr: object | None  # RegionRecovery in recovery mode
     state_dir: str  # survives between the applications of one run (transient fault markers)
     disk_bytes: Callable[[], int]  # shuffle + retained bytes on disk now
     retained_bytes: Callable[[], int]  # retained bytes on disk now
     rerun: bool = False  # vanilla transient-failure: the user's rerun from scratch
+    fault: bool = True  # False in the nofault mode: the same workload, the fault left out
+    params: dict[str, object] = field(default_factory=dict)  # tpch-executor-kill: data directory, queries
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -58,6 +79,9 @@ class Context:
 
     def group(self, name: str) -> None:
         self.sc.setJobGroup(name, name)
+
+    def executor_pids(self) -> dict[str, int]:
+        return procs.executor_pids(self.sc.applicationId)
 
 
 def _burn(x: int) -> int:
@@ -76,7 +100,7 @@ def executor_ids(ctx: Context) -> set:
 
 def _wait_executors(ctx: Context, n: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while len(procs.executor_pids()) < n or len(executor_ids(ctx)) < n:
+    while len(ctx.executor_pids()) < n or len(executor_ids(ctx)) < n:
         if time.monotonic() > deadline:
             raise RuntimeError(f"fewer than {n} executors after {timeout} s")
         time.sleep(0.2)
@@ -132,14 +156,22 @@ def executor_crash(ctx: Context) -> list:
     pairs = _pairs(ctx)
     ctx.group("map-stage")
     pairs.count()  # the map stage (and a trivial result stage) complete: outputs on both executors
-    victim_id, pid = sorted(procs.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
-    procs.kill(pid)
-    ctx.extra["killed_executor"] = victim_id
-    deadline = time.monotonic() + 60  # until Spark has noticed: same point in both modes
-    while victim_id in executor_ids(ctx) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    if ctx.fault:
+        _kill_lowest(ctx)
     ctx.group("consumers")
     return sorted(pairs.map(lambda kv: (kv[0] % 100, kv[1])).reduceByKey(add, 4).collect())
+
+
+def _kill_lowest(ctx: Context) -> str:
+    """SIGKILL the executor with the lowest id and wait until the driver has removed it: the same point
+    in every mode."""
+    victim_id, pid = sorted(ctx.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
+    procs.kill(pid)
+    ctx.extra["killed_executor"] = victim_id
+    deadline = time.monotonic() + 60
+    while victim_id in executor_ids(ctx) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return victim_id
 
 
 def heartbeat_timeout(ctx: Context) -> list:
@@ -162,19 +194,21 @@ def heartbeat_timeout(ctx: Context) -> list:
                 stages = sorted(job.stageIds) if job is not None else []
                 info = tracker.getStageInfo(stages[1]) if len(stages) > 2 else None  # the consumer of pairs
                 if info is not None and info.numCompletedTasks >= 1:
-                    victim_id, pid = sorted(procs.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
+                    victim_id, pid = sorted(ctx.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
                     procs.freeze(pid)
                     frozen[victim_id] = pid
                     return
             time.sleep(0.05)
 
     watcher = threading.Thread(target=freeze_when_consumers_run, daemon=True)
-    watcher.start()
+    if ctx.fault:
+        watcher.start()
     ctx.group("job")
     try:
         out = sorted(pairs.mapPartitions(slow).map(lambda kv: (kv[0] % 100, kv[1])).reduceByKey(add, 4).collect())
     finally:
-        watcher.join(5)
+        if watcher.is_alive():
+            watcher.join(5)
         for pid in frozen.values():
             procs.thaw_and_kill(pid)
     ctx.extra["frozen_executor"] = next(iter(frozen), None)
@@ -195,7 +229,7 @@ def transient_failure(ctx: Context) -> list:
         )
         b = a.map(lambda kv: (kv[0] % 500, kv[1])).reduceByKey(add, 8)
         c = b.map(lambda kv: (kv[0] % 50, kv[1])).reduceByKey(add, 4)
-        return c.mapPartitionsWithIndex(fault(ctx.state_dir, [0], 3))
+        return c.mapPartitionsWithIndex(fault(ctx.state_dir, [0], 3)) if ctx.fault else c
 
     ctx.group("action")
     if ctx.rr is not None:
@@ -240,6 +274,84 @@ def _wait_for_cap(rr, timeout: float) -> None:
         time.sleep(0.1)
 
 
+def shuffle_scale(ctx: Context) -> list:
+    """A DataFrame shuffle of many large map outputs (about 2.3 GB from 256 map tasks at large scale); an
+    executor is SIGKILLed as soon as the map stage has completed, while its consumers start.
+
+    Rows are a key and 192 hex characters of SHA-2, which lz4 compresses little; the consumer stage reads
+    all of it (CRC32 of every payload, summed per key group). The kill comes from the watcher
+    tpch-executor-kill uses (the first stage that wrote shuffle output has completed). Recovery mode
+    also records what grows with the number of map outputs: adoption latency per output (executor removed
+    to map status relocated), retained bytes, and events through the plugin's event path.
+    """
+    from pyspark.sql import functions as F
+
+    from .tpch import KillWhenShuffled
+
+    rows, maps = ctx.scale["scale_rows"], ctx.scale["scale_maps"]
+    _wait_executors(ctx, 2)
+    payload = F.concat(F.sha2(F.col("id").cast("string"), 512), F.sha2((F.col("id") + 7).cast("string"), 256))
+    data = ctx.spark.range(0, rows, numPartitions=maps).select((F.col("id") % 100_003).alias("k"), payload.alias("p"))
+    query = (
+        data.repartition(16, "k")
+        .groupBy((F.col("k") % 1000).alias("g"))
+        .agg(F.count("*").alias("n"), F.sum(F.crc32("p")).alias("c"))
+    )
+    ctx.group("job")
+    watcher = KillWhenShuffled(ctx, "job", time.monotonic()) if ctx.fault else None
+    if watcher is not None:
+        watcher.start()
+    try:
+        out = sorted(tuple(r) for r in query.collect())
+    finally:
+        if watcher is not None:
+            watcher.finished.set()
+            watcher.join(10)
+    ctx.extra.update(map_outputs=maps, rows=rows)
+    if watcher is not None:
+        ctx.extra.update(killed_executor=watcher.killed, killed_at_s=watcher.killed_at_s, kill_landed=watcher.landed)
+    if ctx.rr is not None:
+        ctx.extra["retained_bytes_after_query"] = ctx.retained_bytes()
+        ctx.rr.sync()
+        ctx.extra.update(_event_path_and_adoptions(ctx.rr))
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    """The q-quantile by the nearest-rank method (p99 of few values is their maximum)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _event_path_and_adoptions(rr) -> dict:
+    """Adoption latency per map output (ms from Spark's executor removal to the relocated map status) and
+    the event path's counters, from the live model and the JVM side."""
+    adoptions = [a for sh in rr.model.shuffles.values() for a in sh.adoptions]
+    latency = [a.time - a.loss_time for a in adoptions]
+    status = rr.status()
+    ledger = rr.retained_ledger() or {}
+    return {
+        "outputs_adopted": len(adoptions),
+        "adoption_latency_ms_p50": _percentile(latency, 0.50),
+        "adoption_latency_ms_p99": _percentile(latency, 0.99),
+        "adoption_latency_ms_max": max(latency, default=None),
+        "events_accepted": int(status.get("accepted", 0)),
+        "events_applied": status.get("python_events_applied"),
+        "events_dropped": int(status.get("dropped", 0)) + int(status.get("spark_queue_dropped", 0)),
+        "retained_bytes_ledger": sum((ledger.get("hosts") or {}).values()),
+    }
+
+
+def tpch_executor_kill(ctx: Context) -> list:
+    """TPC-H (sf 1 by default), each query failure-free then with an executor SIGKILLed once its first
+    shuffle stage has finished (bench.tpch)."""
+    from .tpch import run_queries
+
+    return run_queries(ctx)
+
+
 def driver_crash(ctx: Context) -> list:
     """A batch job's driver SIGKILLed after two of its three shuffles, then the job resubmitted.
 
@@ -268,6 +380,8 @@ SCENARIOS = {
     "long-session": long_session,
     "driver-crash": driver_crash,
     "streaming-catch-up": streaming_catch_up,
+    "tpch-executor-kill": tpch_executor_kill,
+    "shuffle-scale": shuffle_scale,
 }
 OWN_PROCESSES = {"driver-crash", "streaming-catch-up"}  # run by the harness itself, not in bench.worker
 
@@ -280,6 +394,8 @@ CONF = {
     },
     "transient-failure": {"spark.task.maxFailures": "2"},
     "overhead": {"spark.sql.autoBroadcastJoinThreshold": "-1"},
+    # lineitem (about 200 MB at sf 1) in about 7 splits rather than 2: a killed executor holds several outputs
+    "tpch-executor-kill": {"spark.sql.files.maxPartitionBytes": "32m"},
 }
 
 RETAINED_MAX_BYTES = 16 * 1024  # long-session: below what 50 jobs retain uncapped (about 32 KiB)

@@ -79,6 +79,7 @@ def build_session(spec: dict):
     work = spec["workdir"]
     b = base_builder(spec, f"bench-{spec['scenario']}-{spec['mode']}").config("spark.sql.shuffle.partitions", "8")
     conf = dict(scenarios.CONF.get(spec["scenario"], {}))
+    conf.update(spec.get("conf", {}))  # e.g. vanilla-ess: the standalone worker's shuffle service
     if spec["mode"] == "recovery":
         conf.update(scenarios.RECOVERY_CONF.get(spec["scenario"], {}))
         if retention_available() and spec.get("retention", True):
@@ -107,6 +108,8 @@ def run(spec: dict) -> dict:
     for sub in ("local", "events", "retained"):
         os.makedirs(os.path.join(spec["workdir"], sub), exist_ok=True)
     roots = [os.path.join(spec["workdir"], "local"), os.path.join(spec["workdir"], "retained")]
+    # on the benchmark's standalone cluster the executors' block manager directories are the worker's
+    local_roots = [roots[0], *([spec["executor_local_dir"]] if spec.get("executor_local_dir") else [])]
     spark = build_session(spec)
     spark.sparkContext.setLogLevel("ERROR")
     rr = None
@@ -120,9 +123,11 @@ def run(spec: dict) -> dict:
         scenarios.SCALES[spec["scale"]],
         rr,
         spec["state_dir"],
-        lambda: shuffle_bytes_on_disk(*roots),
+        lambda: shuffle_bytes_on_disk(*local_roots, roots[1]),
         lambda: shuffle_bytes_on_disk(roots[1]),
         rerun=spec.get("rerun", False),
+        fault=spec["mode"] != "nofault",
+        params=spec.get("params", {}),
     )
     scenarios._wait_executors(ctx, 2)
     out = {"succeeded": False, "error": None}
@@ -141,7 +146,7 @@ def run(spec: dict) -> dict:
     spark.stop()
     time.sleep(1.0)  # executors delete their block manager directories as they exit
     out["retained_bytes_end"] = shuffle_bytes_on_disk(roots[1])  # what retention keeps (0 in vanilla)
-    out["shuffle_bytes_left"] = shuffle_bytes_on_disk(roots[0])  # Spark's own files, e.g. of killed executors
+    out["shuffle_bytes_left"] = shuffle_bytes_on_disk(*local_roots)  # Spark's own files, e.g. of killed executors
     out["extra"] = ctx.extra
     return out
 

@@ -13,21 +13,22 @@ import sys
 
 import pytest
 
+from bench import harness
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # left out, too slow here: driver-crash (about 8 minutes at small scale; test_driver_crash.py runs one tiny
 # crash) and streaming-catch-up (three applications, each draining 360 files; test_streaming_catch_up.py
 # checks its result assembly and targets)
-SCENARIOS = ["overhead", "executor-crash", "heartbeat-timeout", "transient-failure", "long-session"]
+SCENARIOS = ["overhead", "executor-crash", "heartbeat-timeout", "transient-failure", "long-session", "shuffle-scale"]
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_scenario_runs_in_both_modes_with_equal_results(scenario, tmp_path):
-    out = tmp_path / f"{scenario}.json"
+def run_bench(scenario: str, out, *args: str) -> dict:
+    """`python -m bench run SCENARIO --out OUT ARGS` in a process group of its own; the result file."""
     # its own process group: on a timeout the harness, its worker and their Spark JVMs all go
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", scenario, "--scale", "small", "--out", str(out)],
+        [sys.executable, "-m", "bench", "run", scenario, "--out", str(out), *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -41,11 +42,50 @@ def test_scenario_runs_in_both_modes_with_equal_results(scenario, tmp_path):
         _, stderr = proc.communicate()
         pytest.fail(f"bench run {scenario} did not finish within 840 s:\n{stderr[-4000:]}")
     assert proc.returncode == 0, stderr[-4000:]
-    result = json.loads(out.read_text())
-    vanilla, recovery = result["runs"]
-    assert (vanilla["mode"], recovery["mode"]) == ("vanilla", "recovery")
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_runs_in_every_mode_with_equal_results(scenario, tmp_path):
+    result = run_bench(scenario, tmp_path / f"{scenario}.json", "--scale", "small")
+    runs = {run["mode"]: run for run in result["runs"]}
+    vanilla, recovery = runs["vanilla"], runs["recovery"]
+    assert [run["mode"] for run in result["runs"]] == list(harness.modes(scenario))
     assert recovery["succeeded"], recovery["error"]
+    if "nofault" in runs:  # the same workload without its fault: what the failure costs is measured against it
+        assert runs["nofault"]["succeeded"] and runs["nofault"]["executors_removed"] == []
+        assert result["ratios"]["wall_recovery_over_nofault"] > 0 and result["ratios"]["wall_vanilla_over_nofault"] > 0
+        assert runs["nofault"]["map_tasks_reexecuted"] == 0
+    if scenario == "executor-crash":  # on the benchmark's standalone cluster, with the shuffle service as a peer
+        ess = runs["vanilla-ess"]
+        assert result["master"].startswith("spark://127.0.0.1:")
+        assert ess["succeeded"] and ess["executors_removed"] and ess["map_tasks_reexecuted"] == 0
+        assert vanilla["map_tasks_reexecuted"] > 0 and recovery["map_tasks_reexecuted"] == 0
+    if scenario == "shuffle-scale":  # the kill landed while the consumers ran; recovery adopted instead
+        assert vanilla["extra"]["kill_landed"] and recovery["extra"]["kill_landed"]
+        assert recovery["map_tasks_reexecuted"] == 0 and recovery["extra"]["outputs_adopted"] > 0
+        assert recovery["extra"]["adoption_latency_ms_p50"] <= recovery["extra"]["adoption_latency_ms_p99"]
+        assert recovery["extra"]["events_dropped"] == 0
+    if scenario == "transient-failure":
+        assert result["ratios"]["recovery_backoff_s"] >= 1.0  # fixed-delay 1 s, reported apart
     if scenario == "transient-failure":
         assert vanilla["applications"] == 2 and vanilla["first_run_error"], "vanilla failed, then reran"
     assert vanilla["succeeded"] and result["checksums_agree"] is True
     assert recovery["tasks_launched"] > 0 and vanilla["tasks_launched"] > 0
+
+
+def test_tpch_queries_killed_equal_their_failure_free_runs(tmp_path):
+    """Two TPC-H queries at scale factor 0.01 (DuckDB's dbgen), each run failure-free then with an executor
+    SIGKILLed after its first shuffle stage, in both modes."""
+    result = run_bench("tpch-executor-kill", tmp_path / "tpch.json", "--sf", "0.01", "--queries", "3,9")
+    assert result["checksums_agree"] is True and result["tpch_queries"] == [3, 9]
+    for run in result["runs"]:
+        queries = run["extra"]["queries"]
+        assert [q["query"] for q in queries] == [3, 9]
+        assert all(q["equals_nofault"] and q["rows"] > 0 for q in queries), queries
+        assert all(q["killed_executor"] is not None for q in queries), queries
+        assert all(q["nofault_map_tasks_reexecuted"] == 0 for q in queries), queries
+        assert run["nofault_wall_s"] > 0 and run["wall_s"] == pytest.approx(
+            sum(q["fault_s"] for q in queries), abs=0.01
+        )
+    assert result["ratios"]["wall_recovery_over_nofault"] > 0

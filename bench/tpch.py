@@ -1,0 +1,185 @@
+"""TPC-H with an executor kill (scenario tpch-executor-kill): each query failure-free, then killed.
+
+Data and queries come from DuckDB's tpch extension, which the PyPI packages duckdb==1.4.4 and
+duckdb-ext-tpch ship as a file inside the package: it is loaded by path and nothing downloads at run
+time. `CALL dbgen(sf=...)` generates the eight tables, COPY writes them as parquet, and `tpch_queries()`
+gives the 22 query texts, which Spark SQL runs unchanged. The data is generated once per scale factor
+into bench/.cache/ (untimed) and reused.
+
+In one application per mode (vanilla, recovery), for every query in order:
+0. `q<N>-warmup`, untimed: the first run of a query in a fresh JVM pays class loading, JIT compilation
+   and parquet footers (it took up to twice as long as the next run here).
+1. `q<N>-nofault`: the query runs with both executors up; its wall time is the failure-free figure.
+2. `q<N>-kill`: the query runs again. A watcher SIGKILLs the executor with the lowest id as soon as the
+   query's first stage that wrote shuffle output has completed (Spark's status store), so the kill lands
+   while the rest of the query still needs those outputs.
+3. Untimed: the cluster manager's replacement executor registers before the next query.
+The rows of run 2 must equal those of run 1 (sorted; TPC-H's columns are decimals, exact in Spark).
+Map tasks re-executed per query come from the event log, per job group (bench.eventlog).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import threading
+import time
+
+from . import procs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.path.join(ROOT, "bench", ".cache")
+TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
+ALL_QUERIES = tuple(range(1, 23))
+
+
+def extension_path() -> str:
+    """The tpch extension file inside the duckdb-ext-tpch package, for the installed duckdb."""
+    try:
+        import duckdb
+        import duckdb_ext
+    except ImportError as e:
+        raise RuntimeError(
+            "tpch-executor-kill needs duckdb==1.4.4 and duckdb-ext-tpch: pip install -e '.[bench]' "
+            f"(scripts/setup.sh installs them): {e}"
+        ) from e
+    pattern = f"extensions/v{duckdb.__version__}/*/tpch.duckdb_extension"
+    found = [p for d in duckdb_ext.__path__ for p in glob.glob(os.path.join(d, pattern))]
+    if not found:
+        raise RuntimeError(f"no {pattern} under {list(duckdb_ext.__path__)}: duckdb-ext-tpch does not match duckdb")
+    return found[0]
+
+
+def data_dir(sf: float) -> str:
+    """The parquet tables and queries.json for scale factor `sf`, generated on first use."""
+    path = os.path.join(CACHE, f"tpch-sf{sf:g}")
+    if os.path.exists(os.path.join(path, "queries.json")):
+        return path
+    import duckdb
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    os.makedirs(tmp, exist_ok=True)
+    con = duckdb.connect()
+    con.execute(f"LOAD '{extension_path()}'")
+    con.execute(f"CALL dbgen(sf={sf})")
+    for table in TABLES:
+        con.execute(f"COPY {table} TO '{os.path.join(tmp, table)}.parquet' (FORMAT parquet)")
+    queries = dict(con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall())
+    with open(os.path.join(tmp, "queries.json"), "w") as f:  # written last: marks the data complete
+        json.dump({str(n): q for n, q in queries.items()}, f, indent=1)
+    con.close()
+    os.rename(tmp, path)
+    return path
+
+
+def _shuffle_stage_done(sc, group: str, seen: set[int]) -> bool:
+    """Whether a stage of the group's jobs has completed with shuffle output (Spark's status store)."""
+    tracker, store = sc.statusTracker(), sc._jsc.sc().statusStore()
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else []:
+            if stage_id in seen:
+                continue
+            try:
+                data = store.lastStageAttempt(stage_id)
+            except Exception:  # not in the store yet
+                continue
+            if str(data.status()) == "COMPLETE":
+                seen.add(stage_id)
+                if data.shuffleWriteRecords() > 0:
+                    return True
+    return False
+
+
+class KillWhenShuffled(threading.Thread):
+    """SIGKILLs the lowest-id executor once a stage of `group` completed with shuffle output."""
+
+    def __init__(self, ctx, group: str, started: float):
+        super().__init__(daemon=True)
+        self.ctx, self.group, self.started = ctx, group, started
+        self.finished = threading.Event()  # the query returned
+        self.killed: str | None = None
+        self.killed_at_s: float | None = None
+        self.landed = False  # the query was still running when the executor died
+
+    def run(self) -> None:
+        seen: set[int] = set()
+        while not self.finished.is_set():
+            if _shuffle_stage_done(self.ctx.sc, self.group, seen):
+                victim, pid = sorted(self.ctx.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
+                procs.kill(pid)
+                self.killed, self.killed_at_s = victim, round(time.monotonic() - self.started, 3)
+                self.landed = not self.finished.is_set()
+                return
+            time.sleep(0.02)
+
+
+def _rows(df) -> list[tuple]:
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def run_queries(ctx) -> list:
+    """Every selected query failure-free, then with the kill; per-query figures go to ctx.extra['queries']."""
+    from .scenarios import _wait_executors, executor_ids
+    from .worker import checksum
+
+    params = ctx.params
+    path, numbers = params["data"], params.get("queries") or ALL_QUERIES
+    with open(os.path.join(path, "queries.json")) as f:
+        texts = json.load(f)
+    for table in TABLES:
+        ctx.spark.read.parquet(os.path.join(path, f"{table}.parquet")).createOrReplaceTempView(table)
+    results, per_query = [], []
+    for n in numbers:
+        sql = texts[str(n)].strip().rstrip(";")
+        _wait_executors(ctx, 2)
+        ctx.group(f"q{n}-warmup")
+        ctx.spark.sql(sql).collect()
+        ctx.group(f"q{n}-nofault")
+        t0 = time.monotonic()
+        expected = _rows(ctx.spark.sql(sql))
+        free_s = time.monotonic() - t0
+        ctx.group(f"q{n}-kill")
+        t0 = time.monotonic()
+        watcher = KillWhenShuffled(ctx, f"q{n}-kill", t0)
+        watcher.start()
+        try:
+            got = _rows(ctx.spark.sql(sql))
+        finally:
+            watcher.finished.set()
+            watcher.join(10)
+        fault_s = time.monotonic() - t0
+        if watcher.killed is not None:  # untimed: until the driver removed it and a replacement registered
+            deadline = time.monotonic() + 60
+            while watcher.killed in executor_ids(ctx) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        per_query.append(
+            {
+                "query": n,
+                "nofault_s": round(free_s, 3),
+                "fault_s": round(fault_s, 3),
+                "killed_executor": watcher.killed,
+                "killed_at_s": watcher.killed_at_s,
+                "kill_landed": watcher.landed,
+                "rows": len(got),
+                "equals_nofault": got == expected,
+                "checksum": checksum(got),
+            }
+        )
+        results.append((n, checksum(got)))
+    ctx.extra["queries"] = per_query
+    ctx.extra["nofault_wall_s"] = round(sum(q["nofault_s"] for q in per_query), 3)
+    return results
+
+
+def add_counts(row: dict, by_group: dict[str, dict[str, int]]) -> None:
+    """Each query's task counts (from the event log, per job group) into the mode's row."""
+    for q in row["extra"].get("queries", []):
+        for run in ("nofault", "kill"):
+            c = by_group.get(f"q{q['query']}-{run}", {})
+            q[f"{run}_tasks_launched"] = c.get("tasks_launched", 0)
+            q[f"{run}_map_tasks_reexecuted"] = c.get("map_tasks_reexecuted", 0)
+    row["nofault_wall_s"] = row["extra"].get("nofault_wall_s")
+    row["wall_s"] = round(sum(q["fault_s"] for q in row["extra"].get("queries", [])), 3)  # the killed runs only
+    row["queries_equal_nofault"] = all(q["equals_nofault"] for q in row["extra"].get("queries", []))

@@ -160,8 +160,13 @@ def run_mode(
         _announce(scenario, scale, row)
         return row
     finally:
-        if keep:
+        if keep:  # the driver's log and Spark's event logs, for reading a run's timeline afterwards
             shutil.copy(log, os.path.join(keep, f"{scenario}-{mode}.log"))
+            events = os.path.join(work, "events")
+            if os.path.isdir(events):
+                kept = os.path.join(keep, f"{scenario}-{mode}-events")
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(events, kept)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -68,10 +68,12 @@ def test_scenario_runs_in_every_mode_with_equal_results(scenario, tmp_path):
         assert recovery["extra"]["events_dropped"] == 0
     if scenario == "transient-failure":
         assert result["ratios"]["recovery_backoff_s"] >= 1.0  # fixed-delay 1 s, reported apart
-    if scenario == "transient-failure":
         assert vanilla["applications"] == 2 and vanilla["first_run_error"], "vanilla failed, then reran"
     assert vanilla["succeeded"] and result["checksums_agree"] is True
     assert recovery["tasks_launched"] > 0 and vanilla["tasks_launched"] > 0
+    # each mode's event logs are kept beside its driver log, to read the run's timeline afterwards
+    kept = os.path.join(ROOT, "bench", "results", "logs", f"{scenario}-recovery-events")
+    assert any(name.startswith("events_") for _, _, files in os.walk(kept) for name in files), kept
 
 
 def test_tpch_queries_killed_equal_their_failure_free_runs(tmp_path):

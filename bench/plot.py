@@ -19,6 +19,15 @@ def _load() -> list[dict]:
     return out
 
 
+def _save(plt, fig, name: str) -> str:
+    """Writes a figure to bench/results/NAME and closes it; the path."""
+    fig.tight_layout()
+    path = os.path.join(RESULTS, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_all() -> list[str]:
     import matplotlib
 
@@ -50,11 +59,7 @@ def plot_all() -> list[str]:
         ax.set_xticklabels(names, fontsize=8)
         ax.set_title(title)
         ax.legend()
-        fig.tight_layout()
-        path = os.path.join(RESULTS, fname)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(plt, fig, fname))
     paths += [_plot_streaming(plt, r) for r in loaded if r["scenario"] == "streaming-catch-up"]
     paths += [_plot_tpch(plt, r) for r in loaded if r["scenario"] == "tpch-executor-kill"]
     costed = [r for r in loaded if any(k.endswith("_over_nofault") for k in r["ratios"])]
@@ -79,11 +84,7 @@ def _plot_failure_cost(plt, results: list[dict]) -> str:
     ax.set_xticklabels([f"{r['scenario']}\n({r['scale']})" for r in results], fontsize=8)
     ax.set_title("Wall time with the fault ÷ the same workload failure-free (same run)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "failure_cost.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "failure_cost.png")
 
 
 def _plot_tpch(plt, result: dict) -> str:
@@ -100,11 +101,7 @@ def _plot_tpch(plt, result: dict) -> str:
         f"TPC-H sf {result.get('tpch_sf', 1):g}: query killed ÷ failure-free, executor SIGKILL after its first shuffle"
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "tpch_executor_kill.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "tpch_executor_kill.png")
 
 
 def _plot_streaming(plt, result: dict) -> str:
@@ -120,8 +117,4 @@ def _plot_streaming(plt, result: dict) -> str:
         ax.tick_params(axis="x", labelsize=8)
     files = result["runs"][0]["extra"]["backlog_files"]
     fig.suptitle(f"streaming-catch-up ({result['scale']}): {files} files x 1000 rows, one failure at 80%")
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "streaming_catch_up.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, "streaming_catch_up.png")

@@ -42,21 +42,10 @@ SCALES = {
         "scale_rows": 4_000_000,
         "scale_maps": 64,
     },
-    # shuffle-scale only: about 2.3 GB of shuffle files (lz4) from 256 map tasks; the other scenarios run
-    # their medium sizes
-    "large": {
-        "rows": 3_000_000,
-        "keys": 20_000,
-        "maps": 8,
-        "reps": 4,
-        "warmup": 3,
-        "passes": 5,
-        "session_jobs": 50,
-        "session_rows": 200_000,
-        "scale_rows": 12_000_000,
-        "scale_maps": 256,
-    },
 }
+# shuffle-scale only: about 2.3 GB of shuffle files (lz4) from 256 map tasks; the other scenarios run their
+# medium sizes
+SCALES["large"] = {**SCALES["medium"], "scale_rows": 12_000_000, "scale_maps": 256}
 
 
 @dataclass

@@ -28,6 +28,12 @@ def _save(plt, fig, name: str) -> str:
     return path
 
 
+def _label(result: dict) -> str:
+    """A result's name on an axis: scenario, scale, and any --conf setting (its key's last part)."""
+    conf = "".join(f"\n{key.rsplit('.', 1)[-1]}={value}" for key, value in (result.get("conf") or {}).items())
+    return f"{result['scenario']}\n({result['scale']}){conf}"
+
+
 def plot_all() -> list[str]:
     import matplotlib
 
@@ -81,7 +87,7 @@ def _plot_failure_cost(plt, results: list[dict]) -> str:
             ax.bar_label(bars, fmt="%.2f", fontsize=7)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(range(len(results)))
-    ax.set_xticklabels([f"{r['scenario']}\n({r['scale']})" for r in results], fontsize=8)
+    ax.set_xticklabels([_label(r) for r in results], fontsize=8)
     ax.set_title("Wall time with the fault ÷ the same workload failure-free (same run)")
     ax.legend(fontsize=8)
     return _save(plt, fig, "failure_cost.png")

@@ -67,7 +67,8 @@ def plot_all() -> list[str]:
         ax.legend()
         paths.append(_save(plt, fig, fname))
     paths += [_plot_streaming(plt, r) for r in loaded if r["scenario"] == "streaming-catch-up"]
-    paths += [_plot_tpch(plt, r) for r in loaded if r["scenario"] == "tpch-executor-kill"]
+    # per query: the run with Spark's defaults (a --conf run is in failure_cost.png and the JSON)
+    paths += [_plot_tpch(plt, r) for r in loaded if r["scenario"] == "tpch-executor-kill" and not r.get("conf")]
     costed = [r for r in loaded if any(k.endswith("_over_nofault") for k in r["ratios"])]
     if costed:
         paths.append(_plot_failure_cost(plt, costed))

@@ -20,6 +20,7 @@ from .control.recovery_decisions import DecisionRecorder
 from .control.retention_policy import RetentionPolicy
 from .control.stream_restarts import StreamRun, supervise
 from .errors import AlreadyAttachedError, NotEnabledError
+from .jobrecovery import code_identity
 from .jvm import packaging
 from .jvm.drain import Drain
 from .jvm.events import Batch
@@ -96,6 +97,7 @@ class RegionRecovery:
                 )
             rr = cls(sc, bridge, state, max_batch, wait_ms)
             cls._attached[sc.applicationId] = rr
+        code_identity.install()  # a session built without configure(): functions pickled from now on
         rr._drain.start()
         if not rr._sql_extension_installed:
             log.warning(

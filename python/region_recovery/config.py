@@ -214,10 +214,10 @@ _URI_WITH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:.+")
 
 
 def _parse_job_id(text: str) -> str:
-    """A job identifier (it names a directory); empty means unset."""
+    """A job identifier (it names a directory) or a code version; empty means unset."""
     job_id = _trim(text)
     if job_id and (not _JOB_ID.fullmatch(job_id) or job_id in (".", "..")):
-        raise ValueError("not a job id: 1 to 128 letters, digits, '.', '_' or '-'")
+        raise ValueError("not a name: 1 to 128 letters, digits, '.', '_' or '-'")
     return job_id
 
 
@@ -834,6 +834,41 @@ JOB_RECOVERY_JOB_ID = register(
         read_by="both",
         section=_JOB_RECOVERY,
     )
+)
+JOB_RECOVERY_CODE_VERSION = register(
+    ConfigKey(
+        _JR + "code-version",
+        "",
+        _parse_job_id,
+        "1 to 128 letters, digits, '.', '_' or '-'",
+        (
+            "A version of the job's code that the user declares (a release, a commit): part of every shuffle's "
+            "identity, so a resubmission with another value recomputes every shuffle. For changes the identity "
+            "cannot see: code the executors load that the driver does not (libraries upgraded on the executors "
+            "only), data a function reads from elsewhere than its input files, a module whose source is unchanged "
+            "but whose values are computed when it is imported."
+        ),
+        "(none)",
+        type="job-id",
+        read_by="jvm",
+        section=_JOB_RECOVERY,
+    )
+)
+JOB_RECOVERY_INPUT_DIGEST = choice(
+    _JR + "input-digest",
+    "metadata",
+    {"metadata": "metadata", "content": "content"},
+    "metadata, content (any case)",
+    (
+        "How a shuffle's input files are identified across applications. `metadata`: path, length and "
+        "modification time, with the ETag and version id where the object store's listing gives them (S3A, "
+        "ABFS). `content`: also a digest of every file's bytes, the file system's checksum where it gives one "
+        "(HDFS) and otherwise SHA-256 read by the driver once per file and driver; a file rewritten with the "
+        "same length within the same modification time (a coarse clock, a copy that keeps times) is then "
+        "seen. See docs/internals/job-recovery.md."
+    ),
+    read_by="jvm",
+    section=_JOB_RECOVERY,
 )
 JOB_RECOVERY_DIR = register(
     ConfigKey(

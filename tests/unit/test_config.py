@@ -440,7 +440,7 @@ def test_unknown_keys_in_owned_namespaces_are_typos(key, suggestion):
         (RS + "fixed-delay.delay", "1" * 1_000_000, "too large"),
         (RS + "fixed-delay.delay", "10 " + "x" * 1_000_000, "unknown duration unit 'xxxxx"),
         (PREFIX + "failover-strategy", "z" * 1_000_000, "unknown value. Accepted: region, full"),
-        (PREFIX + "job-recovery.job-id", "j" * 1_000_000, "not a job id: 1 to 128 letters"),
+        (PREFIX + "job-recovery.job-id", "j" * 1_000_000, "not a name: 1 to 128 letters"),
     ],
 )
 def test_long_values_are_cut_in_messages(key, value, accepted):

@@ -37,7 +37,7 @@ T = TypeVar("T")
 class ExchangeRefusal:
     """A DataFrame exchange that matched a failed attempt's shuffle by plan but was not reused."""
 
-    reason: str  # input_changed, not_fingerprintable, shuffle_gone, other_scope
+    reason: str  # input_changed, not_fingerprintable, shuffle_gone, other_scope, settings_changed
     shuffle_id: int  # the recorded shuffle that was not taken over
     detail: str
 

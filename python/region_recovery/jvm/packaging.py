@@ -119,8 +119,9 @@ def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
     Settings the user already made, on the builder or beneath it (spark-defaults.conf, spark-submit's
     --conf: see inherited_conf), are left alone; list-valued keys (spark.plugins, spark.jars,
     spark.sql.extensions, class paths) get our entry appended to their effective value. Unless set, retained outputs are ``auto`` (hard links only,
-    off where a copy would be needed) with a cap of ``DEFAULT_RETAINED_CAP`` per host. Returns the
-    same builder, for chaining.
+    off where a copy would be needed) with a cap of ``DEFAULT_RETAINED_CAP`` per host. Installs the
+    hook that tells job recovery what code each Python function reaches (jobrecovery.code_identity).
+    Returns the same builder, for chaining.
     """
     options = getattr(builder, "_options", None)
     if options is None or not hasattr(builder, "config"):
@@ -137,4 +138,8 @@ def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
     existing = {**inherited_settings(), **{k: str(v) for k, v in options.items()}}
     for key, value in spark_settings(existing, use_packages=use_packages, shuffle_io=shuffle_io).items():
         builder.config(key, value)
+    # job recovery needs to know the code every Python function reaches, found when PySpark pickles it
+    from ..jobrecovery import code_identity
+
+    code_identity.install()
     return builder

@@ -73,6 +73,14 @@ object RegionRecoveryBridge {
   def jobRecoveryJson(): String =
     jobrecovery.JobRecovery.active.map(_.statusJson).getOrElse(jobrecovery.JobRecovery.offJson)
 
+  /**
+   * The code a Python function reaches, found by the driver's Python when PySpark pickled it: the
+   * SHA-256 of the pickled command, its parts as a JSON object of strings, or null with the reason
+   * its code cannot be pinned down (job recovery refuses its shuffles then).
+   */
+  def registerPythonCode(commandSha256: String, partsJson: String, unpinned: String): Unit =
+    jobrecovery.PythonCode.register(commandSha256, partsJson, unpinned)
+
   /** Unregisters all map outputs of a shuffle so that Spark recomputes it (full failover). */
   def unregisterShuffle(shuffleId: Int): Boolean =
     org.apache.spark.regionrecovery.SparkInternals.unregisterAllMapOutputs(shuffleId)

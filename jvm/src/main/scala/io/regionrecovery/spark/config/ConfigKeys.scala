@@ -161,6 +161,23 @@ object ConfigKeys {
     "The job's identity across applications, declared by the user; the resubmission uses the same one. A second " +
       "live driver with the same job id is refused.", ReadBy.Both)
 
+  val JobRecoveryCodeVersion: ConfigKey[String] = ConfigKey(JR + "code-version", JobIdType, "", "(none)",
+    "1 to 128 letters, digits, '.', '_' or '-'",
+    "A version of the job's code that the user declares (a release, a commit): part of every shuffle's identity, so " +
+      "a resubmission with another value recomputes every shuffle. For changes the identity cannot see: code the " +
+      "executors load that the driver does not (libraries upgraded on the executors only), data a function reads " +
+      "from elsewhere than its input files, a module whose source is unchanged but whose values are computed " +
+      "when it is imported.", ReadBy.Jvm)
+
+  val JobRecoveryInputDigest: ConfigKey[String] = ConfigKey(JR + "input-digest",
+    ChoiceType(Seq("metadata" -> "metadata", "content" -> "content")), "metadata", "metadata",
+    "metadata, content (any case)",
+    "How a shuffle's input files are identified across applications. metadata: path, length and modification " +
+      "time, with the ETag and version id where the object store's listing gives them (S3A, ABFS). content: also " +
+      "a digest of every file's bytes, the file system's checksum where it gives one (HDFS) and otherwise SHA-256 " +
+      "read by the driver once per file and driver; a file rewritten with the same length within the same " +
+      "modification time (a coarse clock, a copy that keeps times) is then seen.", ReadBy.Jvm)
+
   val JobRecoveryDir: ConfigKey[String] = ConfigKey(JR + "dir", UriType, "",
     "<java.io.tmpdir>/spark-region-recovery-jobs-<user>", "a Hadoop FileSystem URI or an absolute path",
     "Where the job event store lives: <dir>/<job-id>/segment-*, one segment per application, appended, never " +
@@ -239,7 +256,9 @@ object ConfigKeys {
     FailureRateDelay, ExponentialInitialBackoff, ExponentialMaxBackoff, ExponentialMultiplier,
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
     RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
-    RetainedRelease, RetainedLeaseTimeout, JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryDir,
+    RetainedRelease, RetainedLeaseTimeout, JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
+    JobRecoveryInputDigest,
+    JobRecoveryDir,
     JobRecoveryWorkerTimeout, JobRecoveryWindow, JobEventWriteBufferSize, JobEventFlushInterval,
     CheckpointingInterval, CheckpointingIntervalDuringBacklog, CheckpointingDuringRecovery, StreamingInitialBatch,
     StreamingRampFactor, StreamingMaxBatch, StreamingLagThreshold).sortBy(_.name)

@@ -156,13 +156,13 @@ object ConfigType {
     }
     def json(value: String): String = io.regionrecovery.spark.Json.str(value)
   }
-  /** A job identifier (it names a directory): 1 to 128 letters, digits, '.', '_' or '-'; empty means unset. */
+  /** A job identifier (it names a directory) or a code version: 1 to 128 letters, digits, '.', '_' or '-'; empty means unset. */
   case object JobIdType extends ConfigType[String]("job-id") {
     private val Allowed = "[A-Za-z0-9._-]{1,128}".r
     def parse(raw: String): String = {
       val id = raw.trim
       if (id.nonEmpty && (!Allowed.matches(id) || id == "." || id == ".."))
-        throw new IllegalArgumentException("not a job id: 1 to 128 letters, digits, '.', '_' or '-'")
+        throw new IllegalArgumentException("not a name: 1 to 128 letters, digits, '.', '_' or '-'")
       id
     }
     def json(value: String): String = io.regionrecovery.spark.Json.str(value)

@@ -44,8 +44,9 @@ final case class ShuffleDecision(planDigest: String, description: String, outcom
  * recovers it too.
  */
 final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId: String, val dir: String,
-    store: JobEventStore, val replay: Replay, previous: Map[String, ShuffleRecord], previousApps: Seq[String],
-    val startedAt: Long, workerTimeoutMs: Long, windowMs: Long) extends Logging {
+    store: JobEventStore, val replay: Replay, previous: Map[String, ShuffleRecord],
+    previousParts: Map[String, IdentityPart], previousApps: Seq[String], val startedAt: Long, workerTimeoutMs: Long,
+    windowMs: Long, val contentDigest: Boolean) extends Logging {
 
   private def retention: RetentionCoordinator = state.retention
   private val decisions = new ConcurrentHashMap[String, ShuffleDecision]()
@@ -59,6 +60,18 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
 
   /** Recorded shuffles of earlier applications, by plan digest (the latest record wins). */
   def recordedFor(planDigest: String): Option[ShuffleRecord] = previous.get(planDigest)
+
+  /** Identity parts written to this segment already, by digest. */
+  private val partsWritten = ConcurrentHashMap.newKeySet[String]()
+
+  /**
+   * What differs between a part recorded under `recordedDigest` and `now`, for a refusal's detail; a
+   * digest whose values the store does not hold (an older version wrote it) says so.
+   */
+  def changes(recordedDigest: String, now: IdentityPart): String = previousParts.get(recordedDigest) match {
+    case Some(then) => now.changesSince(then)
+    case None => s"the recorded run's ${now.kind} are not in the event store (written by another version)"
+  }
 
   private def decide(d: ShuffleDecision): Unit = {
     val before = decisions.put(d.planDigest, d)
@@ -203,7 +216,7 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
       logInfo(s"region-recovery: shuffle $sid is no longer complete; not recorded")
       return
     }
-    val input = InputFingerprint.ofExecuted(x.inner.child) match {
+    val input = InputFingerprint.ofExecuted(x.inner.child, contentDigest) match {
       case f: InputFingerprint.Fingerprint if f.digest == x.input.digest => f
       case other =>
         logWarning(s"region-recovery: shuffle $sid read other input than planned (${other.describe}); not recorded")
@@ -227,10 +240,15 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
         val s = x.inner.runtimeStatistics
         (s.sizeInBytes.toLong, s.rowCount.map(_.toLong).getOrElse(-1L))
     }
-    val rec = ShuffleRecord(x.identity.planDigest, input.digest, x.identity.confDigest, x.identity.description, sid,
+    val rec = ShuffleRecord(x.identity.planDigest, input.digest, x.identity.confDigest, x.identity.codeDigest,
+      x.identity.description, sid,
       registered.size, x.inner.numPartitions, dataSize, rowCount,
       ShuffleIdentity.partialRecoveryAllowed(x.inner.outputPartitioning) && x.deterministicMapSide,
       ShuffleIdentity.splitSignature(x.inner.child), sc.applicationId, System.currentTimeMillis(), outputs)
+    // what the digests stand for, once per segment: a later refusal names what changed
+    Seq(x.identity.settings, x.identity.code).foreach { part =>
+      if (partsWritten.add(part.digest)) store.append(part.event)
+    }
     store.appendAndFlush(rec.event)
     recorded.add(rec.planDigest)
     // a shuffle that was recorded before but could not be reused stays "recomputed", with its reason
@@ -352,9 +370,15 @@ object JobRecovery extends Logging {
       try Option(new com.fasterxml.jackson.databind.ObjectMapper().readTree(e.json).get("app_key")).map(_.asText())
       catch { case NonFatal(_) => None }
     }.filter(k => k != null && k != "null").distinct
+    val parts = replay.events.filter(_.kind == IdentityPart.Kind).flatMap { e =>
+      try Some(IdentityPart.parse(e.json))
+      catch { case NonFatal(ex) => logWarning(s"region-recovery: unreadable identity part skipped: $ex"); None }
+    }
     val now = System.currentTimeMillis()
-    val jr = new JobRecovery(sc, state, jobId, dir, store, replay, shuffles.map(s => s.planDigest -> s).toMap, apps,
-      now, ConfigKeys.JobRecoveryWorkerTimeout.read(get), ConfigKeys.JobRecoveryWindow.read(get))
+    val jr = new JobRecovery(sc, state, jobId, dir, store, replay, shuffles.map(s => s.planDigest -> s).toMap,
+      parts.map(p => p.digest -> p).toMap, apps,
+      now, ConfigKeys.JobRecoveryWorkerTimeout.read(get), ConfigKeys.JobRecoveryWindow.read(get),
+      ConfigKeys.JobRecoveryInputDigest.read(get) == "content")
     store.append(SegmentStart.event(jobId, "driver-" + state.retention.incarnation, SPARK_VERSION,
       CurrentApplication.Version, now))
     current = jr

@@ -13,8 +13,9 @@ import io.regionrecovery.spark.sql.InputFingerprint
 
 /**
  * A query-stage preparation rule, active while job recovery is on: every planned shuffle exchange
- * that can be identified (its canonical plan rendered on an allowlist, its input files and the
- * settings that change shuffle bytes, [[ShuffleIdentity]], [[InputFingerprint]]) becomes a
+ * that can be identified (its canonical plan rendered on an allowlist, its input files, the
+ * session's settings and the Python code it reaches: [[ShuffleIdentity]], [[SettingsIdentity]],
+ * [[PythonCode]], [[InputFingerprint]]) becomes a
  * [[RecoverableShuffleExchangeExec]], which records it once materialized and, when a crashed driver
  * of the same job recorded the same shuffle, serves its retained outputs. An exchange that cannot
  * be identified stays Spark's own and is neither recorded nor reused; the reason is reported.
@@ -24,8 +25,11 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
   override def apply(plan: SparkPlan): SparkPlan = JobRecovery.active match {
     case None => plan
     case Some(jr) =>
+      // the settings the session plans and runs this query with (read once per planning)
+      lazy val settings = SettingsIdentity.of(session.sparkContext.getConf, session.sessionState.conf,
+        CurrentApplication.Version)
       plan.transformDown { case e: ShuffleExchangeExec =>
-        try wrap(jr, e)
+        try wrap(jr, e, settings)
         catch {
           case NonFatal(t) => // never fail the user's query: plan it as Spark would
             logWarning(s"region-recovery: job recovery skipped an exchange: $t")
@@ -34,13 +38,13 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
       }
   }
 
-  private def wrap(jr: JobRecovery, e: ShuffleExchangeExec): SparkPlan =
-    ShuffleIdentity.of(e, session.sparkContext.getConf, CurrentApplication.Version) match {
+  private def wrap(jr: JobRecovery, e: ShuffleExchangeExec, settings: IdentityPart): SparkPlan =
+    ShuffleIdentity.of(e, settings) match {
       case ShuffleIdentity.Refused(reason, detail) =>
         jr.refused(e, reason, detail)
         e
       case id: ShuffleIdentity.Identity =>
-        InputFingerprint.of(e.child) match {
+        InputFingerprint.of(e.child, jr.contentDigest) match {
           case InputFingerprint.NotFingerprintable(leaf) =>
             jr.refused(e, JobRecoveryRule.NotFingerprintable, s"its input cannot be fingerprinted: $leaf")
             e
@@ -52,8 +56,12 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
                 None
               } else if (rec.confDigest != id.confDigest) {
                 jr.notReused(id, JobRecoveryRule.SettingsChanged,
-                  "a setting that changes shuffle bytes (codec, checksum, partitions, split sizes) or the Spark or " +
-                    "plugin version differs from the recorded run")
+                  "the settings differ from the recorded run's: " + jr.changes(rec.confDigest, id.settings))
+                None
+              } else if (rec.codeDigest != id.codeDigest) {
+                jr.notReused(id, JobRecoveryRule.CodeChanged,
+                  "the Python code its functions reach differs from the recorded run's: " +
+                    jr.changes(rec.codeDigest, id.code))
                 None
               } else Some(rec)
             }
@@ -69,4 +77,5 @@ object JobRecoveryRule {
   val NotFingerprintable: String = io.regionrecovery.spark.sql.ExchangeReuse.Reason.NotFingerprintable
   val InputChanged: String = io.regionrecovery.spark.sql.ExchangeReuse.Reason.InputChanged
   val SettingsChanged = "settings_changed"
+  val CodeChanged = "code_changed"
 }

@@ -8,8 +8,6 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import org.apache.spark.SparkConf
-import org.apache.spark.network.util.JavaUtils
 import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Add, And, AttributeReference, BitwiseAnd, BitwiseOr, BitwiseXor, EqualNullSafe, EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, Greatest, In, LessThan, LessThanOrEqual, Least, Literal, MultiCommutativeOp, Multiply, NamedLambdaVariable, Or, ScalaUDF}
@@ -34,7 +32,7 @@ import io.regionrecovery.spark.sql.ReusedShuffleExchangeExec
  * "The same shuffle" across Spark applications: whether an exchange planned by a resubmitted job is
  * provably the exchange a crashed application wrote, so that its shuffle files may be reused.
  *
- * The identity has three parts, and a caller compares all of them (input files are the fourth, from
+ * The identity has four parts, and a caller compares all of them (input files are the fifth, from
  * [[io.regionrecovery.spark.sql.InputFingerprint]]):
  *
  *  - the plan digest: SHA-256 of a rendering of `exchange.canonicalized`, produced by an ALLOWLIST.
@@ -44,8 +42,9 @@ import io.regionrecovery.spark.sql.ReusedShuffleExchangeExec
  *    case objects, case classes of such values). Anything else (a function object, an RDD, a
  *    broadcast, a session, an unknown class) refuses the exchange: a false match is a silent wrong
  *    result, a refusal only costs a recomputation;
- *  - the settings digest ([[confDigest]]): the settings that change a shuffle's bytes or its split,
- *    with Spark's and the plugin's versions;
+ *  - the settings part ([[SettingsIdentity]]): every setting of the session that can change what the
+ *    map side computes, its bytes or its split, the JVM's time zone and locale, and the versions;
+ *  - the code part ([[PythonCode]]): the modules and distributions its Python functions reach;
  *  - for recomputing only some map outputs, the map side's splits ([[splitSignature]]) and a
  *    partitioning that places rows the same way in every application ([[partialRecoveryAllowed]]).
  *
@@ -77,12 +76,16 @@ object ShuffleIdentity {
 
   /**
    * @param planDigest SHA-256 (hex) of `rendering`
-   * @param confDigest SHA-256 (hex) of the settings that change shuffle bytes, and the versions
+   * @param settings the settings the plan runs under ([[SettingsIdentity]])
+   * @param code the Python code its functions reach ([[PythonCode]]; no values without Python functions)
    * @param rendering the canonical plan's text that was hashed (for tests and debugging)
    * @param description one short line for reports, e.g. "Exchange hashpartitioning(k, 4) over 1 file scan (parquet)"
    */
-  final case class Identity(planDigest: String, confDigest: String, rendering: String, description: String)
-      extends Result
+  final case class Identity(planDigest: String, settings: IdentityPart, code: IdentityPart, rendering: String,
+      description: String) extends Result {
+    def confDigest: String = settings.digest
+    def codeDigest: String = code.digest
+  }
 
   /**
    * @param reason one of [[Reason]]'s codes
@@ -118,118 +121,30 @@ object ShuffleIdentity {
    * resubmitted job's plan has. The executed exchange (`stage.shuffle`) renders the same as long as
    * those optimizations only added codegen, transitions and stage reads.
    */
-  def of(exchange: SparkPlan, conf: SparkConf, pluginVersion: String): Result =
-    (try render(exchange.canonicalized)
+  def of(exchange: SparkPlan, settings: IdentityPart): Result =
+    (try rendered(exchange.canonicalized)
     catch { case NonFatal(e) => Left(failure("canonicalizing " + exchange.nodeName, e)) }) match {
       case Left(refused) => refused
-      case Right(text) =>
+      case Right((text, code)) =>
         val description = try describe(exchange)
         catch { case NonFatal(_) => exchange.nodeName }
-        Identity(sha256(Iterator(text)), confDigest(conf, pluginVersion), text, description)
+        Identity(sha256(Iterator(text)), settings, code, text, description)
     }
 
   /** The rendering of a canonical plan alone (tests); `Left` names why it cannot be rendered. */
-  def render(canonical: SparkPlan): Either[Refused, String] =
+  def render(canonical: SparkPlan): Either[Refused, String] = rendered(canonical).map(_._1)
+
+  /** The rendering and the code part its Python functions reach. */
+  private def rendered(canonical: SparkPlan): Either[Refused, (String, IdentityPart)] =
     try {
       val r = new Renderer
       r.sources(canonical) // an unsupported source is the first reason, whatever else the plan holds
       r.plan(canonical, 0)
-      Right(r.text)
+      Right((r.text, IdentityPart(IdentityPart.Code, r.code.toMap)))
     } catch {
       case r: Refusal => Left(r.refused)
       case NonFatal(e) => Left(failure("rendering", e))
     }
-
-  // ---------------------------------------------------------------------------------------------
-  // Settings
-
-  private[jobrecovery] sealed trait Kind
-  private case object Text extends Kind
-  private case object Bool extends Kind
-  private case object Integer extends Kind
-  private case object Bytes extends Kind
-  private case object Upper extends Kind
-  private case object Codec extends Kind
-
-  /** A setting with Spark 4.3's default (as its ConfigEntry prints it); None: the key has no default. */
-  private[jobrecovery] final case class Setting(key: String, default: Option[String], kind: Kind)
-
-  /** Settings that change a shuffle's bytes or its split (ShuffleIdentitySuite checks the defaults). */
-  private[jobrecovery] val settings: Seq[Setting] = Seq(
-    Setting("spark.io.compression.codec", Some("lz4"), Codec),
-    Setting("spark.shuffle.compress", Some("true"), Bool),
-    Setting("spark.shuffle.checksum.enabled", Some("true"), Bool),
-    Setting("spark.shuffle.checksum.algorithm", Some("ADLER32"), Upper),
-    Setting("spark.serializer", Some("org.apache.spark.serializer.JavaSerializer"), Text),
-    Setting("spark.io.encryption.enabled", Some("false"), Bool),
-    Setting("spark.sql.shuffle.partitions", Some("200"), Integer),
-    Setting("spark.sql.files.maxPartitionBytes", Some("128MB"), Bytes),
-    Setting("spark.sql.files.openCostInBytes", Some("4MB"), Bytes),
-    Setting("spark.sql.execution.sortBeforeRepartition", Some("true"), Bool),
-    // beyond the split size: the split count bounds, and files skipped instead of failing the read
-    Setting("spark.sql.files.minPartitionNum", None, Integer),
-    Setting("spark.sql.files.maxPartitionNum", None, Integer),
-    Setting("spark.sql.files.ignoreCorruptFiles", Some("false"), Bool),
-    Setting("spark.sql.files.ignoreMissingFiles", Some("false"), Bool)
-  )
-
-  /** Each codec's own settings that change its output (block sizes, level, workers). */
-  private[jobrecovery] val codecSettings: Map[String, Seq[Setting]] = Map(
-    "lz4" -> Seq(Setting("spark.io.compression.lz4.blockSize", Some("32k"), Bytes)),
-    "lzf" -> Seq(Setting("spark.io.compression.lzf.parallel.enabled", Some("true"), Bool)),
-    "snappy" -> Seq(Setting("spark.io.compression.snappy.blockSize", Some("32k"), Bytes)),
-    "zstd" -> Seq(
-      Setting("spark.io.compression.zstd.level", Some("1"), Integer),
-      Setting("spark.io.compression.zstd.bufferSize", Some("32k"), Bytes),
-      Setting("spark.io.compression.zstd.workers", Some("0"), Integer))
-  )
-
-  private val codecClasses = Map(
-    "org.apache.spark.io.lz4compressioncodec" -> "lz4",
-    "org.apache.spark.io.lzfcompressioncodec" -> "lzf",
-    "org.apache.spark.io.snappycompressioncodec" -> "snappy",
-    "org.apache.spark.io.zstdcompressioncodec" -> "zstd")
-
-  private[jobrecovery] def normalized(value: String, kind: Kind): String = {
-    val v = value.trim
-    def orRaw(f: => String): String = try f
-    catch { case NonFatal(_) => "raw:" + v }
-    kind match {
-      case Text => v
-      case Upper => v.toUpperCase(Locale.ROOT)
-      case Bool => orRaw(v.toLowerCase(Locale.ROOT).toBoolean.toString)
-      case Integer => orRaw(v.toInt.toString)
-      case Bytes => orRaw(JavaUtils.byteStringAsBytes(v).toString)
-      case Codec =>
-        val lower = v.toLowerCase(Locale.ROOT)
-        codecClasses.getOrElse(lower, lower)
-    }
-  }
-
-  private def read(conf: SparkConf, s: Setting): String =
-    conf.getOption(s.key).orElse(s.default).map(normalized(_, s.kind)).getOrElse("<unset>")
-
-  /**
-   * Digest of the settings that change a shuffle's bytes or split (see `settings`), each read with its
-   * Spark default when unset (unset and explicitly-default are equal), the compression codec's own
-   * settings, Spark's version and `pluginVersion`.
-   *
-   * A SparkConf holds what the application was started with: SQL settings changed at run time
-   * (`spark.conf.set`) are in the session's SQLConf only. Pass a conf that holds them (e.g. the
-   * SparkContext's conf with the session's `spark.conf.getAll` set on a clone) to cover them; the
-   * plan digest holds the shuffle partition count anyway, and [[splitSignature]] the actual splits.
-   */
-  def confDigest(conf: SparkConf, pluginVersion: String): String = {
-    val codec = read(conf, settings.head)
-    val known = codecSettings.getOrElse(codec, Nil)
-    val knownKeys = known.map(_.key).toSet
-    val prefix = s"spark.io.compression.$codec."
-    val otherCodecKeys = conf.getAll.iterator.filter { case (k, _) => k.startsWith(prefix) && !knownKeys(k) }
-      .map { case (k, v) => s"$k=${v.trim}" }.toSeq.sorted
-    val lines = settings.map(s => s"${s.key}=${read(conf, s)}") ++ known.map(s => s"${s.key}=${read(conf, s)}") ++
-      otherCodecKeys ++ Seq(s"spark.version=${org.apache.spark.SPARK_VERSION}", s"plugin.version=$pluginVersion")
-    sha256(lines.iterator)
-  }
 
   // ---------------------------------------------------------------------------------------------
   // Splits and partial recovery
@@ -282,7 +197,7 @@ object ShuffleIdentity {
   /**
    * Whether recomputing only some map outputs of a recorded shuffle is safe from its partitioning:
    * hash, single and round-robin (Spark sorts before a round-robin repartition by default, and the
-   * setting is in [[confDigest]]) place a map task's rows the same way in every application; range
+   * setting is in [[SettingsIdentity]]) place a map task's rows the same way in every application; range
    * partitioning does not (`RangePartitioner` samples its bounds per application, seeded by the RDD
    * id), nor does any partitioning this does not know.
    */
@@ -367,6 +282,8 @@ object ShuffleIdentity {
     /** Where the renderer is: the plan nodes from the root, and the innermost expression. */
     private var where: List[String] = Nil
     private var expr: Option[Expression] = None
+    /** What the plan's Python functions reach: module or distribution -> digest. */
+    val code = mutable.Map.empty[String, String]
 
     def text: String = out.toString
 
@@ -654,7 +571,7 @@ object ShuffleIdentity {
           .append(')')
       case b: Array[Byte] => hex(b)
       // a class names its code: Spark's own and the JDK's/Scala's are pinned by the versions in
-      // confDigest (e.g. MultiCommutativeOp's operator class); a user's class may change between runs
+      // the settings part (e.g. MultiCommutativeOp's operator class); a user's class may change between runs
       case c: Class[_] =>
         if (!pinnedPackages.exists(c.getName.startsWith(_)))
           refuse(Reason.UnsupportedValue, s"a reference to class ${c.getName}")
@@ -768,7 +685,17 @@ object ShuffleIdentity {
           s"a Python function with ${p.broadcasts} broadcast variable(s) (or a pickled " +
             "command large enough to be broadcast): its bytes do not pin it down")
       if (p.command.isEmpty) refuse(Reason.PythonUdf, "a Python function without a pickled command")
-      out.append("PythonFunction(command=").append(hexOf(MessageDigest.getInstance("SHA-256").digest(p.command)))
+      val command = hexOf(MessageDigest.getInstance("SHA-256").digest(p.command))
+      PythonCode.lookup(command) match {
+        case Some(PythonCode.Pinned(part)) => code ++= part.values
+        case Some(PythonCode.Unpinned(why)) => refuse(Reason.PythonUdf, s"a Python function whose code $why")
+        case None =>
+          refuse(Reason.PythonUdf,
+            "a Python function that region_recovery did not see pickled (created before the session was " +
+              "configured with region_recovery, or by a client without it): the modules it reaches cannot be " +
+              "pinned down")
+      }
+      out.append("PythonFunction(command=").append(command)
       out.append(", pythonVer=").append(Json.str(p.pythonVer))
       out.append(", pythonExec=").append(Json.str(p.pythonExec))
       out.append(", envVars=")

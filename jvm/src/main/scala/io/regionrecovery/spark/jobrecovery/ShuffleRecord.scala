@@ -22,17 +22,20 @@ final case class RecordedOutput(mapIndex: Int, mapId: Long, host: String, execut
 
 /**
  * A materialized DataFrame shuffle as the job event store keeps it (record kind "shuffle"). Its
- * identity is three digests: the canonical plan's rendering, the input files, the settings and
- * versions; `splitSignature` pins how the map side split its files (None: it read more than file
+ * identity is four digests: the canonical plan's rendering, the input files, the settings and
+ * versions, the Python code its functions reach (the last two are [[IdentityPart]]s, whose values
+ * the store keeps once per digest); `splitSignature` pins how the map side split its files (None: it read more than file
  * scans). `dataSize`/`rowCount` are the runtime statistics AQE plans with. `outputs` lists only the
  * map outputs that were retained; the others are recomputed on recovery (if partial recovery is
  * allowed at all).
  */
-final case class ShuffleRecord(planDigest: String, inputDigest: String, confDigest: String, description: String,
+final case class ShuffleRecord(planDigest: String, inputDigest: String, confDigest: String, codeDigest: String,
+    description: String,
     shuffleId: Int, numMaps: Int, numReduces: Int, dataSize: Long, rowCount: Long, partialAllowed: Boolean,
     splitSignature: Option[String], appId: String, recordedAt: Long, outputs: Seq[RecordedOutput]) {
   def json: String = Json.obj("plan_digest" -> Json.str(planDigest), "input_digest" -> Json.str(inputDigest),
-    "conf_digest" -> Json.str(confDigest), "description" -> Json.str(description), "shuffle_id" -> shuffleId.toString,
+    "conf_digest" -> Json.str(confDigest), "code_digest" -> Json.str(codeDigest),
+    "description" -> Json.str(description), "shuffle_id" -> shuffleId.toString,
     "num_maps" -> numMaps.toString, "num_reduces" -> numReduces.toString, "data_size" -> dataSize.toString,
     "row_count" -> rowCount.toString, "partial_allowed" -> partialAllowed.toString,
     "split_signature" -> Json.str(splitSignature.orNull), "app_id" -> Json.str(appId),
@@ -63,7 +66,10 @@ object ShuffleRecord {
       RecordedOutput(long(o, "map_index").toInt, long(o, "map_id"), text(o, "host"), text(o, "executor_id"),
         text(o, "app_key"), long(o, "bytes"), long(o, "digest"), long(o, "row_checksum"))
     }.toVector
-    ShuffleRecord(text(n, "plan_digest"), text(n, "input_digest"), text(n, "conf_digest"), text(n, "description"),
+    // a record of a version before the code part has none: it never matches a code digest
+    val code = Option(n.get("code_digest")).filter(_.isTextual).map(_.asText()).getOrElse("")
+    ShuffleRecord(text(n, "plan_digest"), text(n, "input_digest"), text(n, "conf_digest"), code,
+      text(n, "description"),
       long(n, "shuffle_id").toInt, long(n, "num_maps").toInt, long(n, "num_reduces").toInt, long(n, "data_size"),
       long(n, "row_count"), field(n, "partial_allowed").asBoolean(), Option(text(n, "split_signature")),
       text(n, "app_id"), long(n, "recorded_at"), outputs)

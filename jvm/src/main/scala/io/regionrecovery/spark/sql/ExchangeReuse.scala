@@ -14,6 +14,7 @@ import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, QueryStag
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 
 import io.regionrecovery.spark.Json
+import io.regionrecovery.spark.jobrecovery.IdentityPart
 
 /**
  * Shuffle reuse across the attempts of one restarted DataFrame action, scoped to that action.
@@ -43,6 +44,9 @@ object ExchangeReuse extends Logging {
   /** The scope an exchange was planned in. */
   val ScopeTag: TreeNodeTag[String] = TreeNodeTag[String]("regionRecovery.reuseScope")
 
+  /** The settings an exchange was planned under (a retry under other settings is not the same shuffle). */
+  val SettingsTag: TreeNodeTag[IdentityPart] = TreeNodeTag[IdentityPart]("regionRecovery.settings")
+
   /** Why an exchange that matched a recorded one by plan was not replaced by it. */
   object Reason {
     val InputChanged = "input_changed"
@@ -50,7 +54,8 @@ object ExchangeReuse extends Logging {
     val ShuffleGone = "shuffle_gone"
     val OtherScope = "other_scope"
     val OutsideRun = "outside_run"
-    val all: Seq[String] = Seq(InputChanged, NotFingerprintable, ShuffleGone, OtherScope, OutsideRun)
+    val SettingsChanged = "settings_changed"
+    val all: Seq[String] = Seq(InputChanged, NotFingerprintable, ShuffleGone, OtherScope, OutsideRun, SettingsChanged)
   }
 
   final case class Refusal(reason: String, shuffleId: Int, detail: String) {
@@ -110,15 +115,16 @@ object ExchangeReuse extends Logging {
 
   /**
    * The rule's work on one plan, planned on a thread whose scope property is `scopeId` (null: none)
-   * as part of SQL execution `execution`. Top-down, so the largest reusable subtree is replaced and
-   * nothing below it is planned again.
+   * as part of SQL execution `execution`, under `settings` (read when first needed). Top-down, so the
+   * largest reusable subtree is replaced and nothing below it is planned again.
    */
-  def rewrite(plan: SparkPlan, scopeId: String, execution: String): SparkPlan = {
+  def rewrite(plan: SparkPlan, scopeId: String, execution: String, settings: => IdentityPart): SparkPlan = {
+    lazy val now = settings
     val current = scope(scopeId)
     if (current.isEmpty && !anyRecords) plan
     else
       plan.transformDown { case e: ShuffleExchangeExec =>
-        try decide(e, current, scopeId, execution)
+        try decide(e, current, scopeId, execution, now)
         catch {
           case NonFatal(t) => // never fail the user's query: plan it as Spark would
             logWarning(s"region-recovery: exchange reuse skipped an exchange: $t")
@@ -127,8 +133,8 @@ object ExchangeReuse extends Logging {
       }
   }
 
-  private def decide(e: ShuffleExchangeExec, current: Option[Scope], scopeId: String, execution: String)
-      : SparkPlan = {
+  private def decide(e: ShuffleExchangeExec, current: Option[Scope], scopeId: String, execution: String,
+      settings: => IdentityPart): SparkPlan = {
     val key = e.canonicalized
     current match {
       case None =>
@@ -144,6 +150,7 @@ object ExchangeReuse extends Logging {
       case Some(s) =>
         e.setTagValue(KeyTag, key)
         e.setTagValue(ScopeTag, s.id)
+        e.setTagValue(SettingsTag, settings)
         Option(s.records.get(key)) match {
           case None =>
             elsewhere(key, Some(s)).foreach { case (other, rec) =>
@@ -152,17 +159,23 @@ object ExchangeReuse extends Logging {
                   s"planned in ${s.id}")
             }
             e
-          case Some(rec) => reuseOrRefuse(e, key, s, rec, execution)
+          case Some(rec) => reuseOrRefuse(e, key, s, rec, execution, settings)
         }
     }
   }
 
-  private def reuseOrRefuse(e: ShuffleExchangeExec, key: SparkPlan, s: Scope, rec: Recorded, execution: String)
-      : SparkPlan = {
+  private def reuseOrRefuse(e: ShuffleExchangeExec, key: SparkPlan, s: Scope, rec: Recorded, execution: String,
+      settings: IdentityPart): SparkPlan = {
     val sid = rec.exchange.shuffleId
+    val then = rec.exchange.getTagValue(SettingsTag)
     if (SparkInternals.availableMapOutputs(sid) < 0) {
       s.records.remove(key, rec)
       refuse(s, execution, rec, Reason.ShuffleGone, s"Spark no longer knows shuffle $sid")
+      e
+    } else if (!then.exists(_.digest == settings.digest)) {
+      refuse(s, execution, rec, Reason.SettingsChanged,
+        then.map(t => "the failed attempt ran under other settings: " + settings.changesSince(t))
+          .getOrElse("the failed attempt's settings are unknown"))
       e
     } else
       rec.inputs match {

@@ -4,6 +4,9 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.{SparkPlan, SQLExecution}
 
+import io.regionrecovery.spark.CurrentApplication
+import io.regionrecovery.spark.jobrecovery.SettingsIdentity
+
 /**
  * A query-stage preparation rule (it runs after EnsureRequirements has placed the exchanges, on
  * every plan AQE prepares). Spark runs it on the thread that plans the query: the action's thread
@@ -16,6 +19,7 @@ class ExchangeReuseRule(session: SparkSession) extends Rule[SparkPlan] {
   override def apply(plan: SparkPlan): SparkPlan = {
     val sc = session.sparkContext
     val execution = Option(sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)).getOrElse("-")
-    ExchangeReuse.rewrite(plan, sc.getLocalProperty(ExchangeReuse.ScopeProperty), execution)
+    ExchangeReuse.rewrite(plan, sc.getLocalProperty(ExchangeReuse.ScopeProperty), execution,
+      SettingsIdentity.of(sc.getConf, session.sessionState.conf, CurrentApplication.Version))
   }
 }

@@ -5,6 +5,8 @@ import java.security.MessageDigest
 
 import scala.util.control.NonFatal
 
+import org.apache.hadoop.fs.{EtagSource, FileStatus}
+
 import org.apache.spark.sql.execution.{EmptyRelationExec, FileSourceScanExec, LocalTableScanExec, RangeExec, RDDScanExec, ReusedSubqueryExec, SparkPlan}
 import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, QueryStageExec}
 import org.apache.spark.sql.execution.datasources.{FilePartition, FileScanRDD}
@@ -21,7 +23,10 @@ import org.apache.spark.sql.execution.exchange.ReusedExchangeExec
  * fingerprint adds what the canonical plan leaves out, leaf by leaf:
  *
  *  - a V1 file scan (`FileSourceScanExec`): its root paths and every file its listing selected
- *    (static partition pruning applied), as (path, length, modification time);
+ *    (static partition pruning applied), as (path, length, modification time), with the object
+ *    store's ETag and version id where the listing carries them (S3A, ABFS: `EtagSource`), and with
+ *    [[ContentDigest]] (job recovery's opt-in), a digest of the file's bytes (the file system's checksum where it gives one, as
+ *    HDFS does, else SHA-256 read on the driver);
  *  - a V2 file scan (`BatchScanExec` over a `FileScan`): the same for the files of its planned
  *    `FilePartition`s;
  *  - `RangeExec`, `LocalTableScanExec`, `EmptyRelationExec` and the one-row relation: a token of
@@ -74,14 +79,14 @@ object InputFingerprint {
    * The fingerprint of a plan about to run (a retry's freshly planned exchange): file scans count with
    * the listing their node selected (listing it now if the node has not yet).
    */
-  def of(plan: SparkPlan): Result = compute(plan, executed = false)
+  def of(plan: SparkPlan, content: Boolean = false): Result = compute(plan, executed = false, content)
 
   /**
    * The fingerprint of a plan that ran (a failed attempt's materialized exchange): as [[of]], on the
    * nodes that executed, and each V1 scan's read files (its FileScanRDD) must lie in its listing with
    * the same length and modification time, else the subtree is not fingerprintable.
    */
-  def ofExecuted(plan: SparkPlan): Result = compute(plan, executed = true)
+  def ofExecuted(plan: SparkPlan, content: Boolean = false): Result = compute(plan, executed = true, content)
 
   private final class Unsupported(val leaf: String) extends RuntimeException(leaf, null, false, false)
 
@@ -89,10 +94,10 @@ object InputFingerprint {
   // by the scan's pushed filters, a reused exchange or subquery); the canonical plan has the shape.
   private type Acc = scala.collection.mutable.Set[Leaf]
 
-  private def compute(plan: SparkPlan, executed: Boolean): Result =
+  private def compute(plan: SparkPlan, executed: Boolean, content: Boolean): Result =
     try {
       val acc: Acc = scala.collection.mutable.Set.empty[Leaf]
-      walk(plan, executed, acc)
+      walk(plan, executed, content, acc)
       val leaves = acc.toVector.sortBy(_.digest)
       Fingerprint(sha256(leaves.iterator.map(_.digest)), leaves)
     } catch {
@@ -100,27 +105,28 @@ object InputFingerprint {
       case NonFatal(e) => NotFingerprintable(s"${e.getClass.getSimpleName} while fingerprinting: ${e.getMessage}")
     }
 
-  private def walk(p: SparkPlan, executed: Boolean, acc: Acc): Unit = {
+  private def walk(p: SparkPlan, executed: Boolean, content: Boolean, acc: Acc): Unit = {
+    def next(child: SparkPlan): Unit = walk(child, executed, content, acc)
     p match {
       case r: ReusedShuffleExchangeExec => acc ++= r.inputs.leaves
-      case s: QueryStageExec => walk(s.plan, executed, acc)
-      case a: AdaptiveSparkPlanExec => walk(a.executedPlan, executed, acc)
-      case r: ReusedExchangeExec => walk(r.child, executed, acc)
-      case r: ReusedSubqueryExec => walk(r.child, executed, acc)
-      case f: FileSourceScanExec => fileScan(f, executed, acc)
+      case s: QueryStageExec => next(s.plan)
+      case a: AdaptiveSparkPlanExec => next(a.executedPlan)
+      case r: ReusedExchangeExec => next(r.child)
+      case r: ReusedSubqueryExec => next(r.child)
+      case f: FileSourceScanExec => fileScan(f, executed, content, acc)
       case b: BatchScanExec => batchScan(b, acc)
       case _: RangeExec | _: LocalTableScanExec | _: EmptyRelationExec => acc +=
           Leaf(sha256(Iterator(p.nodeName)), 0, 0)
       case r: RDDScanExec if r.name == "OneRowRelation" => acc += Leaf(sha256(Iterator("OneRowRelation")), 0, 0)
       case leaf if leaf.children.isEmpty => throw new Unsupported(leaf.getClass.getName)
-      case other => other.children.foreach(walk(_, executed, acc))
+      case other => other.children.foreach(next)
     }
-    p.subqueries.foreach(walk(_, executed, acc))
+    p.subqueries.foreach(next)
   }
 
-  private def fileScan(f: FileSourceScanExec, executed: Boolean, acc: Acc): Unit = {
-    val listed = f.selectedPartitions.filePartitionIterator.flatMap(_.files)
-      .map(s => (s.getPath.toString, (s.getLen, s.getModificationTime))).toMap
+  private def fileScan(f: FileSourceScanExec, executed: Boolean, content: Boolean, acc: Acc): Unit = {
+    val statuses = f.selectedPartitions.filePartitionIterator.flatMap(_.files).map(_.fileStatus).toSeq
+    val listed = statuses.map(s => (s.getPath.toString, (s.getLen, s.getModificationTime))).toMap
     if (executed) f.inputRDD match {
       case rdd: FileScanRDD =>
         rdd.filePartitions.iterator.flatMap(_.files.iterator).foreach { pf =>
@@ -129,7 +135,25 @@ object InputFingerprint {
         }
       case _ => // another reader (an extension's): its listing is what it was given
     }
-    fileLeaf("FileSourceScanExec", f.relation.location.rootPaths.map(_.toString), listed, acc)
+    lazy val hadoopConf = f.relation.sparkSession.sessionState.newHadoopConfWithOptions(f.relation.options)
+    val more = statuses.map { s =>
+      val digest = if (content) " " + ContentDigest.of(s, hadoopConf) else ""
+      s.getPath.toString -> (storeIdentity(s) + digest)
+    }.filter(_._2.nonEmpty).toMap
+    fileLeaf("FileSourceScanExec", f.relation.location.rootPaths.map(_.toString), listed, acc, more)
+  }
+
+  /** What an object store's listing says of a file's content: its ETag and version id, where it says. */
+  private def storeIdentity(s: FileStatus): String = {
+    val etag = s match {
+      case e: EtagSource => Option(e.getEtag).filter(_.nonEmpty).map(" etag=" + _).getOrElse("")
+      case _ => ""
+    }
+    val version = try {
+      Option(s.getClass.getMethod("getVersionId").invoke(s)).map(_.toString).filter(_.nonEmpty)
+        .map(" version=" + _).getOrElse("")
+    } catch { case NonFatal(_) => "" } // only S3A's status has one
+    etag + version
   }
 
   private def batchScan(b: BatchScanExec, acc: Acc): Unit = b.scan match {
@@ -143,9 +167,12 @@ object InputFingerprint {
     case other => throw new Unsupported(s"BatchScanExec(${other.getClass.getName})")
   }
 
-  private def fileLeaf(kind: String, roots: Seq[String], files: Map[String, (Long, Long)], acc: Acc): Unit = {
+  private def fileLeaf(kind: String, roots: Seq[String], files: Map[String, (Long, Long)], acc: Acc,
+      more: Map[String, String] = Map.empty): Unit = {
     val lines = Iterator(kind) ++ roots.sorted.iterator.map("root " + _) ++
-      files.toSeq.sortBy(_._1).iterator.map { case (path, (len, mtime)) => s"file $path\t$len\t$mtime" }
+      files.toSeq.sortBy(_._1).iterator.map { case (path, (len, mtime)) =>
+        s"file $path\t$len\t$mtime" + more.getOrElse(path, "")
+      }
     acc += Leaf(sha256(lines), files.size.toLong, files.valuesIterator.map(_._1).sum)
   }
 

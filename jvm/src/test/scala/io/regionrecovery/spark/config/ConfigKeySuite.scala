@@ -88,7 +88,8 @@ class ConfigKeySuite extends AnyFunSuite {
   }
 
   test("every documented default parses to the declared default (the directories document their computed root)") {
-    val described = Set[ConfigKey[_]](ConfigKeys.RetainedDir, ConfigKeys.JobRecoveryDir, ConfigKeys.JobRecoveryJobId)
+    val described = Set[ConfigKey[_]](ConfigKeys.RetainedDir, ConfigKeys.JobRecoveryDir, ConfigKeys.JobRecoveryJobId,
+      ConfigKeys.JobRecoveryCodeVersion)
     val unsetMeansAnother = ConfigKeys.CheckpointingIntervalDuringBacklog
     ConfigKeys.all.filterNot(k => described.contains(k) || k == unsetMeansAnother).foreach { k =>
       assert(k.parse(k.defaultText) == k.default, k.name)
@@ -100,12 +101,14 @@ class ConfigKeySuite extends AnyFunSuite {
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
     val names = ConfigKeys.all.map(_.name)
-    assert(names == names.sorted && names.distinct == names && names.size == 35)
+    assert(names == names.sorted && names.distinct == names && names.size == 37)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
     assert(jvm == Set("eventBuffer.capacity", "retained.enabled", "retained.dir", "retained.maxBytes",
       "retained.release", "retained.leaseTimeout", "job-recovery.previous-worker.recovery.timeout",
-      "job-recovery.window", "job-event.store.write-buffer.size", "job-event.store.write-buffer.flush-interval",
+      "job-recovery.window", "job-recovery.code-version", "job-recovery.input-digest",
+      "job-event.store.write-buffer.size",
+      "job-event.store.write-buffer.flush-interval",
       "execution.checkpointing.interval", "execution.checkpointing.interval-during-backlog",
       "execution.checkpointing.during-recovery.enabled", "streaming.recovery.initial-batch",
       "streaming.recovery.ramp-factor", "streaming.max-batch", "streaming.backlog.lag-threshold"))

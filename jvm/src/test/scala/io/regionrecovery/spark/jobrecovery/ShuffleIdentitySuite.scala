@@ -4,7 +4,6 @@ import java.nio.file.{Files, Path}
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.spark.SparkConf
 import org.apache.spark.sql.{DataFrame, Row, SparkSession}
 import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, NamedExpression, PythonUDF, SortOrder}
 import org.apache.spark.sql.catalyst.plans.physical.{HashPartitioning, RangePartitioning, RoundRobinPartitioning, SinglePartition}
@@ -72,8 +71,11 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     all.head
   }
 
+  private def settings: IdentityPart =
+    SettingsIdentity.of(spark.sparkContext.getConf, spark.sessionState.conf, pluginVersion)
+
   private def result(df: DataFrame): ShuffleIdentity.Result =
-    ShuffleIdentity.of(topExchange(df), spark.sparkContext.getConf, pluginVersion)
+    ShuffleIdentity.of(topExchange(df), settings)
 
   private def identity(df: DataFrame): Identity = result(df) match {
     case i: Identity => i
@@ -105,8 +107,8 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
       case q: QueryStageExec => stages(q.plan)
     }.flatten
     val stage = stages(ran.queryExecution.executedPlan.asInstanceOf[AdaptiveSparkPlanExec].executedPlan).head
-    assert(ShuffleIdentity.of(stage, spark.sparkContext.getConf, pluginVersion) == a)
-    assert(ShuffleIdentity.of(stage.shuffle, spark.sparkContext.getConf, pluginVersion).asInstanceOf[Identity]
+    assert(ShuffleIdentity.of(stage, settings) == a)
+    assert(ShuffleIdentity.of(stage.shuffle, settings).asInstanceOf[Identity]
         .planDigest == a.planDigest, "the executed exchange (codegen, columnar transition) renders as planned")
     // without AQE, the executed plan's exchange (whole-stage codegen, no stages) is the same exchange
     val plain = withSQLConf(SQLConf.ADAPTIVE_EXECUTION_ENABLED.key -> "false") {
@@ -114,7 +116,8 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(!df.queryExecution.executedPlan.isInstanceOf[AdaptiveSparkPlanExec])
       identity(df)
     }
-    assert(plain == a)
+    assert(plain.planDigest == a.planDigest && plain.rendering == a.rendering)
+    assert(plain.settings.values("spark.sql.adaptive.enabled") == "false" && plain.confDigest != a.confDigest)
   }
 
   test("the rendering never holds the JVM's expression-id UUID nor a truncated string") {
@@ -325,6 +328,18 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
         Int.box(100), Boolean.box(deterministic), NamedExpression.newExprId).asInstanceOf[PythonUDF]
       ProjectExec(Seq(Alias(udf, "y")()), range).canonicalized
     }
+    def sha(bytes: Array[Byte]) =
+      java.security.MessageDigest.getInstance("SHA-256").digest(bytes).map(b => f"${b & 0xff}%02x").mkString
+    // unknown to the registry (never seen pickled by the driver's Python): its code cannot be pinned down
+    PythonCode.clear()
+    val unknown = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3))))
+    assert(unknown.left.toOption.exists(r => r.reason == Reason.PythonUdf && r.detail.contains("did not see")), unknown)
+    PythonCode.register(sha(Array[Byte](1, 2, 3)), """{"module scalelib": "s1", "python": "3.11.2"}""", null)
+    PythonCode.register(sha(Array[Byte](1, 2, 4)), """{"module scalelib": "s1", "python": "3.11.2"}""", null)
+    PythonCode.register(sha(Array[Byte](1, 2, 5)), null, "reaches module dyn, which has no source file")
+    val unpinned = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 5))))
+    assert(unpinned.left.toOption.exists(r => r.reason == Reason.PythonUdf && r.detail.contains("module dyn")),
+      unpinned)
     val a = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3))))
     assert(a.isRight, a)
     assert(a == ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3)))))
@@ -338,30 +353,79 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     } finally bc.destroy()
     val c = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3)), deterministic = false))
     assert(c.left.toOption.map(_.reason).contains(Reason.Nondeterministic), c)
+
+    // the code part: what the registered function reaches; a changed module changes it, not the plan
+    def exchangeOver(fn: AnyRef): SparkPlan =
+      org.apache.spark.sql.execution.exchange.ShuffleExchangeExec(SinglePartition, plan(fn))
+    val id = ShuffleIdentity.of(exchangeOver(pythonFn(Array[Byte](1, 2, 3))), settings).asInstanceOf[Identity]
+    assert(id.code.values == Map("module scalelib" -> "s1", "python" -> "3.11.2"), id.code)
+    PythonCode.register(sha(Array[Byte](1, 2, 3)), """{"module scalelib": "s2", "python": "3.11.2"}""", null)
+    val changed = ShuffleIdentity.of(exchangeOver(pythonFn(Array[Byte](1, 2, 3))), settings).asInstanceOf[Identity]
+    assert(changed.planDigest == id.planDigest && changed.codeDigest != id.codeDigest)
+    assert(changed.code.changesSince(id.code) == "module scalelib: 's1' then, 's2' now")
+    PythonCode.clear()
   }
 
-  test("confDigest: codec and shuffle partitions change it; unset equals the explicit default") {
-    val base = new SparkConf(false)
-    val d = ShuffleIdentity.confDigest(base, pluginVersion)
+  private def digest(set: Map[String, String], tz: String = "UTC", ansi: String = "true",
+      version: String = pluginVersion): String = SettingsIdentity.of(set, tz, ansi, version).digest
+
+  test("settings: codec and shuffle partitions change them; unset equals the explicit default") {
+    val d = digest(Map.empty)
     assert(d.matches("[0-9a-f]{64}"))
-    val defaults = new SparkConf(false).set("spark.io.compression.codec", "lz4")
-      .set("spark.sql.shuffle.partitions", "200").set("spark.sql.files.maxPartitionBytes", "134217728")
-      .set("spark.shuffle.compress", "TRUE").set("spark.io.compression.lz4.blockSize", "32768")
-      .set("spark.shuffle.checksum.algorithm", "adler32")
-    assert(ShuffleIdentity.confDigest(defaults, pluginVersion) == d)
-    assert(ShuffleIdentity.confDigest(base.clone.set("spark.io.compression.codec", "zstd"), pluginVersion) != d)
-    assert(ShuffleIdentity.confDigest(base.clone.set("spark.io.compression.codec",
-      "org.apache.spark.io.LZ4CompressionCodec"),
-      pluginVersion) == d)
-    assert(ShuffleIdentity.confDigest(base.clone.set("spark.sql.shuffle.partitions", "8"), pluginVersion) != d)
-    assert(ShuffleIdentity.confDigest(base.clone.set("spark.io.compression.lz4.blockSize", "64k"), pluginVersion) != d)
-    val zstd = base.clone.set("spark.io.compression.codec", "zstd")
-    assert(ShuffleIdentity.confDigest(zstd.clone.set("spark.io.compression.zstd.level", "3"), pluginVersion) !=
-      ShuffleIdentity.confDigest(zstd, pluginVersion))
-    assert(ShuffleIdentity.confDigest(zstd.clone.set("spark.io.compression.zstd.level", "1"), pluginVersion) ==
-      ShuffleIdentity.confDigest(zstd, pluginVersion))
-    assert(ShuffleIdentity.confDigest(base.clone.set("spark.io.encryption.enabled", "true"), pluginVersion) != d)
-    assert(ShuffleIdentity.confDigest(base, "0.0.1") != d)
+    val defaults = Map("spark.io.compression.codec" -> "lz4", "spark.sql.shuffle.partitions" -> "200",
+      "spark.sql.files.maxPartitionBytes" -> "134217728", "spark.shuffle.compress" -> "TRUE",
+      "spark.io.compression.lz4.blockSize" -> "32768", "spark.shuffle.checksum.algorithm" -> "adler32",
+      "spark.sql.caseSensitive" -> "false")
+    assert(digest(defaults) == d)
+    assert(digest(Map("spark.io.compression.codec" -> "zstd")) != d)
+    assert(digest(Map("spark.io.compression.codec" -> "org.apache.spark.io.LZ4CompressionCodec")) == d)
+    assert(digest(Map("spark.sql.shuffle.partitions" -> "8")) != d)
+    assert(digest(Map("spark.io.compression.lz4.blockSize" -> "64k")) != d)
+    val zstd = Map("spark.io.compression.codec" -> "zstd")
+    assert(digest(zstd + ("spark.io.compression.zstd.level" -> "3")) != digest(zstd))
+    assert(digest(zstd + ("spark.io.compression.zstd.level" -> "1")) == digest(zstd))
+    assert(digest(Map("spark.io.encryption.enabled" -> "true")) != d)
+    assert(digest(Map.empty, version = "0.0.1") != d)
+  }
+
+  test("settings: deny by default; the run's own identity, scheduling, observers and credentials are left out") {
+    val d = digest(Map.empty)
+    // settings that readers, parsers and expressions read while they run, whether the plan shows them or not
+    Seq("spark.sql.legacy.timeParserPolicy" -> "LEGACY", "spark.sql.caseSensitive" -> "true",
+      "spark.sql.csv.parser.columnPruning.enabled" -> "false", "spark.sql.execution.arrow.pyspark.enabled" -> "false",
+      "spark.sql.parquet.int96AsTimestamp" -> "false", "spark.some.extension.setting" -> "x",
+      "spark.hadoop.fs.s3a.endpoint" -> "http://127.0.0.1:9000", "spark.executorEnv.TZ" -> "Asia/Tokyo",
+      "spark.executor.extraJavaOptions" -> "-Duser.timezone=Asia/Tokyo", "spark.plugins" -> "com.example.Gpu",
+      "spark.regionRecovery.job-recovery.code-version" -> "2024-06-01").foreach { kv =>
+      assert(digest(Map(kv)) != d, s"$kv must count")
+    }
+    Seq("spark.app.id" -> "app-1", "spark.app.startTime" -> "1", "spark.driver.port" -> "4040",
+      "spark.driver.host" -> "h", "spark.executor.id" -> "driver", "spark.local.dir" -> "/tmp/x",
+      "spark.eventLog.dir" -> "/tmp/e", "spark.ui.port" -> "4041", "spark.executor.memory" -> "4g",
+      "spark.regionRecovery.retained.dir" -> "/tmp/r", "spark.sql.warehouse.dir" -> "file:/w",
+      "spark.hadoop.fs.s3a.secret.key" -> "s", "spark.hadoop.fs.s3a.session.token" -> "t",
+      "spark.shuffle.io.retryWait" -> "10s", "spark.master" -> "local[4]",
+      "spark.plugins.internal.conf.io.regionrecovery.spark.RegionRecoveryPlugin.retained.incarnation" -> "8a7c")
+      .foreach { kv =>
+        assert(digest(Map(kv)) == d, s"$kv must not count")
+      }
+    // the session time zone and ANSI mode as resolved (their defaults depend on the machine)
+    assert(digest(Map.empty, tz = "America/Los_Angeles") != d)
+    assert(digest(Map.empty, ansi = "false") != d)
+    val part = SettingsIdentity.of(Map.empty[String, String], "UTC", "true", pluginVersion)
+    assert(part.values.keySet.contains("jvm.timezone") && part.values.keySet.contains("jvm.locale"))
+    val la = SettingsIdentity.of(Map("spark.sql.session.timeZone" -> "America/Los_Angeles"), "America/Los_Angeles",
+      "true", pluginVersion)
+    assert(la.changesSince(part) == "spark.sql.session.timeZone: 'UTC' then, 'America/Los_Angeles' now", la)
+  }
+
+  test("settings: read from the session, including what spark.conf.set changed") {
+    val before = settings
+    withSQLConf("spark.sql.session.timeZone" -> "Asia/Tokyo") {
+      assert(settings.values("spark.sql.session.timeZone") == "Asia/Tokyo")
+      assert(settings.digest != before.digest)
+    }
+    assert(settings.digest == before.digest)
   }
 
   test("the settings' defaults are Spark 4.3's") {
@@ -375,15 +439,15 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
         Some(key -> entry.getClass.getMethod("defaultValueString").invoke(entry).asInstanceOf[String])
       } catch { case _: Exception => None }
     }.toMap
-    val all = ShuffleIdentity.settings ++ ShuffleIdentity.codecSettings.values.flatten
+    val all = SettingsIdentity.settings ++ SettingsIdentity.codecSettings.values.flatten
     all.foreach { s =>
       val spark = if (s.key.startsWith("spark.sql."))
         scala.util.Try(sql.getConfString(s.key)).toOption.flatMap(Option(_))
       else coreEntries.get(s.key)
       val expected = spark.filter(_ != "<undefined>")
       assert(expected.isDefined || s.default.isEmpty, s"${s.key}: Spark has no default, we say ${s.default}")
-      assert(s.default.map(ShuffleIdentity.normalized(_, s.kind)) ==
-          expected.map(ShuffleIdentity.normalized(_, s.kind)),
+      assert(s.default.map(SettingsIdentity.normalized(_, s.kind)) ==
+          expected.map(SettingsIdentity.normalized(_, s.kind)),
         s"${s.key}: Spark's default is $expected, we say ${s.default}")
     }
   }

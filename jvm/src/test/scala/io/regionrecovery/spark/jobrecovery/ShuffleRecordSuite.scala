@@ -4,7 +4,8 @@ import org.scalatest.funsuite.AnyFunSuite
 
 /** The "shuffle" record survives the store as written, and a record missing a field is refused by name. */
 class ShuffleRecordSuite extends AnyFunSuite {
-  private val record = ShuffleRecord("p" * 64, "i" * 64, "c" * 64, "Exchange hashpartitioning(k, 4) \"quoted\"\n", 3,
+  private val record = ShuffleRecord("p" * 64, "i" * 64, "c" * 64, "d" * 64,
+    "Exchange hashpartitioning(k, 4) \"quoted\"\n", 3,
     4, 5, 123456789012L, 1000L, partialAllowed = true, Some("s" * 64), "app-1", 1700000000000L,
     Seq(RecordedOutput(0, 12L, "127.0.0.1", "0", "app-1.ab", 100L, -42L, Long.MinValue),
       RecordedOutput(3, (1L << 50) + 7, "host-2", "exec 1", "app-0.cd", 0L, 9L, 0L)))

@@ -185,6 +185,34 @@ class ExchangeReuseSuite extends AnyFunSuite with BeforeAndAfterAll {
     } finally ExchangeReuse.endScope(changed)
   }
 
+  test("a session setting changed between the attempts (the time zone a CSV reader parses with) is refused") {
+    val path = dir.resolve("events-csv")
+    Files.createDirectories(path)
+    Files.write(path.resolve("part-0.csv"),
+      (0 until 48).map(i => f"2024-03-10 ${i % 24}%02d:30:00,$i").mkString("\n").getBytes)
+    // epoch hours of timestamps parsed in the session time zone: the same text, other instants
+    def perHour(): DataFrame = spark.read.schema("ts timestamp, x long").csv(path.toString)
+      .groupBy((col("ts").cast("long") / 3600).cast("long").as("h")).agg(sum("x").as("sx"))
+      .withColumn("sx", failing(col("sx")))
+    val scope = ExchangeReuse.beginScope()
+    val zone = spark.conf.get("spark.sql.session.timeZone")
+    try {
+      spark.conf.set("spark.sql.session.timeZone", "UTC")
+      failOnce(scope, () => perHour())
+      spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+      val fresh = sorted(perHour().collect()) // outside the scope: computed under the new zone
+      val retry = perHour()
+      assert(onThisThreadIn(scope)(sorted(retry.collect())) == fresh)
+      assert(reusedNodes(retry).isEmpty)
+      val json = ExchangeReuse.scopeJson(scope)
+      assert(json.contains("\"reason\": \"settings_changed\"") &&
+          json.contains("spark.sql.session.timeZone: 'UTC' then, 'America/Los_Angeles' now"), json)
+    } finally {
+      ExchangeReuse.endScope(scope)
+      spark.conf.set("spark.sql.session.timeZone", zone)
+    }
+  }
+
   test("a query on another thread, in another scope, or in a closed scope is never rewritten") {
     val expected = sorted(pipeline().collect())
     val scope = ExchangeReuse.beginScope()

@@ -53,6 +53,26 @@ class InputFingerprintSuite extends AnyFunSuite with BeforeAndAfterAll {
     case other => fail(s"expected a fingerprint, got $other")
   }
 
+  test("a same-length rewrite that keeps the modification time: metadata cannot see it, content can") {
+    val path = root.resolve("rewritten-csv")
+    Files.createDirectories(path)
+    val file = path.resolve("part-0.csv").toFile
+    Files.write(file.toPath, "1,10\n2,20\n".getBytes)
+    val mtime = file.lastModified()
+    def query(): DataFrame = spark.read.schema("k long, v long").csv(path.toString).groupBy("k").count()
+    def digest(content: Boolean): String = InputFingerprint.of(query().queryExecution.executedPlan, content) match {
+      case f: Fingerprint => f.digest
+      case other => fail(s"expected a fingerprint, got $other")
+    }
+    val (metadata, content) = (digest(false), digest(true))
+    assert(metadata != content, "the content digest is part of the identity")
+    Files.write(file.toPath, "1,10\n3,30\n".getBytes) // same length
+    assert(file.setLastModified(mtime))
+    ContentDigest.clear() // a new driver: nothing cached for this file
+    assert(digest(false) == metadata, "length and modification time are all the listing shows")
+    assert(digest(true) != content)
+  }
+
   test("the same files give the same fingerprint, listed afresh by another DataFrame") {
     val path = dataset("same")
     val a = fingerprint(perKey(path))

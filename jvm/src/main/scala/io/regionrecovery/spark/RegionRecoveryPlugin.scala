@@ -1,6 +1,8 @@
 package io.regionrecovery.spark
 
-import java.util.{Collections, Map => JMap}
+import java.util.{Map => JMap}
+
+import scala.jdk.CollectionConverters._
 
 import org.apache.spark.SparkContext
 import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext, SparkPlugin}
@@ -10,7 +12,8 @@ import org.apache.spark.regionrecovery.SparkInternals
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException, SparkGuardActions}
 import io.regionrecovery.spark.jobrecovery.JobRecovery
-import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
+import io.regionrecovery.spark.retention.{DriverLossAction, DriverRequest, RetainedStore, RetentionAgent}
+import io.regionrecovery.spark.retention.RetentionCoordinator
 import io.regionrecovery.spark.retention.{RetentionPolicy, RetentionPreconditions, RetentionProtocol}
 
 /**
@@ -49,17 +52,20 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     }
     val retained = RetentionPreconditions.retains(get) && rootProblem.isEmpty
     state = CurrentApplication.startForPlugin(sc)
-    var extraConf: JMap[String, String] = Collections.emptyMap()
+    val extraConf = new java.util.HashMap[String, String]()
     if (retained) {
       val root = RetainedStore.root(ConfigKeys.RetainedDir.read(sc.getConf.getOption))
       val incarnation = RetainedStore.newIncarnation()
       state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state,
         RetentionPolicy.fromConfig(sc.getConf.getOption), incarnation)
-      extraConf = Collections.singletonMap(RetentionProtocol.IncarnationConfKey, incarnation)
+      extraConf.put(RetentionProtocol.IncarnationConfKey, incarnation)
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root} " +
         s"(this driver's incarnation $incarnation)")
     }
     state.jobRecovery = JobRecovery.start(sc, state).orNull
+    // the executors keep files on driver loss only if job recovery really runs (not when it was refused)
+    DriverLossAction.forExecutors(Option(state.jobRecovery).map(jr => (jr.jobId, jr.windowMs)))
+      .foreach(extraConf.put(RetentionProtocol.JobRecoveryConfKey, _))
     if (ConfigKeys.RestartConsumersOfChangedOutputs.read(sc.getConf.getOption)) {
       val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
       guardTimer = timer
@@ -122,8 +128,11 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
         .map(_.host).getOrElse(java.net.InetAddress.getLocalHost.getHostName)
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
-      val incarnation = if (extraConf == null) null else extraConf.get(RetentionProtocol.IncarnationConfKey)
-      RetentionAgent.start(ctx.conf(), ctx.executorID(), host, incarnation).foreach(hello => ctx.send(hello))
+      val fromDriver = Option(extraConf).map(_.asScala.toMap).getOrElse(Map.empty[String, String])
+      RetentionAgent.start(ctx.conf(), ctx.executorID(), host,
+        fromDriver.get(RetentionProtocol.IncarnationConfKey).orNull,
+        DriverLossAction.fromDriver(fromDriver.get(RetentionProtocol.JobRecoveryConfKey).orNull))
+        .foreach(hello => ctx.send(hello))
     } catch {
       case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
     }

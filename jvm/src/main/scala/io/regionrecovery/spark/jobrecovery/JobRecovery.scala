@@ -46,7 +46,7 @@ final case class ShuffleDecision(planDigest: String, description: String, outcom
 final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId: String, val dir: String,
     store: JobEventStore, val replay: Replay, previous: Map[String, ShuffleRecord],
     previousParts: Map[String, IdentityPart], previousApps: Seq[String], val startedAt: Long, workerTimeoutMs: Long,
-    windowMs: Long, val contentDigest: Boolean) extends Logging {
+    val windowMs: Long, val contentDigest: Boolean) extends Logging {
 
   private def retention: RetentionCoordinator = state.retention
   private val decisions = new ConcurrentHashMap[String, ShuffleDecision]()

@@ -1,7 +1,5 @@
 package io.regionrecovery.spark.retention
 
-import io.regionrecovery.spark.config.ConfigKeys
-
 /**
  * What an executor does with its application's retained files on this host when the driver is lost
  * (no answer for a whole lease, or none at executor stop). Pure, so both paths are testable
@@ -24,10 +22,23 @@ object DriverLossAction {
   def jobRecovery(enabled: Boolean, jobId: String, windowMs: Long): Option[(String, Long)] =
     if (enabled && jobId != null && jobId.trim.nonEmpty) Some((jobId.trim, windowMs)) else None
 
-  /** The same, read from the executor's configuration (job-recovery.enabled, .job-id, .window). */
-  def jobRecovery(lookup: String => Option[String]): Option[(String, Long)] =
-    jobRecovery(ConfigKeys.JobRecoveryEnabled.read(lookup), ConfigKeys.JobRecoveryJobId.read(lookup),
-      ConfigKeys.JobRecoveryWindow.read(lookup))
+  /**
+   * What the driver decided, for its executors (the plugin's extra configuration, key
+   * [[RetentionProtocol.JobRecoveryConfKey]]): "jobId TAB windowMs" when job recovery runs, absent
+   * when it does not, including when the driver turned it off for an unsafe setting, so that the
+   * executors do not keep files for a resubmission that will never reuse them.
+   */
+  def forExecutors(jobRecovery: Option[(String, Long)]): Option[String] =
+    jobRecovery.map { case (jobId, windowMs) => s"$jobId\t$windowMs" }
+
+  /** An executor's reading of [[forExecutors]]; anything else than the driver's value means off. */
+  def fromDriver(value: String): Option[(String, Long)] = Option(value).flatMap { v =>
+    v.split('\t') match {
+      case Array(jobId, window) if window.nonEmpty && window.forall(_.isDigit) && window.length < 19 =>
+        jobRecovery(enabled = true, jobId, window.toLong)
+      case _ => None
+    }
+  }
 
   /** Keep until now + window (saturated: a huge window must not wrap into the past) or delete. */
   def decide(jobRecovery: Option[(String, Long)], now: Long): DriverLossAction = jobRecovery match {

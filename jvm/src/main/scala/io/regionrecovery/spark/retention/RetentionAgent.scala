@@ -26,8 +26,8 @@ object RetentionAgent extends Logging {
    * configuration); never throws (a failure only disables retention here). Refuses to retain under
    * settings the driver refuses too ([[RetentionPreconditions]]), or without a token.
    */
-  private[spark] def start(conf: SparkConf, executorId: String, host: String,
-      incarnation: String): Option[RetentionAgentHello] =
+  private[spark] def start(conf: SparkConf, executorId: String, host: String, incarnation: String,
+      jobRecovery: Option[(String, Long)]): Option[RetentionAgentHello] =
     try {
       lazy val problems = RetentionPreconditions.problems(conf.getOption)
       lazy val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
@@ -57,7 +57,6 @@ object RetentionAgent extends Logging {
         None
       } else {
         store.linkOnly = auto
-        val jobRecovery = DriverLossAction.jobRecovery(conf.getOption)
         val a = new RetentionAgent(store, RetainedStore.appKey(conf.getAppId, incarnation),
           executorId, ConfigKeys.RetainedLeaseTimeout.read(conf.getOption), jobRecovery)
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)

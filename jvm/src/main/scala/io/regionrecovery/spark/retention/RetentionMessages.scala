@@ -38,6 +38,9 @@ object RetentionProtocol {
   val AskTimeoutMs = 30000L
   /** The key of the driver's incarnation token in the extra configuration the driver plugin hands to executors. */
   val IncarnationConfKey = "retained.incarnation"
+
+  /** The driver's job recovery decision, for the executors' driver-loss action (DriverLossAction.forExecutors). */
+  val JobRecoveryConfKey = "job-recovery.kept-for"
 }
 
 /** One map output as the protocol names it. */

@@ -10,16 +10,22 @@ import org.scalatest.funsuite.AnyFunSuite
 import io.regionrecovery.spark.retention.DriverLossAction.{Delete, Keep}
 
 class DriverLossActionSuite extends AnyFunSuite {
-  private val JR = "spark.regionRecovery.job-recovery."
+  test("job recovery is on only when enabled and given a job id") {
+    assert(DriverLossAction.jobRecovery(enabled = false, "etl", 1000L).isEmpty)
+    assert(DriverLossAction.jobRecovery(enabled = true, "", 1000L).isEmpty, "no job id: nobody to keep for")
+    assert(DriverLossAction.jobRecovery(enabled = true, null, 1000L).isEmpty)
+    assert(DriverLossAction.jobRecovery(enabled = true, " etl ", 300000L) == Some(("etl", 300000L)))
+  }
 
-  test("job recovery is on only when enabled and given a job id; the window defaults to 30 min") {
-    assert(DriverLossAction.jobRecovery(Map.empty[String, String].get _).isEmpty)
-    assert(DriverLossAction.jobRecovery(Map(JR + "enabled" -> "true").get _).isEmpty, "no job id: nobody to keep for")
-    assert(DriverLossAction.jobRecovery(Map(JR + "job-id" -> "etl").get _).isEmpty, "a job id alone: off")
-    assert(DriverLossAction.jobRecovery(Map(JR + "enabled" -> "true", JR + "job-id" -> "etl").get _) ==
-      Some(("etl", 1800000L)))
-    assert(DriverLossAction.jobRecovery(
-      Map(JR + "enabled" -> "true", JR + "job-id" -> "etl", JR + "window" -> "5 min").get _) == Some(("etl", 300000L)))
+  test("executors follow the driver's decision, not the configuration: refused or off means delete") {
+    assert(DriverLossAction.forExecutors(None).isEmpty, "off, or refused for an unsafe setting: nothing to pass")
+    val passed = DriverLossAction.forExecutors(Some(("etl", 300000L)))
+    assert(DriverLossAction.fromDriver(passed.get) == Some(("etl", 300000L)))
+    assert(DriverLossAction.fromDriver(null).isEmpty)
+    Seq("", "etl", "etl\t", "etl\tsoon", "\t1000", "etl\t99999999999999999999").foreach { bad =>
+      assert(DriverLossAction.fromDriver(bad).isEmpty, bad)
+    }
+    assert(DriverLossAction.decide(DriverLossAction.fromDriver(null), 1000L) == Delete)
   }
 
   test("decide: delete without job recovery, else keep until now + window (never wrapping into the past)") {

@@ -209,6 +209,20 @@ def _parse_path(text: str) -> str:
     return path
 
 
+_SETTING_NAME = re.compile(r"[A-Za-z0-9._-]+[*]?")
+
+
+def _parse_setting_names(text: str) -> list[str]:
+    """Setting names or prefixes ending in '*', comma-separated; empty means none."""
+    names = [_trim(n) for n in text.split(",")]
+    if names == [""]:
+        return []
+    for name in names:
+        if not _SETTING_NAME.fullmatch(name) or not name.isascii():
+            raise ValueError(f"not a setting name: {_shown(name)}")
+    return names
+
+
 _JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _URI_WITH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:.+")
 
@@ -869,6 +883,24 @@ JOB_RECOVERY_INPUT_DIGEST = choice(
     ),
     read_by="jvm",
     section=_JOB_RECOVERY,
+)
+JOB_RECOVERY_IGNORED_SETTINGS = register(
+    ConfigKey(
+        _JR + "ignored-settings",
+        [],
+        _parse_setting_names,
+        "setting names or prefixes ending in '*', comma-separated",
+        (
+            "Settings the user declares cannot change a result of this job, left out of every shuffle's identity "
+            "on top of the built-in list: for a deployment that puts a per-run value in a setting that counts (a "
+            "temporary path in `spark.files`, a run id in a setting of its own). A refusal's detail names the "
+            "setting that differed."
+        ),
+        "(none)",
+        type="setting-names",
+        read_by="jvm",
+        section=_JOB_RECOVERY,
+    )
 )
 JOB_RECOVERY_DIR = register(
     ConfigKey(

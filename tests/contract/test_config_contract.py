@@ -81,6 +81,10 @@ PROBES = {
     ],
     "path": ["/tmp/x", " /data/spark ", "relative/dir", "./x", "", "/", "\u00a0/tmp", "\x1f/tmp\x00"],
     "job-id": ["nightly-etl", " a.b_c-1 ", "", ".", "..", "a/b", "x" * 128, "x" * 129, "é", "job id"],
+    "setting-names": [
+        *["", " ", "spark.files", " spark.files , spark.myjob.* ", "spark.a,spark.b", "spark.a,", ",", "a b"],
+        *["spark.*", "*", "spark.x*y", "spark.é", "spark.a;rm", "\u00a0spark.a", "\x1fspark.a\x00"],
+    ],
     "uri": ["/tmp/jobs", "hdfs://nn:8020/jobs", "file:/tmp/x", "s3a://bucket/p", "", "relative", "1x://y", "hdfs:"],
 }
 CHOICE_EXTRA = ["", "nonsense", "REGION", "Fixed-Delay", "JOB-END", "\u00a0full", "\tfull\x00"]

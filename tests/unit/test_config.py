@@ -518,8 +518,19 @@ def test_every_key_default_parses_to_its_default(key):
         assert declared.default == -1 and declared.default_text == config.CHECKPOINTING_INTERVAL.name.removeprefix(
             config.PREFIX
         )
-    elif declared.type not in ("path", "uri", "job-id"):  # those defaults describe where it goes, or "unset"
+    elif declared.type not in ("path", "uri", "job-id", "setting-names"):  # defaults say where, or "unset"
         assert declared.parse(declared.default_text) == declared.default
+    else:
+        assert declared.parse("") == declared.default
+
+
+def test_ignored_settings_are_names_or_prefixes():
+    key = config.JOB_RECOVERY_IGNORED_SETTINGS
+    assert key.read({}) == []
+    assert key.read({key.name: " spark.files , spark.myjob.* "}) == ["spark.files", "spark.myjob.*"]
+    for bad in ("spark.a,", "a b", "spark.*.x", "spark.é"):
+        with pytest.raises(ConfigError, match="ignored-settings.*not a setting name"):
+            key.read({key.name: bad})
 
 
 def test_relative_retained_dir_is_rejected():

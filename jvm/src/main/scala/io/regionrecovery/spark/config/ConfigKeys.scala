@@ -169,6 +169,13 @@ object ConfigKeys {
       "from elsewhere than its input files, a module whose source is unchanged but whose values are computed " +
       "when it is imported.", ReadBy.Jvm)
 
+  val JobRecoveryIgnoredSettings: ConfigKey[Seq[String]] = ConfigKey(JR + "ignored-settings", SettingNamesType, Nil,
+    "(none)", "setting names or prefixes ending in '*', comma-separated",
+    "Settings the user declares cannot change a result of this job, left out of every shuffle's identity on top " +
+      "of the built-in list: for a deployment that puts a per-run value in a setting that counts (a temporary path " +
+      "in spark.files, a run id in a setting of its own). A refusal's detail names the setting that differed.",
+    ReadBy.Jvm)
+
   val JobRecoveryInputDigest: ConfigKey[String] = ConfigKey(JR + "input-digest",
     ChoiceType(Seq("metadata" -> "metadata", "content" -> "content")), "metadata", "metadata",
     "metadata, content (any case)",
@@ -257,9 +264,8 @@ object ConfigKeys {
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
     RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
     RetainedRelease, RetainedLeaseTimeout, JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
-    JobRecoveryInputDigest,
-    JobRecoveryDir,
-    JobRecoveryWorkerTimeout, JobRecoveryWindow, JobEventWriteBufferSize, JobEventFlushInterval,
+    JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryDir, JobRecoveryWorkerTimeout, JobRecoveryWindow,
+    JobEventWriteBufferSize, JobEventFlushInterval,
     CheckpointingInterval, CheckpointingIntervalDuringBacklog, CheckpointingDuringRecovery, StreamingInitialBatch,
     StreamingRampFactor, StreamingMaxBatch, StreamingLagThreshold).sortBy(_.name)
 

@@ -168,6 +168,24 @@ object ConfigType {
     def json(value: String): String = io.regionrecovery.spark.Json.str(value)
   }
 
+  /**
+   * Setting names, comma-separated: each a name, or a prefix ending in '*'; letters, digits and
+   * '.', '_', '-' only. Empty means none. Whitespace around each name is ignored.
+   */
+  case object SettingNamesType extends ConfigType[Seq[String]]("setting-names") {
+    private val Allowed = "[A-Za-z0-9._-]+[*]?".r
+    def parse(raw: String): Seq[String] = raw.split(",", -1).toSeq.map(_.trim) match {
+      case Seq("") => Nil
+      case names =>
+        names.foreach { n =>
+          if (!Allowed.matches(n))
+            throw new IllegalArgumentException(s"not a setting name: ${shown(n)}")
+        }
+        names
+    }
+    def json(value: Seq[String]): String = io.regionrecovery.spark.Json.strings(value)
+  }
+
   /** A Hadoop FileSystem URI (scheme:...) or an absolute local path; empty means "the default". */
   case object UriType extends ConfigType[String]("uri") {
     private val WithScheme = "[A-Za-z][A-Za-z0-9+.-]*:.+".r

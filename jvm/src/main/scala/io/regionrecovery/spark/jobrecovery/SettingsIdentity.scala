@@ -131,10 +131,11 @@ object SettingsIdentity {
   /** Credentials rotate between runs and do not change what the same paths hold (their input identity does). */
   private val secretKey = "(?i)secret|password|token|access[.]?key|credential".r
 
-  /** Whether a set key is left out of the identity. */
-  def ignored(key: String): Boolean =
+  /** Whether a set key is left out of the identity; `byUser`: job-recovery.ignored-settings (prefixes end in '*'). */
+  def ignored(key: String, byUser: Seq[String] = Nil): Boolean =
     !countedDespitePrefix(key) &&
-      (ignoredPrefixes.exists(key.startsWith) || secretKey.findFirstIn(key).isDefined)
+      (ignoredPrefixes.exists(key.startsWith) || secretKey.findFirstIn(key).isDefined ||
+        byUser.exists(n => if (n.endsWith("*")) key.startsWith(n.dropRight(1)) else key == n))
 
   /** The settings part of a session about to plan a query. */
   def of(conf: SparkConf, sql: SQLConf, pluginVersion: String): IdentityPart = {
@@ -148,8 +149,11 @@ object SettingsIdentity {
    */
   def of(set: Map[String, String], sessionTimeZone: String, ansi: String, pluginVersion: String): IdentityPart = {
     val values = Map.newBuilder[String, String]
+    // the user's own list; unreadable, it ignores nothing (the plugin refused it at start already)
+    val byUser = try ConfigKeys.JobRecoveryIgnoredSettings.read(set.get)
+    catch { case NonFatal(_) => Nil }
     set.foreach { case (key, value) =>
-      if (value != null && !ignored(key) && !isDefault(key, value)) values += key -> value.trim
+      if (value != null && !ignored(key, byUser) && !isDefault(key, value)) values += key -> value.trim
     }
     def read(s: Setting): String = set.get(s.key).orElse(s.default).map(normalized(_, s.kind)).getOrElse("<unset>")
     val codec = read(settings.head)

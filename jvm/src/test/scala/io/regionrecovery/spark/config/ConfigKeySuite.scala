@@ -91,7 +91,11 @@ class ConfigKeySuite extends AnyFunSuite {
     val described = Set[ConfigKey[_]](ConfigKeys.RetainedDir, ConfigKeys.JobRecoveryDir, ConfigKeys.JobRecoveryJobId,
       ConfigKeys.JobRecoveryCodeVersion)
     val unsetMeansAnother = ConfigKeys.CheckpointingIntervalDuringBacklog
-    ConfigKeys.all.filterNot(k => described.contains(k) || k == unsetMeansAnother).foreach { k =>
+    assert(ConfigKeys.JobRecoveryIgnoredSettings.default == Nil &&
+      ConfigKeys.JobRecoveryIgnoredSettings.parse("") == Nil)
+    ConfigKeys.all.filterNot(k =>
+      described.contains(k) || k == unsetMeansAnother ||
+        k == ConfigKeys.JobRecoveryIgnoredSettings).foreach { k =>
       assert(k.parse(k.defaultText) == k.default, k.name)
     }
     described.foreach(k => assert(k.default == "", k.name))
@@ -101,12 +105,12 @@ class ConfigKeySuite extends AnyFunSuite {
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
     val names = ConfigKeys.all.map(_.name)
-    assert(names == names.sorted && names.distinct == names && names.size == 37)
+    assert(names == names.sorted && names.distinct == names && names.size == 38)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
     assert(jvm == Set("eventBuffer.capacity", "retained.enabled", "retained.dir", "retained.maxBytes",
       "retained.release", "retained.leaseTimeout", "job-recovery.previous-worker.recovery.timeout",
-      "job-recovery.window", "job-recovery.code-version", "job-recovery.input-digest",
+      "job-recovery.window", "job-recovery.code-version", "job-recovery.input-digest", "job-recovery.ignored-settings",
       "job-event.store.write-buffer.size",
       "job-event.store.write-buffer.flush-interval",
       "execution.checkpointing.interval", "execution.checkpointing.interval-during-backlog",

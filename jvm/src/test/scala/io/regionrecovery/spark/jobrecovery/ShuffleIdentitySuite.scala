@@ -409,6 +409,14 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
       .foreach { kv =>
         assert(digest(Map(kv)) == d, s"$kv must not count")
       }
+    // what the user declares irrelevant for this job: names, and prefixes ending in '*'
+    val ignoring = Map("spark.regionRecovery.job-recovery.ignored-settings" -> "spark.files, spark.myjob.*")
+    assert(digest(ignoring + ("spark.files" -> "/tmp/run-1/lookup.csv")) ==
+      digest(ignoring + ("spark.files" -> "/tmp/run-2/lookup.csv")))
+    assert(digest(ignoring + ("spark.myjob.run" -> "1")) == digest(ignoring + ("spark.myjob.run" -> "2")))
+    assert(digest(ignoring + ("spark.filesX" -> "1")) != digest(ignoring + ("spark.filesX" -> "2")))
+    assert(digest(ignoring + ("spark.sql.session.timeZone" -> "UTC"), tz = "UTC") !=
+        digest(ignoring + ("spark.sql.session.timeZone" -> "UTC"), tz = "Asia/Tokyo"), "resolved values still count")
     // the session time zone and ANSI mode as resolved (their defaults depend on the machine)
     assert(digest(Map.empty, tz = "America/Los_Angeles") != d)
     assert(digest(Map.empty, ansi = "false") != d)

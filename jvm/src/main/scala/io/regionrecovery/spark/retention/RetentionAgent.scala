@@ -21,6 +21,9 @@ object RetentionAgent extends Logging {
   @volatile private var agent: RetentionAgent = _
   def current: RetentionAgent = agent
 
+  /** Makes `a` this executor's agent without an RpcEnv (unit tests of [[stop]]). */
+  private[retention] def installForTests(a: RetentionAgent): Unit = agent = a
+
   /**
    * Called by the executor plugin with the driver's incarnation token (from the plugin's extra
    * configuration); never throws (a failure only disables retention here). Refuses to retain under
@@ -73,12 +76,16 @@ object RetentionAgent extends Logging {
         None
     }
 
+  private val stopLock = new Object
+
   /**
    * Executor shutdown (graceful stop, or the JVM exiting: on SIGTERM this runs from an early shutdown
    * hook, before Spark stops the executor, so the driver can still be asked; the plugin's shutdown
-   * calls it again, which then does nothing).
+   * calls it again, which then does nothing). The second caller waits for the first to finish: a
+   * SIGTERM (the Worker killing the executor of a dead driver) that arrives while the plugin's
+   * shutdown deletes the files must not let the JVM exit in the middle of the deletion.
    */
-  private[spark] def stop(): Unit = {
+  private[spark] def stop(): Unit = stopLock.synchronized {
     val a = RetentionAgent.synchronized { val current = agent; agent = null; current }
     if (a != null) {
       if (a.shutdownHook != null && !SparkInternals.jvmShuttingDown) SparkInternals.removeShutdownHook(a.shutdownHook)
@@ -101,6 +108,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   @volatile private[spark] var ref: AnyRef = _
   @volatile private[spark] var shutdownHook: AnyRef = _
   @volatile private var driverRef: AnyRef = _
+  /** Replaces the ping to the driver in unit tests (a driver that answers late, or never). */
+  @volatile private[retention] var pingForTests: Long => Option[AnyRef] = _
   @volatile private var lastDriverContact = System.currentTimeMillis()
   @volatile private var droppedForDriverLoss = false
   @volatile private var markedKept = false // this agent kept the files for a resubmission (job recovery)
@@ -135,7 +144,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * this executor first.
    */
   private def pingDriver(timeoutMs: Long): Option[AnyRef] =
-    if (driverRef == null) Some(LeaseRenewed)
+    if (pingForTests != null) pingForTests(timeoutMs)
+    else if (driverRef == null) Some(LeaseRenewed)
     else
       try Some(SparkInternals.ask(driverRef, LeasePing(appKey, executorId), timeoutMs)).map(answered)
       catch { case NonFatal(_) => None }
@@ -230,6 +240,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    */
   private[spark] def stopLease(): Unit = {
     leaseThread.shutdownNow()
+    // a tick under way (a ping, then a lease renewal) must not write the lease after the deletion below
+    try leaseThread.awaitTermination(pingTimeoutMs + 2000L, TimeUnit.MILLISECONDS)
+    catch { case _: InterruptedException => Thread.currentThread().interrupt() }
     honourFenceLogged()
     try afterStop(pingDriver(math.min(pingTimeoutMs, 3000L)))
     catch { case NonFatal(e) => logWarning(s"region-recovery: cleanup at executor stop failed: $e") }

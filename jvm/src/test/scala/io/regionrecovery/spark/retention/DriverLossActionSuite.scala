@@ -101,4 +101,26 @@ class DriverLossActionSuite extends AnyFunSuite {
       assert(names(root).isEmpty)
     }
   }
+
+  test("a second stop (SIGTERM's hook) waits until the first (the plugin's shutdown) has deleted the files") {
+    withAgent(None) { (root, agent) =>
+      val inPing = new java.util.concurrent.CountDownLatch(1)
+      val answer = new java.util.concurrent.CountDownLatch(1)
+      agent.pingForTests = _ => { inPing.countDown(); answer.await(); None } // the driver is gone
+      RetentionAgent.installForTests(agent)
+      val first = new Thread(() => RetentionAgent.stop())
+      first.start()
+      assert(inPing.await(10, java.util.concurrent.TimeUnit.SECONDS))
+      val second = new Thread(() => RetentionAgent.stop())
+      second.start()
+      second.join(300)
+      assert(second.isAlive, "the hook returned while the first stop was still deleting: the JVM would exit")
+      answer.countDown()
+      second.join(10000)
+      first.join(10000)
+      assert(!second.isAlive && !first.isAlive)
+      assert(names(root).isEmpty, "when the second stop returns, the first has deleted everything")
+      assert(RetentionAgent.current == null)
+    }
+  }
 }

@@ -42,6 +42,14 @@ object AdoptionDecision {
   }
 
   /**
+   * The adopter after the ones in `failed` could not adopt (lost too, or unreachable): the same
+   * choice among the host's other live agents, so a policy's preferences and avoidances still hold.
+   */
+  def nextAdopter(policy: RetentionPolicy, lostExecutor: String, host: String, live: Seq[AgentInfo],
+      failed: Set[String]): Either[String, (AgentInfo, String)] =
+    chooseAdopter(policy, lostExecutor, host, live.filterNot(a => failed.contains(a.executorId)))
+
+  /**
    * The whole decision for the outputs of one lost executor; `shuffleOf` gives an output's shuffle
    * id, `unsafe` why an output must never be adopted whatever the policy (see [[AdoptionRules]]).
    * An output of a shuffle the policy excludes is refused for that reason (the user's choice is

@@ -57,19 +57,25 @@ object RetainedStore {
   /**
    * A 64-bit digest of one map output as committed: Spark's per-partition checksums and the
    * partition lengths (the first 8 bytes of their SHA-256). 0 means none: Spark computed no
-   * checksums (spark.shuffle.checksum.enabled=false); a real digest is never 0.
+   * checksums (spark.shuffle.checksum.enabled=false); a real digest is never 0. An empty output
+   * (every partition 0 bytes), for which Spark passes no checksums, is digested from its lengths
+   * alone: two empty outputs of as many partitions cannot differ, so it can be adopted too.
    */
   def digest(checksums: Array[Long], lengths: Array[Long]): Long =
-    if (checksums == null || checksums.isEmpty) 0L
+    if ((checksums == null || checksums.isEmpty) && !isEmpty(lengths)) 0L
     else {
-      val buf = ByteBuffer.allocate(8 * (2 + checksums.length + lengths.length))
-      buf.putLong(checksums.length.toLong)
-      checksums.foreach(c => buf.putLong(c))
+      val sums = if (checksums == null) Array.emptyLongArray else checksums
+      val buf = ByteBuffer.allocate(8 * (2 + sums.length + lengths.length))
+      buf.putLong(sums.length.toLong)
+      sums.foreach(c => buf.putLong(c))
       buf.putLong(lengths.length.toLong)
       lengths.foreach(l => buf.putLong(l))
       val h = ByteBuffer.wrap(MessageDigest.getInstance("SHA-256").digest(buf.array())).getLong
       if (h == 0L) 1L else h
     }
+
+  /** An output of at least one partition, every one of them 0 bytes. */
+  def isEmpty(lengths: Array[Long]): Boolean = lengths != null && lengths.nonEmpty && lengths.forall(_ == 0L)
 
   /**
    * A fresh random token for one driver: the retained directory of an application is

@@ -322,10 +322,25 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       PurgeReply(files, bytes)
   }
 
+  /**
+   * Null when this executor can serve map outputs, else why not. A replacement executor's agent is
+   * asked as soon as it said hello, which its plugin does before Spark creates the shuffle manager.
+   */
+  private def notServing(): String = {
+    val waitMs = RetentionProtocol.AskTimeoutMs / 2
+    if (SparkInternals.awaitShuffleManager(waitMs)) null
+    else s"executor $executorId has no shuffle manager after $waitMs ms"
+  }
+
   private def adopt(r: AdoptRequest): AdoptReply = {
-    val me = SparkInternals.localBlockManagerId
     val failures = new Array[String](r.outputs.length)
     val bytes = new Array[Long](r.outputs.length)
+    val notYet = notServing()
+    val me = SparkInternals.localBlockManagerId
+    if (notYet != null) {
+      failures.indices.foreach(failures(_) = notYet)
+      return AdoptReply(me, failures, bytes)
+    }
     r.outputs.zipWithIndex.foreach { case (o, i) =>
       try bytes(i) = adoptOne(r.appKey, r.fromExecutor, o, if (r.digests == null) 0L else r.digests(i))
       catch {
@@ -343,7 +358,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     val failures = new Array[String](r.outputs.length)
     val lengths = new Array[Array[Long]](r.outputs.length)
     val bytes = new Array[Long](r.outputs.length)
-    r.outputs.zipWithIndex.foreach { case (o, i) =>
+    val notYet = notServing()
+    if (notYet != null) failures.indices.foreach(failures(_) = notYet)
+    else r.outputs.zipWithIndex.foreach { case (o, i) =>
       try {
         val v = recoverOne(r.fromAppKey, r.fromExecutor, o)
         lengths(i) = v.lengths
@@ -372,12 +389,22 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       throw new IOException("spark.shuffle.checksum.enabled=false on this executor: nothing can be verified")
     val v = RetainedVerification.verify(store.executorDir(fromAppKey, fromExecutor), o.fromShuffleId, o.fromMapId,
       SparkInternals.checksumAlgorithm, o.digest)
-    if (v.data.isFile) store.linkOrCopy(v.data.toPath, ownData.toPath)
-    store.linkOrCopy(v.checksum.toPath, ownChecksum.toPath)
-    store.linkOrCopy(v.index.toPath, ownIndex.toPath)
-    SparkInternals.ownMapOutput(o.shuffleId, o.mapId)
+    serve(v, o.shuffleId, o.mapId)
     store.retain(appKey, executorId, RetainedStore.fileBase(o.shuffleId, o.mapId), Seq(ownData, ownIndex, ownChecksum))
     v
+  }
+
+  /**
+   * Makes this executor serve verified files as map `mapId` of `shuffleId`: Spark's block resolver
+   * finds a map output by file name in its own directories. The index goes last (it is what makes
+   * the output readable); an empty output has neither data nor checksum file.
+   */
+  private def serve(v: VerifiedOutput, shuffleId: Int, mapId: Long): Unit = {
+    val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(shuffleId, mapId)
+    if (v.data.isFile) store.linkOrCopy(v.data.toPath, ownData.toPath)
+    if (v.checksum.isFile) store.linkOrCopy(v.checksum.toPath, ownChecksum.toPath)
+    store.linkOrCopy(v.index.toPath, ownIndex.toPath)
+    SparkInternals.ownMapOutput(shuffleId, mapId)
   }
 
   /**
@@ -385,16 +412,11 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * checksums) and makes this executor serve it; returns its bytes or throws.
    */
   private def adoptOne(appKey: String, from: String, o: OutputRef, digest: Long): Long = {
-    val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(o.shuffleId, o.mapId)
-    if (ownChecksum == null)
+    if (SparkInternals.shuffleFiles(o.shuffleId, o.mapId)._3 == null)
       throw new IOException("spark.shuffle.checksum.enabled=false on this executor: nothing can be verified")
     val v = RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
       SparkInternals.checksumAlgorithm, digest)
-    // Serve it: Spark's block resolver finds a map output by file name in its own directories.
-    if (v.data.isFile) store.linkOrCopy(v.data.toPath, ownData.toPath)
-    store.linkOrCopy(v.checksum.toPath, ownChecksum.toPath)
-    store.linkOrCopy(v.index.toPath, ownIndex.toPath)
-    SparkInternals.ownMapOutput(o.shuffleId, o.mapId)
+    serve(v, o.shuffleId, o.mapId)
     // Keep it retained, now as this executor's: if this executor dies, it can be adopted again.
     val mine = store.executorDir(appKey, executorId)
     store.ensureDir(mine)

@@ -162,16 +162,28 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     }
     val askStart = now
     var adopterReason = decision.reason
-    val reply: Option[AdoptReply] = decision.adopter.flatMap { a =>
-      val refs = decision.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
-      val digests = decision.offered.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
+    val refs = decision.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
+    val digests = decision.offered.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
+    def ask(a: AgentInfo): Option[AdoptReply] =
       try Some(agents.ask(a, AdoptRequest(appKey, executorId, refs, digests)).asInstanceOf[AdoptReply])
       catch {
         case NonFatal(e) =>
           logWarning(s"region-recovery: executor ${a.executorId} could not adopt the outputs of $executorId: $e")
-          adopterReason += s"; the adoption failed: $e"
+          adopterReason += s"; the adoption by ${a.executorId} failed: $e"
           None
       }
+    // The adopter may be lost too (two executors of a host die at once, its loss not handled yet): the
+    // next one of the host tries, until one answers or none is left.
+    var adopter = decision.adopter
+    var reply: Option[AdoptReply] = adopter.flatMap(ask)
+    var failed = Set.empty[String]
+    while (reply.isEmpty && adopter.nonEmpty) {
+      failed += adopter.get.executorId
+      adopter = AdoptionDecision.nextAdopter(currentPolicy, executorId, host, agents.live, failed) match {
+        case Right((a, why)) => adopterReason += s"; then executor ${a.executorId}: $why"; Some(a)
+        case Left(why) => adopterReason += s"; no other adopter: $why"; None
+      }
+      reply = adopter.flatMap(ask)
     }
     val askMs = now - askStart
     testDelayBeforeRelocation()
@@ -215,11 +227,11 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       val epoch = SparkInternals.incrementEpoch()
       agents.forgetMapStatuses(decision.offered.map(_._1).distinct.toArray)
       logInfo(s"region-recovery: executor $executorId lost ($reason): $adopted of ${outputs.size} map outputs " +
-        s"adopted by ${decision.adopter.map(_.executorId).orNull} (${decision.reason}), epoch now $epoch, " +
+        s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now $epoch, " +
         s"${System.currentTimeMillis() - lossTime} ms after the removal")
     }
     record(executorId, reason, lossTime, startedAt, askMs, adopted, outputs.size - adopted,
-      decision.adopter.map(_.executorId).orNull, adopterReason)
+      adopter.map(_.executorId).orNull, adopterReason)
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
     purge(host, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost")
   }

@@ -112,6 +112,13 @@ object SparkInternals {
   /** Local dirs of this executor's DiskBlockManager (its blockmgr-* directories). */
   def localDirs: Array[String] = SparkEnv.get.blockManager.diskBlockManager.localDirsString
 
+  /**
+   * Waits until this executor's shuffle manager exists. Spark creates it after the executor plugins
+   * (so a plugin's agent can be asked to adopt by the driver before its executor can serve a file):
+   * true once it is there, false after `timeoutMs`.
+   */
+  def awaitShuffleManager(timeoutMs: Long): Boolean = SparkEnv.get.waitForShuffleManagerInit(timeoutMs)
+
   private def resolver: IndexShuffleBlockResolver =
     SparkEnv.get.blockingShuffleManager.shuffleBlockResolver.asInstanceOf[IndexShuffleBlockResolver]
 

@@ -34,6 +34,16 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     assert(fallback == "lowest executor id among 3 live executors on host a; no preferred executor is live there")
   }
 
+  test("when adopters fail (lost at the same time), the next one of the host tries, under the same policy") {
+    def next(p: RetentionPolicy, failed: Set[String]) =
+      AdoptionDecision.nextAdopter(p, "1", "a", live, failed).map(_._1.executorId)
+    assert(next(base, Set("10")) == Right("2"))
+    assert(next(base, Set("10", "2")) == Right("4"))
+    assert(next(base, Set("10", "2", "4")) == Left("no live executor with a retention agent on host a"))
+    assert(next(base.copy(preferredExecutors = Seq("4", "2")), Set("4")) == Right("2"), "preferences still hold")
+    assert(next(base.copy(avoidedExecutors = Set("2")), Set("10")) == Right("4"), "avoidances still hold")
+  }
+
   test("avoided executors are never chosen, not even when preferred") {
     assert(chosen(base.copy(avoidedExecutors = Set("10"))) == Right("2"))
     assert(chosen(base.copy(avoidedExecutors = Set("2"), preferredExecutors = Seq("2", "4"))) == Right("4"))

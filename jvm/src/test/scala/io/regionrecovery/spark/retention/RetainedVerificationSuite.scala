@@ -115,4 +115,21 @@ class RetainedVerificationSuite extends AnyFunSuite {
       assert(refused(dir, 7L, digest).contains("retained index file missing"))
     }
   }
+
+  test("an empty output (no checksums from Spark, no data file) passes on its lengths alone") {
+    withDir { dir =>
+      val base = dir.resolve(RetainedStore.fileBase(0, 8L)).toString
+      longs(Path.of(base + ".index"), Seq(0L, 0L, 0L, 0L, 0L)) // four empty partitions, as Spark writes them
+      val digest = RetainedStore.digest(Array.emptyLongArray, Array(0L, 0L, 0L, 0L))
+      assert(digest != 0L, "an empty output has a digest")
+      assert(RetainedVerification.verify(dir, 0, 8L, algorithm, digest).lengths.toSeq == Seq(0L, 0L, 0L, 0L))
+      assert(digest != RetainedStore.digest(Array.emptyLongArray, Array(0L, 0L, 0L)), "the partition count counts")
+      // a non-empty output registered under that id is not served from an empty one's files, nor the reverse
+      val real = output(dir, 0, 9L, thisRun)
+      Files.copy(Path.of(base + ".index"), dir.resolve(RetainedStore.fileBase(0, 10L) + ".index"))
+      assert(refused(dir, 10L, real).contains("digest mismatch"))
+      assert(refused(dir, 9L, digest).contains("digest mismatch"))
+      assert(RetainedStore.digest(null, Array(0L, 5L)) == 0L, "a non-empty output without checksums has none")
+    }
+  }
 }

@@ -1,20 +1,24 @@
-"""The randomized fault campaign: python -m bench chaos --runs N --seed S [--only I] [--out FILE].
+"""The fault campaign that attacks adoption: python -m bench chaos --runs N --seed S [--only I ...] [--out FILE].
 
 Each trial draws, from (seed, index) alone, a pipeline (RDD or DataFrame; 1 to 4 shuffles of
-aggregations, joins, sorts and random-keyed repartitions), the plugin's settings (retention off,
-on or auto; each release policy; a small byte cap or none) and a schedule of up to two faults
-(executor SIGKILL; SIGSTOP past the heartbeat timeout, SIGCONT later; a deleted or corrupted
-retained file; a task failing beyond spark.task.maxFailures; the driver SIGKILLed, then a new
-application). The trial runs in its own driver process (bench/chaos_trial.py) and is checked:
+aggregations, joins, sorts and random-keyed repartitions), the plugin's settings (retention on in
+three trials of four, off or auto otherwise; each release policy; a small byte cap or none) and up
+to two faults (bench/chaos_faults.py), each struck when the live model says it can hurt: an
+executor holding outputs that a stage still reads is SIGKILLed (while that stage waits, or while it
+fetches; two at once); one of its retained outputs is corrupted (index, checksum, middle of the
+data) or deleted first; it is frozen past the heartbeat timeout and thawed; the driver is killed as
+it handles the loss; a task fails beyond spark.task.maxFailures. The trial runs in its own driver
+process (bench/chaos_trial.py) and is judged:
 
-- the result equals a failure-free run of the same pipeline, or the action failed with a
-  classified refusal of the restart strategy;
-- no hang: the trial ends within TRIAL_TIMEOUT_S (its process group is killed otherwise);
-- 0 retained files under the trial's retained root once the application (and a successor after
-  a driver kill) stopped;
-- nothing outside the retained root was deleted (a sentinel tree beside it is intact).
+- the result equals the oracle's (plain Python, bench/chaos_oracle.py), order included where the
+  pipeline ends with a sort; a refusal fails (no trial is designed to be refused);
+- every fault landed, or the trial is `missed` (neither passed nor failed);
+- adoption, not a silent fallback: a retained output of a killed executor is adopted, never
+  recomputed instead (unless it was the damaged one), and a damaged output is never adopted;
+- no hang (TRIAL_TIMEOUT_S), 0 retained files once the application (and a successor after a driver
+  kill) stopped, nothing outside the retained root deleted.
 
-A failing trial prints its seed, index and schedule; ``--only INDEX`` replays it exactly.
+A failing trial prints `python -m bench chaos --seed S --only I`, which replays its draw.
 """
 
 from __future__ import annotations
@@ -30,25 +34,36 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.chaos_faults import DAMAGES, FAULTS
+
 ROOT = Path(__file__).resolve().parents[1]
 TRIAL_TIMEOUT_S = 300
 CLEANUP_WAIT_S = 30
 OPS = ("agg", "join", "sort", "random")
-FAULTS = ("sigkill", "sigstop", "delete-retained", "corrupt-retained", "task-failure", "driver-kill")
-RETENTION = ("false", "true", "auto")
+RETENTION = ("true", "true", "auto", "false")  # three trials in four retain: adoption is what is attacked
 RELEASE = ("shuffle-cleanup", "job-end", "consumers-finished")
+# the kinds a fault is drawn from: the plain executor kills twice, so that most trials adopt
+KIND_POOL = (*FAULTS, "kill-holder", "kill-fetching")
+ADOPTING = ("kill-holder", "kill-fetching", "kill-two", "corrupt-then-kill", "delete-then-kill")
 
 
 def draw_trial(seed: int, index: int) -> dict:
-    """The trial's pipeline, settings and fault schedule; a pure function of (seed, index)."""
+    """The trial's pipeline, settings and faults; a pure function of (seed, index)."""
     rng = random.Random(f"{seed}:{index}")
     retention = rng.choice(RETENTION)
-    kinds = [k for k in FAULTS if retention != "false" or not k.endswith("-retained")]
+    pool = [k for k in KIND_POOL if retention != "false" or k not in ("corrupt-then-kill", "delete-then-kill")]
+    kinds: list[str] = []
+    for _ in range(rng.choice((1, 1, 2))):
+        kinds.append(rng.choice([k for k in pool if k not in kinds]))
     faults = []
-    for kind in rng.sample(kinds, rng.choice((1, 1, 2))):
-        fault: dict = {"kind": kind, "at_s": round(rng.uniform(0.5, 4.0), 2)}
-        if kind == "sigstop":
+    for kind in kinds:
+        fault: dict = {"kind": kind, "after_s": round(rng.uniform(0.0, 3.0), 2)}  # the earliest it may strike
+        if kind == "freeze-holder":
             fault["frozen_s"] = round(rng.uniform(14.0, 20.0), 1)  # past the 10 s network timeout
+        elif kind == "corrupt-then-kill":
+            fault["damage"] = rng.choice(DAMAGES[:3])
+        elif kind == "delete-then-kill":
+            fault["damage"] = "data-deleted"
         faults.append(fault)
     return {
         "seed": seed,
@@ -60,7 +75,55 @@ def draw_trial(seed: int, index: int) -> dict:
         "release": rng.choice(RELEASE),
         "cap": rng.choice(("0", "0", "64k")),
         "faults": faults,
+        # drawn last, so that the draws above stay what they were: spills and many small fetches
+        "pressure": rng.random() < 0.5,
     }
+
+
+def judge(record: dict) -> tuple[str, list[str]]:
+    """(pass | fail | missed, what failed): what each fault hit against what recovery did about it."""
+    problems = []
+    if record.get("hang"):
+        problems.append("hang")
+    if record.get("outcome") != "ok":
+        problems.append(f"outcome {record.get('outcome')}: {record.get('detail', '')}".strip())
+    if record.get("orphaned_files"):
+        problems.append(f"{record['orphaned_files']} retained files ({record['orphaned_bytes']} bytes) left")
+    if not record.get("outside_root_intact", True):
+        problems.append("a file outside the retained root was deleted")
+    rec = record.get("recovery") or {}
+    adopted = {tuple(m) for m in rec.get("adopted_map_ids", [])}
+    recomputed = {tuple(m) for m in rec.get("recomputed_map_ids", [])}
+    # an executor lost when no other one of its host lived to adopt: its outputs are recomputed, by design
+    no_adopter = {
+        loss["executor_id"]
+        for loss in rec.get("losses", [])
+        if loss.get("adopter") is None and "no live executor" in (loss.get("adopter_reason") or "")
+    }
+    log = record.get("faults") or []
+    for f in log:
+        damaged = f.get("damaged")
+        damaged_id = (damaged["shuffle_id"], damaged["map_id"]) if damaged else None
+        if damaged_id is not None and damaged_id in adopted:
+            problems.append(f"{f['kind']}: the damaged output {damaged_id} was adopted ({damaged['did']})")
+        if f.get("landed") and f["kind"] in ADOPTING and not set(f.get("victims", [])) <= no_adopter:
+            fell_back = [tuple(m) for m in f.get("held_retained", []) if tuple(m) != damaged_id]
+            fell_back = [m for m in fell_back if m in recomputed and m not in adopted]
+            if fell_back:
+                why = {(s, m): w for s, m, w in rec.get("recomputed_why", []) if (s, m) in fell_back}
+                problems.append(f"{f['kind']}: retained outputs recomputed instead of adopted: {fell_back} {why}")
+    if problems:
+        return "fail", problems
+    landed = [f for f in log if f.get("landed")]
+    if log and not landed and not record.get("driver_killed"):
+        return "missed", []
+    return "pass", []
+
+
+def adopted_after_fault(record: dict) -> bool:
+    """Outputs of an executor the trial's faults took were adopted (in this application)."""
+    victims = {v for f in record.get("faults") or [] if f.get("landed") for v in f.get("victims", [])}
+    return bool(victims & set((record.get("recovery") or {}).get("adopted_from", [])))
 
 
 def _run_process(spec: dict, successor: bool, timeout: float) -> tuple[str, str, bool]:
@@ -84,6 +147,11 @@ def _trial_line(stdout: str) -> dict | None:
     return json.loads(lines[-1][len("TRIAL ") :]) if lines else None
 
 
+def _fault_lines(stdout: str) -> list[dict]:
+    """What each fault hit, as the trial printed it when it struck (also before its driver was killed)."""
+    return [json.loads(x[len("FAULT ") :]) for x in stdout.splitlines() if x.startswith("FAULT ")]
+
+
 def _files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
 
@@ -100,6 +168,7 @@ def run_trial(spec: dict, base: Path) -> dict:
     out, err, hung = _run_process(spec, successor=False, timeout=TRIAL_TIMEOUT_S)
     record: dict = {"spec": {k: v for k, v in spec.items() if k != "workdir"}, "hang": hung}
     trial = _trial_line(out)
+    record["faults"] = _fault_lines(out)
     if not hung and trial is None and "DRIVER-KILL" in out:
         record["driver_killed"] = True
         out, err, hung = _run_process(spec, successor=True, timeout=TRIAL_TIMEOUT_S)
@@ -117,13 +186,9 @@ def run_trial(spec: dict, base: Path) -> dict:
     record["orphaned_bytes"] = sum(p.stat().st_size for p in left if p.exists())
     record["outside_root_intact"] = all((sentinel / f"keep-{i}.txt").is_file() for i in range(3))
     record["trial_wall_s"] = round(time.monotonic() - started, 1)
-    record["passed"] = (
-        record["outcome"] in ("ok", "refused")
-        and not record["hang"]
-        and record["orphaned_files"] == 0
-        and record["outside_root_intact"]
-    )
-    if record["passed"]:
+    record["status"], record["problems"] = judge(record)
+    record["passed"] = record["status"] == "pass"
+    if record["status"] != "fail":
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         record["workdir"] = str(workdir)  # kept for the post-mortem
@@ -132,13 +197,23 @@ def run_trial(spec: dict, base: Path) -> dict:
 
 def summarize(records: list[dict]) -> dict:
     by = lambda key: sum(1 for r in records if r.get("outcome") == key)  # noqa: E731
-    kinds: dict[str, int] = {}
+    status = lambda key: sum(1 for r in records if r["status"] == key)  # noqa: E731
+    kinds: dict[str, dict[str, int]] = {}
     for r in records:
+        log = {f["kind"]: f for f in r.get("faults") or []}
         for f in r["spec"]["faults"]:
-            kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+            k = kinds.setdefault(f["kind"], {"trials": 0, "landed": 0, "missed": 0, "adopted": 0, "failed": 0})
+            k["trials"] += 1
+            hit = log.get(f["kind"])
+            landed = bool(hit and hit.get("landed")) or (f["kind"] == "driver-kill-adoption" and r.get("driver_killed"))
+            k["landed" if landed else "missed"] += 1
+            k["adopted"] += 1 if landed and adopted_after_fault(r) else 0
+            k["failed"] += 1 if r["status"] == "fail" else 0
     return {
         "runs": len(records),
-        "passed": sum(1 for r in records if r["passed"]),
+        "passed": status("pass"),
+        "failed": status("fail"),
+        "missed": status("missed"),
         "ok": by("ok"),
         "refused": by("refused"),
         "mismatches": by("mismatch"),
@@ -147,24 +222,32 @@ def summarize(records: list[dict]) -> dict:
         "orphaned_bytes": sum(r["orphaned_bytes"] for r in records),
         "outside_root_deleted": sum(1 for r in records if not r["outside_root_intact"]),
         "driver_kills": sum(1 for r in records if r.get("driver_killed")),
-        "faults_scheduled": sum(len(r["spec"]["faults"]) for r in records),
-        # a fault lands when the action is still running at its time (and, for a retained file, one exists)
-        "faults_landed": sum(
-            sum(1 for f in r.get("fired") or [] if ":" not in f) + (1 if r.get("driver_killed") else 0) for r in records
-        ),
+        "trials_adopting_after_a_fault": sum(1 for r in records if adopted_after_fault(r)),
+        "outputs_adopted": sum((r.get("recovery") or {}).get("adopted", 0) for r in records),
+        "outputs_recomputed": sum((r.get("recovery") or {}).get("recomputed", 0) for r in records),
         "faults": dict(sorted(kinds.items())),
-        "failed_trials": [r["spec"]["index"] for r in records if not r["passed"]],
+        "failed_trials": [r["spec"]["index"] for r in records if r["status"] == "fail"],
+        "missed_trials": [r["spec"]["index"] for r in records if r["status"] == "missed"],
     }
 
 
-def campaign(runs: int, seed: int, only: int | None = None, out: str | None = None) -> dict:
+def _hit(fault: dict) -> str:
+    if not fault.get("landed"):
+        return f"MISSED ({fault.get('missed')})"
+    if not fault.get("victims"):
+        return "landed"
+    held = fault.get("held_retained") or []
+    return f"hit executor {', '.join(fault['victims'])} holding {fault['held']} outputs ({len(held)} retained)"
+
+
+def campaign(runs: int, seed: int, only: list[int] | None = None, out: str | None = None) -> dict:
     base = Path(tempfile.mkdtemp(prefix="chaos-"))
-    indexes = [only] if only is not None else list(range(runs))
+    indexes = list(only) if only else list(range(runs))
     records = []
     t0 = time.monotonic()
     for n, index in enumerate(indexes, 1):
         spec = draw_trial(seed, index)
-        faults = ", ".join(f"{f['kind']}@{f['at_s']}s" for f in spec["faults"])
+        faults = ", ".join(f"{f['kind']}" + (f" ({f['damage']})" if "damage" in f else "") for f in spec["faults"])
         print(
             f"[{time.monotonic() - t0:7.1f}s] trial {n}/{len(indexes)} (seed {seed}, index {index}): "
             f"{spec['api']} {'+'.join(spec['ops'])}, retention {spec['retention']}, {spec['release']}, "
@@ -173,14 +256,18 @@ def campaign(runs: int, seed: int, only: int | None = None, out: str | None = No
         )
         r = run_trial(spec, base)
         records.append(r)
-        verdict = "pass" if r["passed"] else "FAIL"
+        rec = r.get("recovery") or {}
+        hits = "; ".join(f"{f['kind']} {_hit(f)}" for f in r["faults"])
         print(
-            f"           {verdict}: {r['outcome']}, {r.get('wall_s', '?')} s, attempts {r.get('attempts')}, "
-            f"orphaned {r['orphaned_bytes']} B, fired {r.get('fired')}"
-            + (f" ({r['detail']})" if r.get("detail") else ""),
+            f"           {r['status'].upper()}: {r['outcome']}, {r.get('wall_s', '?')} s, "
+            f"attempts {r.get('attempts')}, "
+            f"adopted {rec.get('adopted', 0)}, recomputed {rec.get('recomputed', 0)}, "
+            f"orphaned {r['orphaned_bytes']} B; {hits}" + (f" ({r['detail']})" if r.get("detail") else ""),
             flush=True,
         )
-        if not r["passed"]:
+        for p in r["problems"]:
+            print(f"           - {p}", flush=True)
+        if r["status"] == "fail":
             print(f"           replay: python -m bench chaos --seed {seed} --only {index}", flush=True)
     summary = summarize(records)
     result = {"seed": seed, "summary": summary, "trials": records}
@@ -189,5 +276,5 @@ def campaign(runs: int, seed: int, only: int | None = None, out: str | None = No
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     print(f"written to {path}")
-    shutil.rmtree(base, ignore_errors=True) if summary["passed"] == summary["runs"] else None
+    shutil.rmtree(base, ignore_errors=True) if not summary["failed"] else None
     return result

@@ -1,10 +1,11 @@
 """One trial of the fault campaign, in its own driver process: python -m bench.chaos_trial SPEC_JSON.
 
-Runs the trial's pipeline once failure-free (the oracle), then again under ``rr.run`` while the
-schedule's faults fire from a timer thread, and prints one line ``TRIAL {json}`` with the outcome.
-A ``driver-kill`` fault SIGKILLs this process's JVM and then this process: the campaign sees no
-TRIAL line and starts the successor (``--successor``), which runs the pipeline without faults.
-Only processes this trial started are signalled (executors are descendants of its JVM).
+Runs the trial's pipeline under ``rr.run`` while its faults (bench/chaos_faults.py) strike when the
+live model says they can hurt, compares the result with the oracle (bench/chaos_oracle.py: plain
+Python, no Spark), and prints one line ``TRIAL {json}``: the outcome, what each fault hit, and what
+recovery did about it (outputs adopted, recomputed, attempts). A ``driver-kill-adoption`` fault
+SIGKILLs this process's JVM and then this process: the campaign sees no TRIAL line and starts the
+successor (``--successor``), which runs the pipeline without faults.
 """
 
 from __future__ import annotations
@@ -12,17 +13,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import sys
-import threading
 import time
 from operator import add
 from pathlib import Path
 
-from bench import procs
-
-N_ROWS = 40_000
-KEYS = 97
+from bench.chaos_faults import Faults
+from bench.chaos_oracle import KEYS, N_ROWS, compare, expected_rows
 
 
 def build_session(spec: dict, workdir: Path, app_name: str):
@@ -30,8 +27,9 @@ def build_session(spec: dict, workdir: Path, app_name: str):
     from bench.worker import base_builder  # loopback, UI off, local dirs and event logs in the workdir
 
     (workdir / "events").mkdir(exist_ok=True)
+    executors = 3 if any(f["kind"] == "kill-two" for f in spec["faults"]) else 2  # one left to adopt
     b = (
-        base_builder({"workdir": str(workdir), "master": "local-cluster[2,1,1024]"}, app_name)
+        base_builder({"workdir": str(workdir), "master": f"local-cluster[{executors},1,1024]"}, app_name)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.task.maxFailures", "2")
         # a frozen executor is declared lost after 10 s, not Spark's 120 s
@@ -47,16 +45,23 @@ def build_session(spec: dict, workdir: Path, app_name: str):
         .config("spark.regionRecovery.retained.maxBytes", spec["cap"])
         .config("spark.regionRecovery.retained.leaseTimeout", "5s")
     )
+    if spec.get("pressure"):  # spill while writing (JVM and Python), fetch in many small requests
+        b = (
+            b.config("spark.shuffle.sort.bypassMergeThreshold", "0")
+            .config("spark.shuffle.spill.numElementsForceSpillThreshold", "2000")
+            .config("spark.python.worker.memory", "1m")
+            .config("spark.reducer.maxSizeInFlight", "16k")
+            .config("spark.reducer.maxBlocksInFlightPerAddress", "2")
+        )
     return region_recovery.configure(b).getOrCreate()
 
 
-def pipeline(spark, spec: dict, fail_first: list[bool], paced: bool = True):
-    """The trial's pipeline as a fresh lineage (new shuffles each call); returns a zero-argument action.
-
-    Paced: each partition of each stage pauses `slow_ms` first, so that the faults land while it runs
-    (the oracle run is not paced)."""
+def pipeline(spark, spec: dict, fail_first: list[bool]):
+    """The trial's pipeline (bench.chaos_oracle says what it returns); returns a zero-argument action
+    that collects the rows in Spark's order. Each partition of each stage pauses `slow_ms` first, so
+    that stages last long enough for the faults to find executors holding outputs."""
     sc = spark.sparkContext
-    slow_ms = spec["slow_ms"] if paced else 0
+    slow_ms = spec["slow_ms"]
 
     def slow(index, rows):  # nested functions: pickled by value, executors need not import bench
         time.sleep(slow_ms / 1000.0)
@@ -88,7 +93,7 @@ def pipeline(spark, spec: dict, fail_first: list[bool], paced: bool = True):
         def action():
             fault = fail_partition_zero if fail_first[0] else pass_through
             fail_first[0] = False
-            return sorted(final.mapPartitionsWithIndex(fault).collect())
+            return final.mapPartitionsWithIndex(fault).collect()
 
         return action
 
@@ -115,85 +120,25 @@ def pipeline(spark, spec: dict, fail_first: list[bool], paced: bool = True):
     def action():
         rows = df.rdd.mapPartitionsWithIndex(fail_partition_zero if fail_first[0] else pass_through)
         fail_first[0] = False
-        return sorted(tuple(r) for r in rows.collect())
+        return [tuple(r) for r in rows.collect()]
 
     return action
 
 
-def retained_files(root: Path) -> tuple[int, int]:
-    files = [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
-    return len(files), sum(p.stat().st_size for p in files if p.exists())
-
-
-class Faults:
-    """Fires the schedule's faults at their times after start(); thaws what it froze, always."""
-
-    def __init__(self, spec: dict, rr, workdir: Path):
-        self.spec, self.rr, self.root = spec, rr, workdir / "retained"
-        self.rng = random.Random(f"{spec['seed']}:{spec['index']}:faults")
-        self.fired: list[str] = []
-        self.frozen: list[int] = []
-        self._timers: list[threading.Timer] = []
-        self._stopped = False
-
-    def start(self) -> None:
-        for fault in self.spec["faults"]:
-            if fault["kind"] == "task-failure":  # the pipeline's first run fails partition 0: always lands
-                self.fired.append("task-failure")
-                continue
-            t = threading.Timer(fault["at_s"], self._fire, args=(fault,))
-            t.daemon = True
-            t.start()
-            self._timers.append(t)
-
-    def _victim(self) -> int | None:
-        pids = procs.executor_pids()
-        return pids[self.rng.choice(sorted(pids))] if pids else None
-
-    def _fire(self, fault: dict) -> None:
-        kind = fault["kind"]
-        try:
-            if kind == "sigkill" and (pid := self._victim()):
-                procs.kill(pid)
-            elif kind == "sigstop" and (pid := self._victim()):
-                procs.freeze(pid)
-                self.frozen.append(pid)
-                threading.Timer(fault["frozen_s"], procs.thaw_and_kill, args=(pid,)).start()
-            elif kind in ("delete-retained", "corrupt-retained"):
-                deadline = time.monotonic() + 10  # the first outputs may not be committed yet
-                data: list[Path] = []
-                while not data and time.monotonic() < deadline and not self._stopped:
-                    data = sorted(self.root.rglob("*.data")) if self.root.exists() else []
-                    time.sleep(0.2)
-                if not data:
-                    self.fired.append(f"{kind}: no retained file yet")
-                    return
-                target = self.rng.choice(data)
-                if kind == "delete-retained":
-                    target.unlink()
-                else:
-                    with open(target, "r+b") as f:
-                        f.seek(0)
-                        head = f.read(16)
-                        f.seek(0)
-                        f.write(bytes(b ^ 0xFF for b in head) or b"\xff")
-            elif kind == "driver-kill":
-                from pyspark import SparkContext
-
-                jvm = SparkContext._jvm.java.lang.ProcessHandle.current().pid()
-                print("DRIVER-KILL", flush=True)
-                os.kill(jvm, signal.SIGKILL)
-                os._exit(137)
-            self.fired.append(kind)
-        except (OSError, RuntimeError) as e:  # the process was already gone: the fault did not land
-            self.fired.append(f"{kind}: {e}")
-
-    def stop(self) -> None:
-        self._stopped = True
-        for t in self._timers:
-            t.cancel()
-        for pid in self.frozen:
-            procs.thaw_and_kill(pid)
+def recovery_counts(model) -> dict:
+    """What recovery did in this application: outputs adopted (and from which executors), recomputed, lost executors."""
+    adoptions = [a for sh in model.shuffles.values() for a in sh.adoptions]
+    recomputed = [r for sh in model.shuffles.values() for r in sh.recomputations]
+    return {
+        "adopted": len(adoptions),
+        "adopted_from": sorted({a.from_executor for a in adoptions if a.from_executor}),
+        "adopted_map_ids": sorted({(a.shuffle_id, a.map_id) for a in adoptions}),
+        "recomputed": len(recomputed),
+        "recomputed_map_ids": sorted({(r.shuffle_id, r.map_id_before) for r in recomputed}),
+        "recomputed_why": sorted({(r.shuffle_id, r.map_id_before, r.lost_reason or "") for r in recomputed}),
+        "recomputed_from": sorted({r.lost_on for r in recomputed if r.lost_on}),
+        "executors_lost": sorted(e for e, x in model.executors.items() if not x.alive),
+    }
 
 
 def run(spec: dict, workdir: Path, successor: bool) -> dict:
@@ -205,7 +150,7 @@ def run(spec: dict, workdir: Path, successor: bool) -> dict:
     faults = None
     try:
         rr = RegionRecovery.attach(spark)
-        expected = pipeline(spark, spec, [False], paced=False)()
+        expected = expected_rows(spec)
         fail_first = [any(f["kind"] == "task-failure" for f in spec["faults"]) and not successor]
         action = pipeline(spark, spec, fail_first)
         if not successor:
@@ -214,17 +159,21 @@ def run(spec: dict, workdir: Path, successor: bool) -> dict:
         started = time.monotonic()
         try:
             got = rr.run(action, name="chaos")
-            out["outcome"] = "ok" if got == expected else "mismatch"
-            if got != expected:
-                out["detail"] = f"{len(got)} rows against {len(expected)} expected"
+            wrong = compare(spec, got, expected)
+            out["outcome"] = "mismatch" if wrong else "ok"
+            if wrong:
+                out["detail"] = wrong
         except RegionRecoveryError as e:  # the strategy refused: a classified, recorded failure
             out["outcome"] = "refused"
             out["detail"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
         out["wall_s"] = round(time.monotonic() - started, 1)
-        out["attempts"] = [len(r["attempts"]) for r in rr.report()["runs"]]
         if faults is not None:
-            faults.stop()
-            out["fired"] = faults.fired
+            faults.stop()  # its records went out as FAULT lines
+        rr.sync()
+        out["attempts"] = [len(r["attempts"]) for r in rr.report()["runs"]]
+        out["recovery"] = rr.model.read(recovery_counts)
+        keep = ("executor_id", "adopted", "unregistered", "adopter", "adopter_reason")
+        out["recovery"]["losses"] = [{k: r.get(k) for k in keep} for r in rr.retention() or []]
         rr.detach()
     finally:
         if faults is not None:

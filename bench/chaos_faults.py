@@ -1,0 +1,212 @@
+"""The fault campaign's faults, timed by the live model rather than by the clock.
+
+A fault waits until it can hurt: an executor holds finished map outputs (retained ones, when the
+trial retains) of a shuffle that a stage still has to read; for `kill-fetching`, that stage is
+running. Then it strikes at once and records what it hit: the victims, how many outputs they held,
+which output it damaged. A fault whose moment never came before the action finished is `missed`,
+never counted as passed. Only processes this trial started are signalled (bench.procs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+from bench import procs
+
+# faults that take an executor holding outputs: with retention on, its retained outputs are adopted
+KILLS = ("kill-holder", "kill-fetching", "kill-two", "corrupt-then-kill", "delete-then-kill", "driver-kill-adoption")
+FAULTS = (*KILLS, "freeze-holder", "task-failure")
+DAMAGES = ("index", "checksum", "data-middle", "data-deleted")  # what corrupt/delete-then-kill does to one output
+POLL_S = 0.05
+
+
+def consumers(model, shuffle) -> list:
+    """The stages that read a shuffle (a stage whose parent is one of the shuffle's map stages)."""
+    return [s for s in model.stages.values() if set(s.parents) & shuffle.stage_ids]
+
+
+def still_read(model, shuffle, fetching: bool) -> bool:
+    """A stage has yet to read the shuffle (none of its attempts succeeded); with `fetching`, one runs now."""
+    pending = [c for c in consumers(model, shuffle) if not any(a.status == "succeeded" for a in c.attempts.values())]
+    if not fetching:
+        return bool(pending)
+    return any(a.status == "running" and a.tasks_started > 0 for c in pending for a in c.attempts.values())
+
+
+def holders(model, retained: bool, fetching: bool) -> dict[str, list]:
+    """Live executors -> the available outputs they hold that a stage still reads (retained ones if `retained`)."""
+    out: dict[str, list] = {}
+    for sh in model.shuffles.values():
+        if sh.removed or not still_read(model, sh, fetching):
+            continue
+        for o in sh.outputs.values():
+            ex = model.executors.get(o.executor_id or "")
+            if o.available and ex is not None and ex.alive and (o.retained_bytes or not retained):
+                out.setdefault(o.executor_id, []).append(o)
+    return out
+
+
+def others_live(model, victims: list[str]) -> int:
+    """Live executors with the plugin (an agent to adopt) that the victims' loss would leave."""
+    return sum(1 for e, x in model.executors.items() if x.alive and x.pid is not None and e not in victims)
+
+
+def retained_files(root: Path, executor_id: str, shuffle_id: int, map_id: int) -> dict[str, Path]:
+    """The retained files of one output: 'data', 'index', 'checksum' -> path (those that exist)."""
+    base = f"shuffle_{shuffle_id}_{map_id}_0"
+    found: dict[str, Path] = {}
+    for d in root.glob(f"*/{executor_id}"):
+        for p in d.glob(base + ".*"):
+            part = "checksum" if ".checksum." in p.name else p.suffix.lstrip(".")
+            found[part] = p
+    return found
+
+
+def damage(files: dict[str, Path], how: str) -> str | None:
+    """Damages one retained output's files in place; returns what it did, or None when the file is absent."""
+
+    def flip(p: Path, offset: int, n: int) -> None:
+        with open(p, "r+b") as f:
+            f.seek(offset)
+            chunk = f.read(n)
+            f.seek(offset)
+            f.write(bytes(b ^ 0xFF for b in chunk))
+
+    if how == "data-deleted":
+        if "data" not in files:
+            return None
+        files["data"].unlink()
+        return f"deleted {files['data'].name}"
+    part = {"index": "index", "checksum": "checksum", "data-middle": "data"}[how]
+    p = files.get(part)
+    if p is None or p.stat().st_size == 0:
+        return None
+    size = p.stat().st_size
+    offset = {"index": min(8, size - 1), "checksum": 0, "data-middle": size // 2}[how]
+    flip(p, offset, 8)
+    return f"flipped 8 bytes at {offset} of {p.name} ({size} bytes)"
+
+
+class Faults:
+    """Runs the trial's faults from their own threads, each when the model says it can hurt."""
+
+    def __init__(self, spec: dict, rr, workdir: Path):
+        self.spec, self.rr, self.root = spec, rr, workdir / "retained"
+        self.retains = spec["retention"] != "false"
+        self.rng = random.Random(f"{spec['seed']}:{spec['index']}:faults")
+        self.log: list[dict] = []  # one record per fault: what it hit, or why it missed
+        self.frozen: list[int] = []
+        self._done = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for fault in self.spec["faults"]:
+            if fault["kind"] == "task-failure":  # the pipeline's first run fails partition 0: always lands
+                self._report({"kind": "task-failure", "landed": True})
+                continue
+            t = threading.Thread(target=self._run, args=(fault,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        """The action finished: faults still waiting miss; frozen executors are thawed."""
+        self._done.set()
+        for t in self._threads:
+            t.join(5)
+        for pid in self.frozen:
+            try:
+                procs.send(pid, signal.SIGCONT)
+            except (ProcessLookupError, RuntimeError):
+                pass
+        self.frozen.clear()
+
+    def _wait_for(self, fetching: bool, n: int, after_s: float) -> tuple[dict[str, list], list[str]] | None:
+        """Waits (`after_s` at least) until `n` executors hold outputs still to be read and one more executor
+        lives to adopt them; returns (holders, victims), None when the action ended first."""
+        start = time.monotonic()
+        while not self._done.is_set():
+            if time.monotonic() - start >= after_s:
+                pids = procs.executor_pids()  # outside the model's lock: it reads /proc
+                found = self.rr.model.read(lambda m, pids=pids: self._victims(m, pids, fetching, n))
+                if found is not None:
+                    return found
+            time.sleep(POLL_S)
+        return None
+
+    def _victims(self, model, pids: dict, fetching: bool, n: int) -> tuple[dict[str, list], list[str]] | None:
+        found = holders(model, self.retains, fetching)
+        candidates = sorted(e for e in found if e in pids)
+        if len(candidates) < n:
+            return None
+        victims = self.rng.sample(candidates, n)
+        return (found, victims) if others_live(model, victims) >= 1 else None
+
+    def _run(self, fault: dict) -> None:
+        kind = fault["kind"]
+        record: dict = {"kind": kind, "landed": False}
+        try:
+            n = 2 if kind == "kill-two" else 1
+            chosen = self._wait_for(kind == "kill-fetching", n, fault.get("after_s", 0.0))
+            if chosen is None:
+                record["missed"] = "the action ended before an executor held outputs still to be read"
+                return
+            found, victims = chosen
+            pids = procs.executor_pids()
+            held = [o for v in victims for o in found[v]]
+            record.update(
+                victims=victims,
+                held=len(held),
+                held_retained=sorted((o.shuffle_id, o.map_id) for o in held if o.retained_bytes),
+                shuffles=sorted({o.shuffle_id for o in held}),
+                t=round(time.monotonic(), 2),
+            )
+            if kind in ("corrupt-then-kill", "delete-then-kill"):
+                target = self.rng.choice([o for o in found[victims[0]] if o.retained_bytes] or [None])
+                how = fault["damage"]
+                files = retained_files(self.root, victims[0], target.shuffle_id, target.map_id) if target else {}
+                did = damage(files, how) if files else None
+                if did is None:
+                    record["missed"] = f"no retained {how} file to damage"
+                    return
+                record["damaged"] = {"shuffle_id": target.shuffle_id, "map_id": target.map_id, "did": did}
+            if kind == "freeze-holder":
+                procs.freeze(pids[victims[0]])
+                self.frozen.append(pids[victims[0]])
+                record["landed"] = True
+                if not self._done.wait(fault["frozen_s"]):  # past the heartbeat timeout: fenced, then thawed
+                    procs.send(pids[victims[0]], signal.SIGCONT)
+                    self.frozen.remove(pids[victims[0]])
+                return
+            for v in victims:
+                procs.kill(pids[v])
+            record["landed"] = True
+            if kind == "driver-kill-adoption":
+                self._kill_driver_once_lost(victims[0], record)
+        except (OSError, RuntimeError) as e:  # a process already gone: the fault did not land
+            record["missed"] = f"{type(e).__name__}: {e}"
+        finally:
+            self._report(record)
+
+    def _report(self, record: dict) -> None:
+        """Keeps the record and prints it at once: a trial whose driver is killed next still reports its faults."""
+        if record not in self.log:
+            self.log.append(record)
+            print("FAULT " + json.dumps(record), flush=True)
+
+    def _kill_driver_once_lost(self, victim: str, record: dict) -> None:
+        """Kills the driver (its JVM, then this process) as soon as the driver handles the executor's loss."""
+        from pyspark import SparkContext
+
+        lost = self.rr.model.wait_for(lambda m: not m.executors[victim].alive, 30)
+        record["driver_killed_after_loss"] = lost
+        self._report(record)
+        jvm = SparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        print("DRIVER-KILL " + ("after the loss" if lost else "without a loss seen"), flush=True)
+        os.kill(jvm, signal.SIGKILL)
+        os._exit(137)

@@ -102,6 +102,10 @@ class Faults:
         self.rng = random.Random(f"{spec['seed']}:{spec['index']}:faults")
         self.log: list[dict] = []  # one record per fault: what it hit, or why it missed
         self.frozen: list[int] = []
+        # executors a fault of this trial chose (killed or frozen, or about to be): never chosen again,
+        # and never counted as the executor left to adopt (the model may not show the kill yet)
+        self.doomed: set[str] = set()
+        self._choosing = threading.Lock()
         self._done = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -140,12 +144,16 @@ class Faults:
         return None
 
     def _victims(self, model, pids: dict, fetching: bool, n: int) -> tuple[dict[str, list], list[str]] | None:
-        found = holders(model, self.retains, fetching)
-        candidates = sorted(e for e in found if e in pids)
-        if len(candidates) < n:
-            return None
-        victims = self.rng.sample(candidates, n)
-        return (found, victims) if others_live(model, victims) >= 1 else None
+        with self._choosing:  # two faults of a trial never choose at once: one executor always lives
+            found = holders(model, self.retains, fetching)
+            candidates = sorted(e for e in found if e in pids and e not in self.doomed)
+            if len(candidates) < n:
+                return None
+            victims = self.rng.sample(candidates, n)
+            if others_live(model, [*victims, *self.doomed]) < 1:
+                return None
+            self.doomed.update(victims)
+            return found, victims
 
     def _run(self, fault: dict) -> None:
         kind = fault["kind"]
@@ -205,6 +213,9 @@ class Faults:
 
         lost = self.rr.model.wait_for(lambda m: not m.executors[victim].alive, 30)
         record["driver_killed_after_loss"] = lost
+        record["adopted_when_killed"] = self.rr.model.read(
+            lambda m: sum(1 for sh in m.shuffles.values() for a in sh.adoptions if a.from_executor == victim)
+        )
         self._report(record)
         jvm = SparkContext._jvm.java.lang.ProcessHandle.current().pid()
         print("DRIVER-KILL " + ("after the loss" if lost else "without a loss seen"), flush=True)

@@ -3,13 +3,18 @@ README's generated blocks (between `<!-- bench:NAME -->` and `<!-- /bench:NAME -
 
 - main: every scenario, recovery against plain Spark and both against the failure-free run;
 - tpch: tpch-executor-kill per query;
-- scale: shuffle-scale per scale (what grows with the number of map outputs).
+- scale: shuffle-scale per scale (what grows with the number of map outputs);
+- chaos: the fault campaign per seed and fault kind.
 """
 
 from __future__ import annotations
 
+import glob
+import json
+import os
 import re
 
+from .harness import RESULTS
 from .plot import _load
 
 
@@ -133,7 +138,35 @@ def scale_markdown() -> str:
     return "\n".join(rows)
 
 
-TABLES = {"main": markdown, "tpch": tpch_markdown, "scale": scale_markdown}
+def chaos_markdown() -> str:
+    """The fault campaign per seed (bench/results/chaos-seed<S>-<N>runs.json): per fault kind, trials,
+    faults landed and missed, trials whose victims' outputs were adopted, failed trials; then the totals."""
+    rows = [
+        "| Seed (runs) | Fault | Trials | Landed | Missed | Adopted after it | Failed |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    totals = []
+    for path in sorted(glob.glob(os.path.join(RESULTS, "chaos-seed*-*runs.json"))):
+        with open(path) as f:
+            result = json.load(f)
+        s = result["summary"]
+        if "faults" not in s or not all(isinstance(v, dict) for v in s["faults"].values()):
+            continue  # a campaign before faults were timed by the model
+        head = f"{result['seed']} ({s['runs']})"
+        for kind, k in s["faults"].items():
+            counts = " | ".join(str(k[c]) for c in ("trials", "landed", "missed", "adopted", "failed"))
+            rows.append(f"| {head} | `{kind}` | {counts} |")
+        totals.append(
+            f"Seed {result['seed']}: {s['runs']} trials, {s['passed']} passed, {s['missed']} missed, "
+            f"{s['failed']} failed; {s['mismatches']} wrong results, {s['hangs']} hangs, "
+            f"{s['orphaned_bytes']} retained bytes left; outputs adopted after a fault in "
+            f"{s['trials_adopting_after_a_fault']} trials ({s['outputs_adopted']} outputs adopted, "
+            f"{s['outputs_recomputed']} recomputed)."
+        )
+    return "\n".join(rows + [""] + totals)
+
+
+TABLES = {"main": markdown, "tpch": tpch_markdown, "scale": scale_markdown, "chaos": chaos_markdown}
 
 
 def update(text: str) -> str:

@@ -11,6 +11,7 @@ corrupted first, which the adopter's checksum verification must refuse (it is re
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -239,3 +240,19 @@ def test_ci_form_replays_fixed_trials_on_real_spark(index, tmp_path, plugin_jar)
         assert damaged not in {tuple(m) for m in record["recovery"]["adopted_map_ids"]}
         why = {(s, m): w for s, m, w in record["recovery"]["recomputed_why"]}
         assert "not adopted" in why[damaged] and "checksum mismatch" in why[damaged], why
+
+
+def test_the_readme_table_lists_each_seed_by_fault_kind(tmp_path, monkeypatch):
+    from bench import table
+
+    kill = {"kind": "kill-holder", "landed": True, "victims": ["1"], "held_retained": []}
+    r = {**record([kill], {"adopted": 1, "adopted_from": ["1"]}), "spec": {**chaos.draw_trial(1, 0)}}
+    r["spec"]["faults"] = [{"kind": "kill-holder", "after_s": 0.0}]
+    r["status"], r["problems"] = chaos.judge(r)
+    (tmp_path / "chaos-seed7-1runs.json").write_text(json.dumps({"seed": 7, "summary": chaos.summarize([r])}))
+    (tmp_path / "chaos-seed1-50runs.json").write_text(json.dumps({"seed": 1, "summary": {"faults": {"sigkill": 8}}}))
+    monkeypatch.setattr(table, "RESULTS", str(tmp_path))
+    text = table.chaos_markdown()
+    assert "| 7 (1) | `kill-holder` | 1 | 1 | 0 | 1 | 0 |" in text
+    assert "Seed 7: 1 trials, 1 passed, 0 missed, 0 failed" in text
+    assert "Seed 1" not in text, "a campaign of the old format is left out"

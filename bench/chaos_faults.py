@@ -123,12 +123,16 @@ class Faults:
         self._done.set()
         for t in self._threads:
             t.join(5)
-        for pid in self.frozen:
-            try:
-                procs.send(pid, signal.SIGCONT)
-            except (ProcessLookupError, RuntimeError):
-                pass
-        self.frozen.clear()
+        for pid in list(self.frozen):
+            self._thaw(pid)
+
+    def _thaw(self, pid: int) -> None:
+        try:
+            procs.send(pid, signal.SIGCONT)
+        except (ProcessLookupError, RuntimeError):  # gone already (Spark or the trial's end killed it)
+            pass
+        if pid in self.frozen:
+            self.frozen.remove(pid)
 
     def _wait_for(self, fetching: bool, n: int, after_s: float) -> tuple[dict[str, list], list[str]] | None:
         """Waits (`after_s` at least) until `n` executors hold outputs still to be read and one more executor
@@ -184,12 +188,14 @@ class Faults:
                     return
                 record["damaged"] = {"shuffle_id": target.shuffle_id, "map_id": target.map_id, "did": did}
             if kind == "freeze-holder":
-                procs.freeze(pids[victims[0]])
-                self.frozen.append(pids[victims[0]])
-                record["landed"] = True
-                if not self._done.wait(fault["frozen_s"]):  # past the heartbeat timeout: fenced, then thawed
-                    procs.send(pids[victims[0]], signal.SIGCONT)
-                    self.frozen.remove(pids[victims[0]])
+                pid = pids[victims[0]]
+                procs.freeze(pid)
+                self.frozen.append(pid)
+                record["landed"] = not self._done.is_set()
+                # past the heartbeat timeout (fenced), then thawed; at once if the action ended meanwhile:
+                # stop() may have thawed before this freeze, and a process left stopped outlives the trial
+                self._done.wait(fault["frozen_s"])
+                self._thaw(pid)
                 return
             for v in victims:
                 procs.kill(pids[v])

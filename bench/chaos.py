@@ -1,8 +1,8 @@
 """The fault campaign that attacks adoption: python -m bench chaos --runs N --seed S [--only I ...] [--out FILE].
 
 Each trial draws, from (seed, index) alone, a pipeline (RDD or DataFrame; 1 to 4 shuffles of
-aggregations, joins, sorts and random-keyed repartitions), the plugin's settings (retention on in
-three trials of four, off or auto otherwise; each release policy; a small byte cap or none) and up
+aggregations, joins, sorts and random-keyed repartitions), the plugin's settings (retention true in
+half the trials, auto or false in a quarter each; each release policy; a small byte cap or none) and up
 to two faults (bench/chaos_faults.py), each struck when the live model says it can hurt: an
 executor holding outputs that a stage still reads is SIGKILLed (while that stage waits, or while it
 fetches; two at once); one of its retained outputs is corrupted (index, checksum, middle of the
@@ -14,7 +14,8 @@ process (bench/chaos_trial.py) and is judged:
   pipeline ends with a sort; a refusal fails (no trial is designed to be refused);
 - every fault landed, or the trial is `missed` (neither passed nor failed);
 - adoption, not a silent fallback: a retained output of a killed executor is adopted, never
-  recomputed instead (unless it was the damaged one), and a damaged output is never adopted;
+  recomputed instead (unless it was the damaged one, or no executor of its host lived to adopt),
+  and a damaged output is never adopted;
 - no hang (TRIAL_TIMEOUT_S), 0 retained files once the application (and a successor after a driver
   kill) stopped, nothing outside the retained root deleted.
 

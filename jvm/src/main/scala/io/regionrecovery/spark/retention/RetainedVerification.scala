@@ -36,11 +36,11 @@ object RetainedVerification {
     if (offsets.last != dataLength)
       throw new IOException(s"$base: data file has $dataLength bytes, the index says ${offsets.last}")
     val numPartitions = offsets.length - 1
-    // an empty output has no checksums (Spark writes none): its digest covers the lengths alone
-    val emptyOutput = dataLength == 0L && !checksum.isFile
-    if (!checksum.isFile && !emptyOutput) throw new IOException(s"$base: retained checksum file missing")
-    val checksums = if (emptyOutput) Array.emptyLongArray else readLongs(checksum)
-    if (!emptyOutput && checksums.length != numPartitions)
+    val checksums =
+      if (checksum.isFile) readLongs(checksum)
+      else if (dataLength == 0L) Array.emptyLongArray // an empty output: Spark writes no checksums
+      else throw new IOException(s"$base: retained checksum file missing")
+    if (checksum.isFile && checksums.length != numPartitions)
       throw new IOException(s"$base: the checksum file has ${checksums.length} checksums for $numPartitions partitions")
     val lengths = Array.tabulate(numPartitions)(i => offsets(i + 1) - offsets(i))
     val found = RetainedStore.digest(checksums, lengths)

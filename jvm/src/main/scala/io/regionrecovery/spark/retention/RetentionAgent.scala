@@ -385,14 +385,18 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
         s"(${ConfigKeys.JobRecoveryWindow.name})")
     }
     val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(o.shuffleId, o.mapId)
-    if (ownChecksum == null)
-      throw new IOException("spark.shuffle.checksum.enabled=false on this executor: nothing can be verified")
+    requireChecksums(ownChecksum)
     val v = RetainedVerification.verify(store.executorDir(fromAppKey, fromExecutor), o.fromShuffleId, o.fromMapId,
       SparkInternals.checksumAlgorithm, o.digest)
     serve(v, o.shuffleId, o.mapId)
     store.retain(appKey, executorId, RetainedStore.fileBase(o.shuffleId, o.mapId), Seq(ownData, ownIndex, ownChecksum))
     v
   }
+
+  /** Spark's checksum file of an output here, null when checksums are off: then nothing can be verified. */
+  private def requireChecksums(ownChecksum: java.io.File): Unit =
+    if (ownChecksum == null)
+      throw new IOException("spark.shuffle.checksum.enabled=false on this executor: nothing can be verified")
 
   /**
    * Makes this executor serve verified files as map `mapId` of `shuffleId`: Spark's block resolver
@@ -412,8 +416,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * checksums) and makes this executor serve it; returns its bytes or throws.
    */
   private def adoptOne(appKey: String, from: String, o: OutputRef, digest: Long): Long = {
-    if (SparkInternals.shuffleFiles(o.shuffleId, o.mapId)._3 == null)
-      throw new IOException("spark.shuffle.checksum.enabled=false on this executor: nothing can be verified")
+    requireChecksums(SparkInternals.shuffleFiles(o.shuffleId, o.mapId)._3)
     val v = RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
       SparkInternals.checksumAlgorithm, digest)
     serve(v, o.shuffleId, o.mapId)

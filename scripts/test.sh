@@ -13,19 +13,19 @@ printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
 scripts/setup.sh --jvm-tests
 # the fast pure-Python layer first, so a broken unit fails in seconds
 [ $# -gt 0 ] || set -- tests/unit tests/contract tests/integration tests/bench tests/browser tests/containers
-# the browser tests need headless Chromium: Debian's package, installed as root when missing
-case " $* " in
-  *" tests/browser"*)
-    if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ]; then
-      printf '\n==> installing chromium (Debian package) for tests/browser\n'
-      mkdir -p target
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >target/apt-chromium.log 2>&1 || {
-        apt-get update -q >>target/apt-chromium.log 2>&1
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >>target/apt-chromium.log 2>&1
-      } || { tail -20 target/apt-chromium.log >&2; exit 1; }
-    fi
-    ;;
-esac
+# Debian packages some tests need, installed as root when missing: headless Chromium (tests/browser),
+# libfaketime (tests/integration: a neighbour application whose wall clock jumped)
+apt_install() {  # apt_install <package> <file that shows it is installed>
+  [ -e "$2" ] || [ "$(id -u)" != 0 ] && return 0
+  printf '\n==> installing %s (Debian package)\n' "$1"
+  mkdir -p target
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1" >"target/apt-$1.log" 2>&1 || {
+    apt-get update -q >>"target/apt-$1.log" 2>&1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1" >>"target/apt-$1.log" 2>&1
+  } || { tail -20 "target/apt-$1.log" >&2; exit 1; }
+}
+case " $* " in *" tests/browser"*) apt_install chromium /usr/bin/chromium ;; esac
+case " $* " in *" tests/integration"*) apt_install libfaketime /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ;; esac
 # the container tests need a Docker engine: start one (and stop it at the end) unless one runs
 case " $* " in
   *" tests/containers"*)

@@ -808,9 +808,10 @@ RETAINED_LEASE_TIMEOUT = duration(
         "(`<dir>/<appId>.<incarnation>.lease`) every quarter of this while the driver answers. An executor "
         "whose driver has not answered for this long deletes the application's retained files on its host; "
         "an executor that stops while its driver does not answer (driver exit, lost connection) deletes them "
-        "at once; and every executor removes the directories of other applications whose lease expired (a "
-        "crashed driver, or an earlier driver of the same application id), "
-        "when it starts and on every renewal."
+        "at once; and every executor removes the directories of other applications whose lease it has seen "
+        "unchanged for this long (a crashed driver, or an earlier driver of the same application id), "
+        "when it starts and on every renewal. Both are timed on the monotonic clock: a wall clock's jump "
+        "neither expires a live lease nor keeps a dead one."
     ),
     minimum_ms=1000,
     read_by="jvm",

@@ -5,7 +5,8 @@
 - release policies: consumers-finished releases a shuffle mid-job, job-end after a DataFrame action;
 - safety nets without Python: a driver killed with SIGKILL leaves nothing behind once its executors
   exit (they delete on driver loss) or, when they are killed too, once a new application's
-  executors sweep the expired lease.
+  executors sweep the expired lease; a neighbour whose wall clock jumped an hour ahead sweeps a
+  dead application's files but never a live one's.
 """
 
 from __future__ import annotations
@@ -204,6 +205,49 @@ time.sleep(600)
 """
 
 
+class Driver:
+    """A driver in its own process (DRIVER above) that ran one shuffle and waits; its pids, to kill it."""
+
+    def __init__(self, conf: dict):
+        code = DRIVER.format(tests=str(ROOT / "tests" / "integration"), conf=conf)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=str(ROOT),
+            env=dict(os.environ),
+        )
+        self.started: dict[int, int | None] = {}
+        line = ""
+        deadline = time.monotonic() + 240
+        while not line.startswith("READY") and time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line and self.proc.poll() is not None:
+                break
+        assert line.startswith("READY"), f"the driver did not get ready (exit {self.proc.poll()})"
+        _, self.app_id, jvm_pid, pids = line.split()
+        self.jvm, self.executor_pids = int(jvm_pid), [int(p) for p in pids.split(",")]
+        # their start times, so that the clean-up never signals a recycled pid
+        self.started.update({p: faults.start_time(p) for p in self.executor_pids + [self.jvm]})
+
+    def kill(self, executors_too: bool) -> None:
+        """SIGKILLs the driver JVM (with local-cluster's master and workers in it), and its executors if asked."""
+        os.kill(self.jvm, signal.SIGKILL)
+        self.proc.kill()
+        if executors_too:
+            for pid in self.executor_pids:  # nothing runs at exit: only the lease sweep can clean up
+                os.kill(pid, signal.SIGKILL)
+        assert wait(lambda: all(faults.is_gone(p) for p in self.executor_pids), 60), "executors outlived their driver"
+
+    def close(self) -> None:
+        for pid, start in self.started.items():
+            faults.signal_if_same(pid, start, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+
+
 @pytest.mark.parametrize("executors", ["exit-on-their-own", "killed-too"])
 def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(cluster, tmp_path, executors):
     root = str(tmp_path / "retained")
@@ -212,38 +256,11 @@ def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(c
         "spark.regionRecovery.retained.dir": root,
         "spark.regionRecovery.retained.leaseTimeout": "4s",
     }
-    code = DRIVER.format(tests=str(ROOT / "tests" / "integration"), conf=conf)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=str(ROOT),
-        env=dict(os.environ),
-    )
-    executor_pids: list[int] = []
-    jvm = None
-    started: dict[int, int | None] = {}
+    driver = Driver(conf)
     try:
-        line = ""
-        deadline = time.monotonic() + 240
-        while not line.startswith("READY") and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                break
-        assert line.startswith("READY"), f"the driver did not get ready (exit {proc.poll()})"
-        _, dead_app, jvm_pid, pids = line.split()
-        jvm, executor_pids = int(jvm_pid), [int(p) for p in pids.split(",")]
-        # their start times, so that the clean-up below never signals a recycled pid
-        started.update({p: faults.start_time(p) for p in executor_pids + [jvm]})
+        dead_app = driver.app_id
         assert disk_bytes(root, dead_app) > 0, "the killed application had retained outputs"
-
-        os.kill(jvm, signal.SIGKILL)  # the driver JVM (with local-cluster's master and workers in it)
-        proc.kill()
-        if executors == "killed-too":
-            for pid in executor_pids:  # nothing runs at exit: only the lease sweep can clean up
-                os.kill(pid, signal.SIGKILL)
-        assert wait(lambda: all(faults.is_gone(p) for p in executor_pids), 60), "executors outlived their driver"
+        driver.kill(executors_too=executors == "killed-too")
         if executors == "exit-on-their-own":
             assert disk_bytes(root, dead_app) == 0, "executors delete their application's files on driver loss"
         else:
@@ -256,8 +273,49 @@ def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(c
             v for _, v in c.sc.parallelize(range(100), 2).map(lambda x: (x % 3, x)).reduceByKey(add).collect()
         ) == sum(range(100))
     finally:
-        for pid, start in started.items():
-            faults.signal_if_same(pid, start, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(30)
+        driver.close()
+
+
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"  # Debian's libfaketime (scripts/test.sh)
+
+
+def test_a_neighbour_whose_wall_clock_jumped_an_hour_sweeps_only_dead_applications(cluster, tmp_path):
+    """Two applications share a host's retained root; the executors of one (B) see a wall clock an hour
+    ahead (libfaketime; their monotonic clock is the real one). Every lease A writes states an expiry an
+    hour in B's past, and B sweeps every second: A's files must stay. B's own leases state expiries an
+    hour in A's future: once B dies, A must still sweep them after a lease timeout."""
+    assert os.path.exists(FAKETIME), "libfaketime is missing: scripts/test.sh installs it (apt-get install libfaketime)"
+    root = str(tmp_path / "retained")
+    conf = {
+        "spark.regionRecovery.retained.enabled": "true",
+        "spark.regionRecovery.retained.dir": root,
+        "spark.regionRecovery.retained.leaseTimeout": "4s",
+    }
+    c = cluster(**conf)
+    c.wait_executors(2)
+    rdd = c.sc.parallelize(range(6000), 6).map(lambda x: (x % 30, x)).reduceByKey(add, 3)
+    assert sum(v for _, v in rdd.collect()) == sum(range(6000))
+    c.rr.sync()
+    live = c.sc.applicationId
+    before = disk_bytes(root, live)
+    assert before > 0, "A retains its shuffle's outputs"
+    ahead = {
+        "spark.executorEnv.LD_PRELOAD": FAKETIME,
+        "spark.executorEnv.FAKETIME": "+1h",
+        "spark.executorEnv.FAKETIME_DONT_FAKE_MONOTONIC": "1",  # the JVM hangs when its monotonic clock is faked
+        "spark.executorEnv.FAKETIME_FORCE_MONOTONIC_FIX": "0",  # with it, timed waits run late: minutes to start
+    }
+    neighbour = Driver({**conf, **ahead})
+    try:
+        assert disk_bytes(root, neighbour.app_id) > 0
+        time.sleep(12)  # three lease timeouts: B's executors swept at their start and then every second
+        assert disk_bytes(root, live) == before, "B took A's live lease for an expired one"
+        neighbour.kill(executors_too=True)
+        assert wait(lambda: app_entries(root, neighbour.app_id) == [], 30), (
+            "A did not sweep the dead B, whose lease states an expiry an hour ahead",
+            os.listdir(root),
+        )
+        assert disk_bytes(root, live) == before
+        assert sum(v for _, v in rdd.collect()) == sum(range(6000))
+    finally:
+        neighbour.close()

@@ -142,8 +142,9 @@ object ConfigKeys {
     120000L, "120s", DurationForms + "; at least 1 s",
     "Executors renew their application's lease on its retained directory while the driver answers. An executor " +
       "whose driver has not answered for this long deletes the application's retained files on its host, and any " +
-      "executor removes the directories of other applications whose lease expired (a driver that crashed). An " +
-      "executor that stops while its driver does not answer deletes them at once.", ReadBy.Jvm)
+      "executor removes the directories of other applications whose lease it has seen unchanged for this long (a " +
+      "driver that crashed), timed on its monotonic clock. An executor that stops while its driver does not answer " +
+      "deletes them at once.", ReadBy.Jvm)
 
   // ---- batch job recovery after a driver crash (FLIP-383's keys after the prefix) ---------------------
 

@@ -200,12 +200,15 @@ final class RetainedStore(val root: Path) extends Logging {
     catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
   }
 
-  /** The expiry a lease file states; a missing or unreadable lease counts from its (or the dir's) mtime. */
-  private def leaseExpiry(lease: Path, dir: Path, leaseTimeoutMs: Long): Long = {
+  /**
+   * What an application's lease looks like to a sweeper: its contents and modification time, or,
+   * without one, its directory's modification time. It changes on every renewal.
+   */
+  private def leaseLook(lease: Path, dir: Path): String = {
     val stated =
-      try Some(new String(Files.readAllBytes(lease), StandardCharsets.UTF_8).trim.toLong)
-      catch { case _: IOException | _: NumberFormatException => None }
-    stated.getOrElse(modifiedAt(if (Files.exists(lease)) lease else dir) + leaseTimeoutMs)
+      try new String(Files.readAllBytes(lease), StandardCharsets.UTF_8).trim
+      catch { case _: IOException => "none" }
+    s"$stated@${modifiedAt(if (Files.exists(lease)) lease else dir)}"
   }
 
   /** When a file was last modified (ms since the epoch); 0 when that cannot be read (it is gone). */
@@ -305,14 +308,18 @@ final class RetainedStore(val root: Path) extends Logging {
 
   /**
    * Deletes the directories (and leases and keep marks) of other applications whose lease expired:
-   * their driver is gone and no executor of theirs on this host renews it. A directory whose keep
-   * mark's deadline is still ahead is skipped: it waits for a resubmission of its job; once the
-   * deadline passed (or the mark is unreadable) it goes like any other. Returns (appDir, files, bytes) deleted.
+   * `watch` has seen it unchanged for `leaseTimeoutMs` (their driver is gone and no executor of theirs
+   * on this host renews it). A directory whose keep mark's deadline (`now`, wall clock) is still ahead
+   * is skipped: it waits for a resubmission of its job; once the deadline passed (or the mark is
+   * unreadable) it goes like any other. Returns (appDir, files, bytes) deleted.
    */
-  def sweepExpired(ownAppKey: String, now: Long, leaseTimeoutMs: Long): Seq[(String, Int, Long)] = {
+  def sweepExpired(ownAppKey: String, now: Long, leaseTimeoutMs: Long, watch: LeaseWatch)
+      : Seq[(String, Int, Long)] = {
     if (!Files.isDirectory(root)) return Nil
     val own = if (ownAppKey == null) null else safe(ownAppKey)
     val names = namesIn(root)
+    def quiet(app: String, lease: Path, dir: Path): Boolean =
+      watch.quietMs(app, leaseLook(lease, dir)) >= leaseTimeoutMs
     val out = Seq.newBuilder[(String, Int, Long)]
     names.foreach { n =>
       val p = root.resolve(n)
@@ -320,15 +327,14 @@ final class RetainedStore(val root: Path) extends Logging {
         if (now - modifiedAt(p) > leaseTimeoutMs) deleteQuietly(p)
       } else if (n.endsWith(".lease")) {
         val app = n.stripSuffix(".lease")
-        if (app != own && !Files.isDirectory(root.resolve(app)) && leaseExpiry(p, p, leaseTimeoutMs) < now)
-          deleteQuietly(p)
+        if (app != own && !Files.isDirectory(root.resolve(app)) && quiet(n, p, p)) deleteQuietly(p)
       } else if (n.endsWith(".keep")) {
         val app = n.stripSuffix(".keep")
         if (app != own && !Files.isDirectory(root.resolve(app)) && !keptAt(p, now)) deleteQuietly(p)
       } else if (n != own && Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
         val lease = root.resolve(n + ".lease")
         val mark = root.resolve(n + ".keep")
-        if (leaseExpiry(lease, p, leaseTimeoutMs) < now && !keptAt(mark, now)) {
+        if (quiet(n, lease, p) && !keptAt(mark, now)) {
           val (files, bytes) = deleteTree(p)
           deleteQuietly(lease)
           deleteQuietly(mark)
@@ -336,6 +342,7 @@ final class RetainedStore(val root: Path) extends Logging {
         }
       }
     }
+    watch.retainOnly(names.toSet)
     out.result()
   }
 

@@ -110,7 +110,10 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   @volatile private var driverRef: AnyRef = _
   /** Replaces the ping to the driver in unit tests (a driver that answers late, or never). */
   @volatile private[retention] var pingForTests: Long => Option[AnyRef] = _
-  @volatile private var lastDriverContact = System.currentTimeMillis()
+  /** When the driver last answered, on the monotonic clock (ns): a wall clock's jump is not a silent driver. */
+  @volatile private var lastDriverContact = System.nanoTime()
+  /** Other applications' leases as this executor's sweeps have seen them. */
+  private val leaseWatch = new LeaseWatch()
   @volatile private var droppedForDriverLoss = false
   @volatile private var markedKept = false // this agent kept the files for a resubmission (job recovery)
   private val leaseThread = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-lease")
@@ -190,14 +193,14 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   private def leaseTick(): Unit = try {
     val now = System.currentTimeMillis()
     if (pingDriver(pingTimeoutMs).isDefined) {
-      lastDriverContact = now
+      lastDriverContact = System.nanoTime()
       droppedForDriverLoss = false
       store.renewLease(appKey, now + leaseTimeoutMs)
       // it answers again after a loss: its application is live, no successor's to claim
       if (markedKept) { store.unmarkKept(appKey); markedKept = false }
-    } else if (!droppedForDriverLoss && now - lastDriverContact > leaseTimeoutMs) {
+    } else if (!droppedForDriverLoss && silentMs > leaseTimeoutMs) {
       droppedForDriverLoss = true
-      val silent = s"the driver has not answered for ${now - lastDriverContact} ms " +
+      val silent = s"the driver has not answered for $silentMs ms " +
         s"(${ConfigKeys.RetainedLeaseTimeout.name})"
       onDriverLoss(now, silent)((files, bytes) =>
         s"region-recovery: $silent; deleted this application's $files retained files ($bytes bytes) on this host")
@@ -205,9 +208,12 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     sweep()
   } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }
 
+  private def silentMs: Long = (System.nanoTime() - lastDriverContact) / 1000000L
+
   private def sweep(): Unit = try {
-    store.sweepExpired(appKey, System.currentTimeMillis(), leaseTimeoutMs).foreach { case (app, files, bytes) =>
-      logInfo(s"region-recovery: removed $files retained files ($bytes bytes) of application $app: its lease expired")
+    store.sweepExpired(appKey, System.currentTimeMillis(), leaseTimeoutMs, leaseWatch).foreach {
+      case (app, files, bytes) =>
+        logInfo(s"region-recovery: removed $files retained files ($bytes bytes) of application $app: its lease expired")
     }
   } catch { case NonFatal(e) => logWarning(s"region-recovery: sweeping expired retained directories failed: $e") }
 

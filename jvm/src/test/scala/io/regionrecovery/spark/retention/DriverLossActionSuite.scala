@@ -70,8 +70,12 @@ class DriverLossActionSuite extends AnyFunSuite {
       assert(names(root) == Set("app-1.abc", "app-1.abc.lease", "app-1.abc.keep"))
       assert(agent.store.keptApps() == Seq(("app-1.abc", now + 60000L, "nightly", 1, 10L)))
       // another application's sweep: after the lease expired but within the window, kept; after the window, gone
-      assert(agent.store.sweepExpired("app-2.def", now + 45000L, 30000L).isEmpty)
-      assert(agent.store.sweepExpired("app-2.def", now + 61000L, 30000L) == Seq(("app-1.abc", 1, 10L)))
+      var nanos = 0L
+      val watch = new LeaseWatch(() => nanos)
+      assert(agent.store.sweepExpired("app-2.def", now + 45000L, 30000L, watch).isEmpty)
+      nanos += 30000L * 1000000L // the lease has not changed for a whole timeout
+      assert(agent.store.sweepExpired("app-2.def", now + 45000L, 30000L, watch).isEmpty)
+      assert(agent.store.sweepExpired("app-2.def", now + 61000L, 30000L, watch) == Seq(("app-1.abc", 1, 10L)))
       assert(names(root).isEmpty)
     }
   }

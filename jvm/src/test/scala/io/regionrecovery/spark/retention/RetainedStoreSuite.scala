@@ -172,26 +172,69 @@ class RetainedStoreSuite extends AnyFunSuite {
     }
   }
 
-  test("the sweep removes other applications whose lease expired, and keeps live ones and its own") {
+  /** A sweeper whose monotonic clock the test moves. */
+  private final class Sweeper(store: RetainedStore, own: String) {
+    var nanos = 0L
+    val watch = new LeaseWatch(() => nanos)
+    def advance(ms: Long): Unit = nanos += ms * 1000000L
+    def sweep(now: Long, timeoutMs: Long = 30000L): Seq[(String, Int, Long)] =
+      store.sweepExpired(own, now, timeoutMs, watch)
+    /** Sees every lease, then again a whole timeout later: what did not change in between goes. */
+    def sweepAfterQuiet(now: Long, timeoutMs: Long = 30000L): Seq[(String, Int, Long)] = {
+      assert(sweep(now, timeoutMs).isEmpty, "no directory goes on first sight")
+      advance(timeoutMs)
+      sweep(now, timeoutMs)
+    }
+  }
+
+  test("the sweep removes other applications whose lease did not change for a timeout; live ones and its own stay") {
     withRoot { (root, store) =>
       val bm = root.getParent.resolve("bm")
       val now = System.currentTimeMillis()
+      val sweeper = new Sweeper(store, "app-own")
       for (app <- Seq("app-dead", "app-live", "app-own", "app-nolease"))
         store.retain(app, "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
-      Files.setLastModifiedTime(store.appDir("app-nolease"), java.nio.file.attribute.FileTime.fromMillis(now - 60000))
-      store.renewLease("app-dead", now - 1)
-      store.renewLease("app-live", now + 60000)
+      store.renewLease("app-dead", now + 60000) // what it states does not matter: it is never renewed again
+      store.renewLease("app-live", now - 1)
       store.renewLease("app-own", now - 1)
       store.renewLease("app-gone", now - 1) // a lease left without its directory
       Files.write(store.leaseFile("app-corrupt"), "not a number".getBytes("UTF-8"))
       Files.createDirectories(store.appDir("app-corrupt"))
-      val swept = store.sweepExpired("app-own", now, leaseTimeoutMs = 30000L)
-      assert(swept.map(_._1).toSet == Set("app-dead", "app-nolease"),
-        "no lease: its directory's mtime (a minute ago) plus the 30 s timeout has passed")
+      assert(sweeper.sweep(now).isEmpty, "nothing goes on first sight, whatever a lease states")
+      sweeper.advance(29999L)
+      store.renewLease("app-live", now + 29999L) // renewed within the timeout
+      assert(sweeper.sweep(now).isEmpty)
+      sweeper.advance(1L)
+      val swept = sweeper.sweep(now)
+      assert(swept.map(_._1).toSet == Set("app-dead", "app-nolease", "app-corrupt"))
       assert(swept.find(_._1 == "app-dead").get._2 == 1)
-      val left = Using.resource(Files.list(root))(_.iterator().asScala.map(_.getFileName.toString).toSet)
-      assert(left == Set("app-live", "app-live.lease", "app-own", "app-own.lease", "app-corrupt", "app-corrupt.lease"),
-        "a corrupt lease counts from its mtime: recent, so kept")
+      assert(namesUnder(root) == Set("app-live", "app-live.lease", "app-own", "app-own.lease"))
+      sweeper.advance(29998L)
+      assert(sweeper.sweep(now).isEmpty, "app-live's renewal, seen 1 ms ago, restarted its timeout")
+      sweeper.advance(1L)
+      assert(sweeper.sweep(now).map(_._1) == Seq("app-live"), "and it was not renewed since")
+    }
+  }
+
+  test("a jumping wall clock neither expires a renewed lease nor keeps one that stopped changing") {
+    withRoot { (root, store) =>
+      val bm = root.getParent.resolve("bm")
+      val now = System.currentTimeMillis()
+      val sweeper = new Sweeper(store, "app-own")
+      for (app <- Seq("app-behind", "app-ahead"))
+        store.retain(app, "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
+      // writers whose clocks are ten minutes behind and ahead; the sweeper's own wall clock jumped an hour
+      store.renewLease("app-behind", now - 600000L)
+      store.renewLease("app-ahead", now + 600000L)
+      val jumped = now + 3600000L
+      assert(sweeper.sweep(jumped).isEmpty)
+      val swept = (1 to 8).flatMap { i =>
+        sweeper.advance(7500L) // a quarter of the timeout: app-behind renews, app-ahead's writer is gone
+        store.renewLease("app-behind", now - 600000L + i * 7500L)
+        sweeper.sweep(jumped).map(r => (i, r._1))
+      }
+      assert(swept == Seq((4, "app-ahead")), "app-ahead went after 30 s unchanged, its stated expiry unread")
+      assert(namesUnder(root) == Set("app-behind", "app-behind.lease"))
     }
   }
 
@@ -225,9 +268,10 @@ class RetainedStoreSuite extends AnyFunSuite {
       deadApp(root, store, "app-kept", now)
       store.markKept("app-kept", now + 60000, "nightly-etl")
       assert(store.keptUntil("app-kept") == Some((now + 60000, "nightly-etl")))
-      assert(store.sweepExpired("app-other", now, leaseTimeoutMs = 30000L).isEmpty)
+      val sweeper = new Sweeper(store, "app-other")
+      assert(sweeper.sweepAfterQuiet(now).isEmpty)
       assert(namesUnder(root) == Set("app-kept", "app-kept.lease", "app-kept.keep"), "kept with lease and mark")
-      assert(store.sweepExpired("app-other", now + 60000, 30000L).isEmpty, "the deadline itself still keeps")
+      assert(sweeper.sweep(now + 60000).isEmpty, "the deadline itself still keeps")
     }
   }
 
@@ -236,7 +280,7 @@ class RetainedStoreSuite extends AnyFunSuite {
       val now = System.currentTimeMillis()
       deadApp(root, store, "app-kept", now)
       store.markKept("app-kept", now - 1, "nightly-etl")
-      assert(store.sweepExpired("app-other", now, 30000L) == Seq(("app-kept", 1, 10L)))
+      assert(new Sweeper(store, "app-other").sweepAfterQuiet(now) == Seq(("app-kept", 1, 10L)))
       assert(namesUnder(root).isEmpty)
     }
   }
@@ -245,16 +289,19 @@ class RetainedStoreSuite extends AnyFunSuite {
     withRoot { (root, store) =>
       val now = System.currentTimeMillis()
       deadApp(root, store, "app-back", now)
-      store.renewLease("app-back", now + 60000) // its driver answered again
       store.markKept("app-back", now - 1, "j")
       deadApp(root, store, "app-own", now)
       store.markKept("app-own", now - 1, "j")
-      assert(store.sweepExpired("app-own", now, 30000L).isEmpty)
+      val sweeper = new Sweeper(store, "app-own")
+      assert(sweeper.sweep(now).isEmpty)
+      sweeper.advance(30000L)
+      store.renewLease("app-back", now + 60000) // its driver answered again
+      assert(sweeper.sweep(now).isEmpty)
       assert(namesUnder(root) ==
         Set("app-back", "app-back.lease", "app-back.keep", "app-own", "app-own.lease", "app-own.keep"))
       store.deleteApp("app-own")
       store.markKept("app-own", now - 1, "j") // nor is an own mark without a directory
-      assert(store.sweepExpired("app-own", now, 30000L).isEmpty)
+      assert(sweeper.sweep(now).isEmpty)
       assert(Files.exists(store.keepFile("app-own")))
     }
   }
@@ -264,7 +311,7 @@ class RetainedStoreSuite extends AnyFunSuite {
       val now = System.currentTimeMillis()
       store.markKept("app-future", now + 60000, "j")
       store.markKept("app-past", now - 1, "j")
-      assert(store.sweepExpired("app-own", now, 30000L).isEmpty)
+      assert(new Sweeper(store, "app-own").sweep(now).isEmpty, "a mark's deadline is its own: no wait")
       assert(namesUnder(root) == Set("app-future.keep"))
     }
   }
@@ -277,7 +324,7 @@ class RetainedStoreSuite extends AnyFunSuite {
       Files.write(store.keepFile("app-nojob"), s"${now + 60000}\t".getBytes("UTF-8"))
       assert(store.keptUntil("app-corrupt").isEmpty && store.keptUntil("app-nojob").isEmpty)
       assert(store.keptApps().isEmpty)
-      assert(store.sweepExpired("app-own", now, 30000L).map(_._1) == Seq("app-corrupt"))
+      assert(new Sweeper(store, "app-own").sweepAfterQuiet(now).map(_._1) == Seq("app-corrupt"))
       assert(namesUnder(root).isEmpty, "directory, lease and both marks gone")
     }
   }

@@ -1,19 +1,22 @@
 """The fault campaign that attacks adoption: python -m bench chaos --runs N --seed S [--only I ...] [--out FILE].
 
 Each trial draws, from (seed, index) alone, a pipeline (RDD or DataFrame; 1 to 4 shuffles of
-aggregations, joins, sorts and random-keyed repartitions), the plugin's settings (retention true in
-half the trials, auto or false in a quarter each; each release policy; a small byte cap or none) and up
-to two faults (bench/chaos_faults.py), each struck when the live model says it can hurt: an
+aggregations, joins, sorts and random-keyed repartitions over integers, doubles or decimals), the
+plugin's settings (retention true in three trials of five, auto or false in one each; each release
+policy; a small byte cap or none; spills and many small fetches; speculative copies of slow tasks) and
+one or two faults (bench/chaos_faults.py), each struck when the live model says it can hurt: an
 executor holding outputs that a stage still reads is SIGKILLed (while that stage waits, or while it
-fetches; two at once); one of its retained outputs is corrupted (index, checksum, middle of the
-data) or deleted first; it is frozen past the heartbeat timeout and thawed; the driver is killed as
-it handles the loss; a task fails beyond spark.task.maxFailures. The trial runs in its own driver
-process (bench/chaos_trial.py) and is judged:
+fetches; two at once) or decommissioned (SIGPWR); one of its retained outputs is corrupted (index,
+checksum, middle of the data) or deleted first; it is frozen past the heartbeat timeout and thawed;
+the driver is killed as it handles the loss, or while its executors renew their leases; the Python
+workers of a running task are killed; the trial's own disk (a tmpfs) is filled while a stage runs; a
+task fails beyond spark.task.maxFailures. The trial runs in its own driver process
+(bench/chaos_trial.py) and is judged:
 
 - the result equals the oracle's (plain Python, bench/chaos_oracle.py), order included where the
   pipeline ends with a sort; a refusal fails (no trial is designed to be refused);
 - every fault landed, or the trial is `missed` (neither passed nor failed);
-- adoption, not a silent fallback: a retained output of a killed executor is adopted, never
+- adoption, not a silent fallback: a retained output of an executor a fault took is adopted, never
   recomputed instead (unless it was the damaged one, or no executor of its host lived to adopt),
   and a damaged output is never adopted;
 - no hang (TRIAL_TIMEOUT_S), 0 retained files once the application (and a successor after a driver
@@ -35,26 +38,29 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.chaos_faults import DAMAGES, FAULTS
+from bench.chaos_faults import DAMAGES, FAULTS, NEEDS_RETENTION, TAKES, trial_disk
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIAL_TIMEOUT_S = 300
 CLEANUP_WAIT_S = 30
 OPS = ("agg", "join", "sort", "random")
-RETENTION = ("true", "true", "auto", "false")  # three trials in four retain: adoption is what is attacked
+RETENTION = ("true", "true", "true", "auto", "false")  # four trials in five retain: adoption is what is attacked
 RELEASE = ("shuffle-cleanup", "job-end", "consumers-finished")
-# the kinds a fault is drawn from: the plain executor kills twice, so that most trials adopt
-KIND_POOL = (*FAULTS, "kill-holder", "kill-fetching")
-ADOPTING = ("kill-holder", "kill-fetching", "kill-two", "corrupt-then-kill", "delete-then-kill")
+VALUES = ("int", "int", "float", "decimal")  # what the pipeline sums: exact, order-dependent, or exact decimals
+# the kinds a fault is drawn from: the plain executor kills three times more, so that most trials adopt
+KIND_POOL = (*FAULTS, "kill-holder", "kill-holder", "kill-fetching", "kill-fetching")
+# faults after which the victim's retained outputs must be adopted (the driver-kill one: by the driver before it died)
+ADOPTING = tuple(k for k in TAKES if k != "driver-kill-adoption")
+TMPFS_SIZE = "96m"  # the disk a disk-full trial fills: its local dirs and retained root
 
 
 def draw_trial(seed: int, index: int) -> dict:
     """The trial's pipeline, settings and faults; a pure function of (seed, index)."""
     rng = random.Random(f"{seed}:{index}")
     retention = rng.choice(RETENTION)
-    pool = [k for k in KIND_POOL if retention != "false" or k not in ("corrupt-then-kill", "delete-then-kill")]
+    pool = [k for k in KIND_POOL if retention != "false" or k not in NEEDS_RETENTION]
     kinds: list[str] = []
-    for _ in range(rng.choice((1, 1, 2))):
+    for _ in range(rng.choice((1, 2))):
         kinds.append(rng.choice([k for k in pool if k not in kinds]))
     faults = []
     for kind in kinds:
@@ -65,6 +71,8 @@ def draw_trial(seed: int, index: int) -> dict:
             fault["damage"] = rng.choice(DAMAGES[:3])
         elif kind == "delete-then-kill":
             fault["damage"] = "data-deleted"
+        elif kind == "disk-full":
+            fault["full_s"] = round(rng.uniform(0.5, 2.5), 1)
         faults.append(fault)
     return {
         "seed": seed,
@@ -76,8 +84,9 @@ def draw_trial(seed: int, index: int) -> dict:
         "release": rng.choice(RELEASE),
         "cap": rng.choice(("0", "0", "64k")),
         "faults": faults,
-        # drawn last, so that the draws above stay what they were: spills and many small fetches
-        "pressure": rng.random() < 0.5,
+        "pressure": rng.random() < 0.5,  # spills, and many small fetches
+        "values": rng.choice(VALUES),
+        "speculation": rng.random() < 0.25,
     }
 
 
@@ -157,6 +166,13 @@ def _files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
 
 
+def _mount_tmpfs(path: Path) -> bool:
+    """A small file system of the trial's own, for the fault that fills it; False when mounting is not allowed."""
+    path.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(path)], capture_output=True)
+    return done.returncode == 0
+
+
 def run_trial(spec: dict, base: Path) -> dict:
     """Runs one trial in a fresh work directory and returns its record (spec, outcome, checks)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"chaos-{spec['seed']}-{spec['index']}-", dir=base))
@@ -164,6 +180,21 @@ def run_trial(spec: dict, base: Path) -> dict:
     sentinel.mkdir()
     for i in range(3):
         (sentinel / f"keep-{i}.txt").write_text("outside the retained root: never deleted\n")
+    disk = trial_disk(spec, workdir)
+    mounted = disk != workdir and _mount_tmpfs(disk)
+    try:
+        record = _run_and_check(spec, workdir, disk / "retained", sentinel)
+    finally:
+        if mounted:  # lazily: a process of the trial may still hold a file open
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    if record["status"] != "fail":
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        record["workdir"] = str(workdir)  # kept for the post-mortem (a tmpfs's contents are gone)
+    return record
+
+
+def _run_and_check(spec: dict, workdir: Path, root: Path, sentinel: Path) -> dict:
     spec = {**spec, "workdir": str(workdir)}
     started = time.monotonic()
     out, err, hung = _run_process(spec, successor=False, timeout=TRIAL_TIMEOUT_S)
@@ -178,7 +209,6 @@ def run_trial(spec: dict, base: Path) -> dict:
     record.update(trial or {"outcome": "hang" if record["hang"] else "crashed"})
     if trial is None and not record["hang"]:
         record["detail"] = (err or out)[-1500:]
-    root = workdir / "retained"
     deadline = time.monotonic() + CLEANUP_WAIT_S
     while _files(root) and time.monotonic() < deadline:
         time.sleep(1)
@@ -189,10 +219,6 @@ def run_trial(spec: dict, base: Path) -> dict:
     record["trial_wall_s"] = round(time.monotonic() - started, 1)
     record["status"], record["problems"] = judge(record)
     record["passed"] = record["status"] == "pass"
-    if record["status"] != "fail":
-        shutil.rmtree(workdir, ignore_errors=True)
-    else:
-        record["workdir"] = str(workdir)  # kept for the post-mortem
     return record
 
 
@@ -206,7 +232,7 @@ def summarize(records: list[dict]) -> dict:
             k = kinds.setdefault(f["kind"], {"trials": 0, "landed": 0, "missed": 0, "adopted": 0, "failed": 0})
             k["trials"] += 1
             hit = log.get(f["kind"])
-            landed = bool(hit and hit.get("landed")) or (f["kind"] == "driver-kill-adoption" and r.get("driver_killed"))
+            landed = bool(hit and hit.get("landed")) or (f["kind"].startswith("driver-kill") and r.get("driver_killed"))
             k["landed" if landed else "missed"] += 1
             k["adopted"] += 1 if landed and adopted_after_fault(r) else 0
             k["failed"] += 1 if r["status"] == "fail" else 0

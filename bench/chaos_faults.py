@@ -2,13 +2,15 @@
 
 A fault waits until it can hurt: an executor holds finished map outputs (retained ones, when the
 trial retains) of a shuffle that a stage still has to read; for `kill-fetching`, that stage is
-running. Then it strikes at once and records what it hit: the victims, how many outputs they held,
-which output it damaged. A fault whose moment never came before the action finished is `missed`,
-never counted as passed. Only processes this trial started are signalled (bench.procs).
+running; for the Python worker kill and the full disk, a stage runs tasks. Then it strikes at once and
+records what it hit: the victims, how many outputs they held, which output it damaged. A fault whose
+moment never came before the action finished is `missed`, never counted as passed. Only processes
+this trial started are signalled (bench.procs).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -20,8 +22,18 @@ from pathlib import Path
 from bench import procs
 
 # faults that take an executor holding outputs: with retention on, its retained outputs are adopted
-KILLS = ("kill-holder", "kill-fetching", "kill-two", "corrupt-then-kill", "delete-then-kill", "driver-kill-adoption")
-FAULTS = (*KILLS, "freeze-holder", "task-failure")
+TAKES = (
+    "kill-holder",
+    "kill-fetching",
+    "kill-two",
+    "corrupt-then-kill",
+    "delete-then-kill",
+    "decommission-holder",
+    "driver-kill-adoption",
+)
+# faults that need retained files to exist (damage them, or leave them to a dead driver's executors)
+NEEDS_RETENTION = ("corrupt-then-kill", "delete-then-kill", "driver-kill-holding")
+FAULTS = (*TAKES, "driver-kill-holding", "freeze-holder", "kill-python-worker", "disk-full", "task-failure")
 DAMAGES = ("index", "checksum", "data-middle", "data-deleted")  # what corrupt/delete-then-kill does to one output
 POLL_S = 0.05
 
@@ -52,9 +64,33 @@ def holders(model, retained: bool, fetching: bool) -> dict[str, list]:
     return out
 
 
+def running_stage(model) -> bool:
+    """A stage attempt runs tasks now (its tasks write map outputs or fetch them)."""
+    attempts = (a for s in model.stages.values() for a in s.attempts.values())
+    return any(a.status == "running" and a.tasks_started > 0 for a in attempts)
+
+
+def fill(path: Path) -> int:
+    """Writes `path` until its file system is full (ENOSPC); returns the bytes written."""
+    written, chunk = 0, b"\0" * (1 << 20)
+    with open(path, "wb", buffering=0) as f:
+        while True:
+            try:
+                written += f.write(chunk)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                return written
+
+
 def others_live(model, victims: list[str]) -> int:
     """Live executors with the plugin (an agent to adopt) that the victims' loss would leave."""
     return sum(1 for e, x in model.executors.items() if x.alive and x.pid is not None and e not in victims)
+
+
+def trial_disk(spec: dict, workdir: Path) -> Path:
+    """Where the trial's local dirs and retained root live: a small tmpfs of its own when it fills its disk."""
+    return workdir / "disk" if any(f["kind"] == "disk-full" for f in spec["faults"]) else workdir
 
 
 def retained_files(root: Path, executor_id: str, shuffle_id: int, map_id: int) -> dict[str, Path]:
@@ -97,7 +133,9 @@ class Faults:
     """Runs the trial's faults from their own threads, each when the model says it can hurt."""
 
     def __init__(self, spec: dict, rr, workdir: Path):
-        self.spec, self.rr, self.root = spec, rr, workdir / "retained"
+        self.spec, self.rr = spec, rr
+        self.disk = trial_disk(spec, workdir)
+        self.root = self.disk / "retained"
         self.retains = spec["retention"] != "false"
         self.rng = random.Random(f"{spec['seed']}:{spec['index']}:faults")
         self.log: list[dict] = []  # one record per fault: what it hit, or why it missed
@@ -163,6 +201,10 @@ class Faults:
         kind = fault["kind"]
         record: dict = {"kind": kind, "landed": False}
         try:
+            if kind == "kill-python-worker":
+                return self._kill_python_worker(fault, record)
+            if kind == "disk-full":
+                return self._fill_disk(fault, record)
             n = 2 if kind == "kill-two" else 1
             chosen = self._wait_for(kind == "kill-fetching", n, fault.get("after_s", 0.0))
             if chosen is None:
@@ -197,6 +239,13 @@ class Faults:
                 self._done.wait(fault["frozen_s"])
                 self._thaw(pid)
                 return
+            if kind == "driver-kill-holding":  # its executors renew leases over retained outputs
+                record["landed"] = True
+                return self._kill_driver(record, "while executors held outputs")
+            if kind == "decommission-holder":  # Spark's graceful decommission: finish the tasks, then exit
+                procs.send(pids[victims[0]], signal.SIGPWR)
+                record["landed"] = True
+                return
             for v in victims:
                 procs.kill(pids[v])
             record["landed"] = True
@@ -207,6 +256,43 @@ class Faults:
         finally:
             self._report(record)
 
+    def _kill_python_worker(self, fault: dict, record: dict) -> None:
+        """SIGKILLs the Python workers of an executor while a stage runs: its task fails and is retried."""
+        start = time.monotonic()
+        while not self._done.is_set():
+            if time.monotonic() - start >= fault["after_s"] and self.rr.model.read(running_stage):
+                with self._choosing:
+                    pids = {e: p for e, p in procs.executor_pids().items() if e not in self.doomed}
+                    workers = {e: procs.python_workers(p) for e, p in sorted(pids.items())}
+                    workers = {e: w for e, w in workers.items() if w}
+                    if workers:
+                        victim = self.rng.choice(sorted(workers))
+                        for pid in workers[victim]:
+                            procs.kill(pid)
+                        record.update(victims=[], executor=victim, workers=len(workers[victim]), landed=True)
+                        return
+            time.sleep(POLL_S)
+        record["missed"] = "the action ended before a stage ran with a Python worker up"
+
+    def _fill_disk(self, fault: dict, record: dict) -> None:
+        """Fills the trial's own small disk while a stage runs, for `full_s`, then frees it."""
+        if not os.path.ismount(self.disk):
+            record["missed"] = f"{self.disk} is not the trial's own file system (a tmpfs could not be mounted)"
+            return
+        start = time.monotonic()
+        while not self._done.is_set():
+            if time.monotonic() - start >= fault["after_s"] and self.rr.model.read(running_stage):
+                filler = self.disk / "filler"
+                try:
+                    record.update(victims=[], filled_bytes=fill(filler), landed=True)
+                    self._report(record)
+                    self._done.wait(fault["full_s"])
+                finally:
+                    filler.unlink(missing_ok=True)
+                return
+            time.sleep(POLL_S)
+        record["missed"] = "the action ended before a stage ran"
+
     def _report(self, record: dict) -> None:
         """Keeps the record and prints it at once: a trial whose driver is killed next still reports its faults."""
         if record not in self.log:
@@ -214,16 +300,20 @@ class Faults:
             print("FAULT " + json.dumps(record), flush=True)
 
     def _kill_driver_once_lost(self, victim: str, record: dict) -> None:
-        """Kills the driver (its JVM, then this process) as soon as the driver handles the executor's loss."""
-        from pyspark import SparkContext
-
+        """Kills the driver as soon as it handles the executor's loss (its adoption is under way)."""
         lost = self.rr.model.wait_for(lambda m: not m.executors[victim].alive, 30)
         record["driver_killed_after_loss"] = lost
         record["adopted_when_killed"] = self.rr.model.read(
             lambda m: sum(1 for sh in m.shuffles.values() for a in sh.adoptions if a.from_executor == victim)
         )
+        self._kill_driver(record, "after the loss" if lost else "without a loss seen")
+
+    def _kill_driver(self, record: dict, when: str) -> None:
+        """SIGKILLs the driver's JVM, then this process; the campaign starts the successor."""
+        from pyspark import SparkContext
+
         self._report(record)
         jvm = SparkContext._jvm.java.lang.ProcessHandle.current().pid()
-        print("DRIVER-KILL " + ("after the loss" if lost else "without a loss seen"), flush=True)
+        print("DRIVER-KILL " + when, flush=True)
         os.kill(jvm, signal.SIGKILL)
         os._exit(137)

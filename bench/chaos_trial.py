@@ -15,10 +15,11 @@ import os
 import random
 import sys
 import time
+from decimal import Decimal
 from operator import add
 from pathlib import Path
 
-from bench.chaos_faults import Faults
+from bench.chaos_faults import Faults, trial_disk
 from bench.chaos_oracle import KEYS, N_ROWS, compare, expected_rows
 
 
@@ -27,7 +28,9 @@ def build_session(spec: dict, workdir: Path, app_name: str):
     from bench.worker import base_builder  # loopback, UI off, local dirs and event logs in the workdir
 
     (workdir / "events").mkdir(exist_ok=True)
-    executors = 3 if any(f["kind"] == "kill-two" for f in spec["faults"]) else 2  # one left to adopt
+    kinds = {f["kind"] for f in spec["faults"]}
+    executors = 3 if "kill-two" in kinds else 2  # one left to adopt
+    disk = trial_disk(spec, workdir)  # local dirs and retained root on one file system: hard links
     b = (
         base_builder({"workdir": str(workdir), "master": f"local-cluster[{executors},1,1024]"}, app_name)
         .config("spark.sql.shuffle.partitions", "4")
@@ -39,7 +42,8 @@ def build_session(spec: dict, workdir: Path, app_name: str):
         .config("spark.regionRecovery.restart-strategy.type", "fixed-delay")
         .config("spark.regionRecovery.restart-strategy.fixed-delay.attempts", "3")
         .config("spark.regionRecovery.restart-strategy.fixed-delay.delay", "1 s")
-        .config("spark.regionRecovery.retained.dir", str(workdir / "retained"))
+        .config("spark.local.dir", str(disk / "local"))
+        .config("spark.regionRecovery.retained.dir", str(disk / "retained"))
         .config("spark.regionRecovery.retained.enabled", spec["retention"])
         .config("spark.regionRecovery.retained.release", spec["release"])
         .config("spark.regionRecovery.retained.maxBytes", spec["cap"])
@@ -53,6 +57,16 @@ def build_session(spec: dict, workdir: Path, app_name: str):
             .config("spark.reducer.maxSizeInFlight", "16k")
             .config("spark.reducer.maxBlocksInFlightPerAddress", "2")
         )
+    if "decommission-holder" in kinds:  # SIGPWR decommissions (no block migration: its outputs go with it)
+        b = b.config("spark.decommission.enabled", "true")
+    if spec.get("speculation"):  # copies of slow tasks at a stage's tail: two attempts write one map output
+        b = (
+            b.config("spark.speculation", "true")
+            .config("spark.speculation.interval", "100ms")
+            .config("spark.speculation.multiplier", "1.2")
+            .config("spark.speculation.quantile", "0.5")
+            .config("spark.speculation.minTaskRuntime", "200ms")
+        )
     return region_recovery.configure(b).getOrCreate()
 
 
@@ -62,6 +76,7 @@ def pipeline(spark, spec: dict, fail_first: list[bool]):
     that stages last long enough for the faults to find executors holding outputs."""
     sc = spark.sparkContext
     slow_ms = spec["slow_ms"]
+    values = spec.get("values", "int")
 
     def slow(index, rows):  # nested functions: pickled by value, executors need not import bench
         time.sleep(slow_ms / 1000.0)
@@ -76,7 +91,15 @@ def pipeline(spark, spec: dict, fail_first: list[bool]):
         return rows
 
     if spec["api"] == "rdd":
-        rdd = sc.parallelize(range(N_ROWS), 6).map(lambda x: (x % KEYS, x)).mapPartitionsWithIndex(slow)
+
+        def row(x):
+            if values == "float":
+                return (x % KEYS, x * 0.1)
+            if values == "decimal":
+                return (x % KEYS, Decimal(x) * Decimal("0.37"))
+            return (x % KEYS, x)
+
+        rdd = sc.parallelize(range(N_ROWS), 6).map(row).mapPartitionsWithIndex(slow)
         for op in spec["ops"]:
             if op == "agg":
                 rdd = rdd.reduceByKey(add, 4).map(lambda kv: (kv[0] % 31, kv[1]))
@@ -103,7 +126,12 @@ def pipeline(spark, spec: dict, fail_first: list[bool]):
         time.sleep(slow_ms / 1000.0)
         yield from batches
 
-    df = spark.range(0, N_ROWS, 1, 6).select((F.col("id") % KEYS).alias("k"), F.col("id").alias("v"))
+    v = {
+        "int": F.col("id"),
+        "float": F.col("id") * F.lit(0.1),
+        "decimal": F.col("id").cast("decimal(20,0)") * F.lit(Decimal("0.37")),
+    }[values]
+    df = spark.range(0, N_ROWS, 1, 6).select((F.col("id") % KEYS).alias("k"), v.alias("v"))
     df = df.mapInPandas(slow_batches, df.schema)
     dim = spark.range(KEYS).select(F.col("id").alias("k"), (F.col("id") * 7).alias("w"))
     for op in spec["ops"]:

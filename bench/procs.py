@@ -64,3 +64,27 @@ def thaw_and_kill(pid: int) -> None:
             send(pid, sig)
         except (ProcessLookupError, RuntimeError):
             return
+
+
+def python_workers(executor_pid: int) -> list[int]:
+    """The Python workers of one executor: the processes the executor's pyspark daemon forked."""
+    daemons, workers = set(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "pyspark.daemon" in args and is_descendant(int(entry), executor_pid):
+            daemons.add(int(entry))
+    for pid in daemons:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if ppid in daemons:  # forked by a daemon: a worker, not the daemon itself
+            workers.append(pid)
+    return sorted(workers)

@@ -2,28 +2,35 @@
 judge, and its short CI form on real Spark.
 
 The CI form replays two fixed trials of seed 1 end to end (a real local-cluster in a trial process,
-the real jar), both with retention on: an RDD join, random repartition and sort whose executors are
-SIGKILLed while they hold outputs (one while a stage fetches them), which must be adopted, in sorted
-order; and an RDD sort and random repartition whose victim has the middle of a retained data file
-corrupted first, which the adopter's checksum verification must refuse (it is recomputed). The
+the real jar), both with retention on: two RDD sorts of decimals, with spills and many small fetches,
+whose executors are SIGKILLed while they hold outputs (one while a stage fetches them), which must be
+adopted, in sorted order; and an RDD sort and join of doubles whose victim has its retained index
+corrupted first, which the adopter's verification must refuse (it is recomputed). The
 50-run figures are in bench/results/ (python -m bench chaos --runs 50 --seed S).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench import chaos, chaos_faults, chaos_oracle
+from bench import chaos, chaos_faults, chaos_oracle, procs
 from region_recovery.jvm.events import Determinism
 from region_recovery.model.live import ExecutorState, LiveModel, MapOutput, Shuffle, Stage, StageAttempt
 
-# seed 1's trials 33 and 18 (see the docstring); their draws are pinned below so the CI form cannot drift
-CI_TRIALS = (33, 18)
+# seed 1's trials 25 and 47 (see the docstring); their draws are pinned below so the CI form cannot drift
+CI_TRIALS = (25, 47)
 
 
 @given(seed=st.integers(0, 2**31), index=st.integers(0, 10_000))
@@ -35,15 +42,18 @@ def test_a_draw_is_a_pure_function_of_seed_and_index_and_is_valid(seed, index):
     kinds = [f["kind"] for f in spec["faults"]]
     assert 1 <= len(kinds) <= 2 and len(set(kinds)) == len(kinds) and set(kinds) <= set(chaos_faults.FAULTS)
     if spec["retention"] == "false":
-        assert not {"corrupt-then-kill", "delete-then-kill"} & set(kinds), "no retained file to damage"
+        assert not set(chaos_faults.NEEDS_RETENTION) & set(kinds), "no retained file to damage or leave behind"
     for f in spec["faults"]:
         assert 0.0 <= f["after_s"] <= 3.0
         if f["kind"] == "freeze-holder":
             assert f["frozen_s"] > 10, "frozen past the 10 s network timeout the trial sets"
         if f["kind"] in ("corrupt-then-kill", "delete-then-kill"):
             assert f["damage"] in chaos_faults.DAMAGES
+        if f["kind"] == "disk-full":
+            assert 0 < f["full_s"] < 3, "short enough that the retried tasks find space again"
     assert spec["release"] in chaos.RELEASE and spec["retention"] in chaos.RETENTION
-    assert spec["pressure"] in (True, False)
+    assert spec["values"] in chaos.VALUES and spec["pressure"] in (True, False)
+    assert spec["speculation"] in (True, False)
 
 
 def test_fifty_draws_of_seed_one_cover_every_fault_and_setting_and_mostly_attack_adoption():
@@ -53,26 +63,28 @@ def test_fifty_draws_of_seed_one_cover_every_fault_and_setting_and_mostly_attack
     assert {s["release"] for s in specs} == set(chaos.RELEASE)
     assert {op for s in specs for op in s["ops"]} == set(chaos.OPS)
     assert {s["api"] for s in specs} == {"rdd", "df"} and {s["cap"] for s in specs} == {"0", "64k"}
-    assert {s["pressure"] for s in specs} == {True, False}
+    assert {s["pressure"] for s in specs} == {s["speculation"] for s in specs} == {True, False}
+    assert {s["values"] for s in specs} == set(chaos.VALUES)
     adopting = [
         s for s in specs if s["retention"] != "false" and {f["kind"] for f in s["faults"]} & set(chaos.ADOPTING)
     ]
-    assert len(adopting) >= 25, "at least half the trials kill an executor whose outputs are retained"
+    assert len(adopting) >= 28, "more than half the trials take an executor whose outputs are retained"
 
 
 def test_the_ci_trials_are_the_ones_described():
     adopted, damaged = (chaos.draw_trial(1, i) for i in CI_TRIALS)
     assert (adopted["api"], adopted["ops"], adopted["retention"], [f["kind"] for f in adopted["faults"]]) == (
         "rdd",
-        ["join", "random", "sort"],
+        ["sort", "sort"],
         "true",
-        ["kill-fetching", "kill-holder"],
+        ["kill-holder", "kill-fetching"],
     )
+    assert (adopted["values"], adopted["pressure"]) == ("decimal", True)
     assert (damaged["api"], damaged["ops"], damaged["retention"], damaged["faults"][0]["damage"]) == (
         "rdd",
-        ["sort", "random"],
+        ["sort", "join"],
         "true",
-        "data-middle",
+        "index",
     )
 
 
@@ -89,6 +101,25 @@ def test_the_oracle_knows_each_operation():
     assert (5, 5 + 35) in joined and len(joined) == chaos_oracle.N_ROWS
     plain = Counter(chaos_oracle.expected_rows({"api": "df", "ops": []}))
     assert Counter(chaos_oracle.expected_rows({"api": "df", "ops": ["sort", "random"]})) == plain
+
+
+def test_the_oracle_sums_doubles_exactly_and_tolerates_only_their_last_bits():
+    spec = {"api": "df", "ops": ["agg"], "values": "float"}
+    expected = chaos_oracle.expected_rows(spec)
+    spark_like = [(k, float(v) * (1 + 4e-16)) for k, v in expected]  # another summation order
+    assert chaos_oracle.compare(spec, spark_like, expected) is None
+    off = [(k, float(v) + (0.1 if k == 3 else 0.0)) for k, v in expected]  # one row lost a value of 0.1
+    assert "row (3, " in chaos_oracle.compare(spec, off, expected)
+    assert "30 rows against 31" in chaos_oracle.compare(spec, spark_like[1:], expected)
+
+
+def test_the_oracle_compares_decimals_exactly():
+    spec = {"api": "rdd", "ops": ["join"], "values": "decimal"}
+    expected = chaos_oracle.expected_rows(spec)
+    assert (5, Decimal("1.85") + 35) in expected, "row 5: 5 * 0.37 plus the dimension's 35"
+    assert chaos_oracle.compare(spec, list(expected), expected) is None
+    nudged = [(k, v + Decimal("0.01") if k == 5 else v) for k, v in expected]
+    assert "missing" in chaos_oracle.compare(spec, nudged, expected)
 
 
 def test_the_oracle_catches_a_wrong_multiset_and_a_wrong_order():
@@ -140,6 +171,41 @@ def test_a_holder_is_an_executor_with_outputs_a_stage_still_reads():
     waiting.executors["1"].alive = False
     waiting.shuffles[0].outputs[1].available = False
     assert chaos_faults.holders(waiting, retained=False, fetching=False) == {}
+
+
+def test_a_stage_runs_when_one_of_its_attempts_started_tasks():
+    assert chaos_faults.running_stage(two_stage_model("running"))
+    assert not chaos_faults.running_stage(two_stage_model("waiting")) and not chaos_faults.running_stage(
+        two_stage_model("done")
+    )
+
+
+def test_fill_writes_until_the_file_system_is_full(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root (the campaign's disk-full fault misses without it)")
+    try:
+        written = chaos_faults.fill(disk / "filler")
+        assert 1 << 20 <= written <= 2 << 20 and shutil.disk_usage(disk).free == 0
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_python_workers_are_the_processes_a_daemon_forked(tmp_path):
+    # a stand-in daemon under this process (its command line names pyspark.daemon) that forks one worker
+    script = "import os, sys, time\nif os.fork() == 0:\n    time.sleep(60)\nelse:\n    time.sleep(60)\n"
+    daemon = subprocess.Popen([sys.executable, "-c", script, "pyspark.daemon"])
+    try:
+        deadline = time.monotonic() + 10
+        while not (workers := procs.python_workers(os.getpid())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(workers) == 1 and workers[0] != daemon.pid, "the forked worker, not the daemon"
+        assert procs.python_workers(daemon.pid) == [], "the daemon is not below itself"
+        os.kill(workers[0], signal.SIGKILL)
+    finally:
+        daemon.kill()
+        daemon.wait()
 
 
 def test_damage_changes_the_named_file_and_misses_when_it_is_absent(tmp_path):
@@ -239,7 +305,7 @@ def test_ci_form_replays_fixed_trials_on_real_spark(index, tmp_path, plugin_jar)
         damaged = (hit["damaged"]["shuffle_id"], hit["damaged"]["map_id"])
         assert damaged not in {tuple(m) for m in record["recovery"]["adopted_map_ids"]}
         why = {(s, m): w for s, m, w in record["recovery"]["recomputed_why"]}
-        assert "not adopted" in why[damaged] and "checksum mismatch" in why[damaged], why
+        assert "not adopted" in why[damaged], why  # the verifier's reason (an index whose offsets do not add up)
 
 
 def test_the_readme_table_lists_each_seed_by_fault_kind(tmp_path, monkeypatch):

@@ -806,7 +806,8 @@ RETAINED_LEASE_TIMEOUT = duration(
     (
         "The safety nets that do not depend on Python. Each executor renews its application's lease "
         "(`<dir>/<appId>.<incarnation>.lease`) every quarter of this while the driver answers. An executor "
-        "whose driver has not answered for this long deletes the application's retained files on its host; "
+        "whose driver has not answered for this long deletes the application's retained files on its host "
+        "(unless another executor of the application there still reaches the driver: then it alone is cut off); "
         "an executor that stops while its driver does not answer (driver exit, lost connection) deletes them "
         "at once; and every executor removes the directories of other applications whose lease it has seen "
         "unchanged for this long (a crashed driver, or an earlier driver of the same application id), "

@@ -141,7 +141,8 @@ object ConfigKeys {
   val RetainedLeaseTimeout: ConfigKey[Long] = ConfigKey(Prefix + "retained.leaseTimeout", DurationType(Some(1000L)),
     120000L, "120s", DurationForms + "; at least 1 s",
     "Executors renew their application's lease on its retained directory while the driver answers. An executor " +
-      "whose driver has not answered for this long deletes the application's retained files on its host, and any " +
+      "whose driver has not answered for this long deletes the application's retained files on its host (unless " +
+      "another executor of the application there still reaches the driver), and any " +
       "executor removes the directories of other applications whose lease it has seen unchanged for this long (a " +
       "driver that crashed), timed on its monotonic clock. An executor that stops while its driver does not answer " +
       "deletes them at once.", ReadBy.Jvm)

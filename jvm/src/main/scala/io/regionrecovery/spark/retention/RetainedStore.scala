@@ -200,6 +200,9 @@ final class RetainedStore(val root: Path) extends Logging {
     catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
   }
 
+  /** What `appKey`'s lease on this host looks like now (see leaseLook). */
+  def leaseLookOf(appKey: String): String = leaseLook(leaseFile(appKey), appDir(appKey))
+
   /**
    * What an application's lease looks like to a sweeper: its contents and modification time, or,
    * without one, its directory's modification time. It changes on every renewal.

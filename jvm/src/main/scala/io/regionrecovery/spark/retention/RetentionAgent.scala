@@ -104,16 +104,25 @@ object RetentionAgent extends Logging {
  * kept for a resubmission instead of deleted ([[DriverLossAction]]).
  */
 final class RetentionAgent(val store: RetainedStore, val appKey: String, val executorId: String,
-    val leaseTimeoutMs: Long, val jobRecovery: Option[(String, Long)] = None) extends Logging {
+    val leaseTimeoutMs: Long, val jobRecovery: Option[(String, Long)] = None,
+    nanoTime: () => Long = () => System.nanoTime()) extends Logging {
   @volatile private[spark] var ref: AnyRef = _
   @volatile private[spark] var shutdownHook: AnyRef = _
   @volatile private var driverRef: AnyRef = _
   /** Replaces the ping to the driver in unit tests (a driver that answers late, or never). */
   @volatile private[retention] var pingForTests: Long => Option[AnyRef] = _
   /** When the driver last answered, on the monotonic clock (ns): a wall clock's jump is not a silent driver. */
-  @volatile private var lastDriverContact = System.nanoTime()
+  @volatile private var lastDriverContact = nanoTime()
   /** Other applications' leases as this executor's sweeps have seen them. */
-  private val leaseWatch = new LeaseWatch()
+  private val leaseWatch = new LeaseWatch(nanoTime)
+  /**
+   * This application's lease on this host as this executor last wrote it, and a watch on it: the
+   * executors of an application on a host renew one lease, so a change by another one shows that the
+   * driver answers them.
+   */
+  @volatile private var ownLeaseLook: String = _
+  private val ownLease = new LeaseWatch(nanoTime)
+  @volatile private var cutOffLogged = false
   @volatile private var droppedForDriverLoss = false
   @volatile private var markedKept = false // this agent kept the files for a resubmission (job recovery)
   private val leaseThread = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-lease")
@@ -135,7 +144,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
             "executor lives")
           null
       }
-    store.renewLease(appKey, System.currentTimeMillis() + leaseTimeoutMs)
+    renewLease(System.currentTimeMillis())
     leaseThread.execute(() => sweep())
     leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
     // one file check a second; overdue when a frozen process thaws, so it runs at once then
@@ -190,25 +199,56 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     try honourFence()
     catch { case NonFatal(e) => logWarning(s"region-recovery: honouring the fence failed: $e") }
 
-  private def leaseTick(): Unit = try {
+  private[retention] def leaseTick(): Unit = try {
     val now = System.currentTimeMillis()
     if (pingDriver(pingTimeoutMs).isDefined) {
-      lastDriverContact = System.nanoTime()
+      lastDriverContact = nanoTime()
       droppedForDriverLoss = false
-      store.renewLease(appKey, now + leaseTimeoutMs)
+      cutOffLogged = false
+      renewLease(now)
       // it answers again after a loss: its application is live, no successor's to claim
       if (markedKept) { store.unmarkKept(appKey); markedKept = false }
-    } else if (!droppedForDriverLoss && silentMs > leaseTimeoutMs) {
-      droppedForDriverLoss = true
-      val silent = s"the driver has not answered for $silentMs ms " +
-        s"(${ConfigKeys.RetainedLeaseTimeout.name})"
-      onDriverLoss(now, silent)((files, bytes) =>
-        s"region-recovery: $silent; deleted this application's $files retained files ($bytes bytes) on this host")
+    } else {
+      val othersReachIt = othersReachTheDriver // looked at on every silent tick: when did the lease last change
+      if (!droppedForDriverLoss && silentMs > leaseTimeoutMs) {
+        if (othersReachIt) logCutOff()
+        else {
+          droppedForDriverLoss = true
+          val silent = s"the driver has not answered for $silentMs ms " +
+            s"(${ConfigKeys.RetainedLeaseTimeout.name}), nor any other executor of the application on this host"
+          onDriverLoss(now, silent)((files, bytes) =>
+            s"region-recovery: $silent; deleted this application's $files retained files ($bytes bytes) on this host")
+        }
+      }
     }
     sweep()
   } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }
 
-  private def silentMs: Long = (System.nanoTime() - lastDriverContact) / 1000000L
+  private def renewLease(now: Long): Unit = {
+    store.renewLease(appKey, now + leaseTimeoutMs)
+    ownLeaseLook = store.leaseLookOf(appKey)
+    ownLease.quietMs(appKey, ownLeaseLook)
+  }
+
+  /**
+   * Whether another executor of this application on this host renewed its lease, after this one last
+   * did, within a lease timeout: the driver answers it, so the driver lives and this executor alone is
+   * cut off from it (its connection broke, a one-sided partition). The driver then declares this
+   * executor lost and decides about its files; the other executors' files are theirs.
+   */
+  private def othersReachTheDriver: Boolean = {
+    val look = store.leaseLookOf(appKey)
+    look != ownLeaseLook && ownLease.quietMs(appKey, look) < leaseTimeoutMs
+  }
+
+  private def logCutOff(): Unit = if (!cutOffLogged) {
+    cutOffLogged = true
+    logWarning(s"region-recovery: the driver has not answered executor $executorId for $silentMs ms, but another " +
+      "executor of the application on this host renews its lease: the driver lives and this executor is cut off " +
+      s"from it. The application's retained files on this host (${store.appDir(appKey)}) are kept")
+  }
+
+  private def silentMs: Long = (nanoTime() - lastDriverContact) / 1000000L
 
   private def sweep(): Unit = try {
     store.sweepExpired(appKey, System.currentTimeMillis(), leaseTimeoutMs, leaseWatch).foreach {
@@ -242,7 +282,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * The executor is stopping. If the driver is gone (driver exit, lost connection: the reasons an
    * executor exits on its own), nobody will adopt or delete this application's files: delete them
    * on this host now, or keep them for a resubmission with job recovery. If it answers, it decides
-   * (adoption after a crash, deletion at application end).
+   * (adoption after a crash, deletion at application end). If it has not answered this executor for
+   * a whole lease while it answered another one here, this executor was cut off from a live driver
+   * (its worker stops it once the driver declared it lost): the driver decides too.
    */
   private[spark] def stopLease(): Unit = {
     leaseThread.shutdownNow()
@@ -256,6 +298,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
 
   /** What a stopping executor does with its application's files on this host, given the driver's answer. */
   private[spark] def afterStop(answer: Option[AnyRef]): Unit = answer match {
+    case None if silentMs > leaseTimeoutMs && othersReachTheDriver => // cut off for a while (killed by its worker)
+      logCutOff()
     case None =>
       onDriverLoss(System.currentTimeMillis(), s"executor $executorId stops and the driver does not answer")(
         (files, bytes) =>

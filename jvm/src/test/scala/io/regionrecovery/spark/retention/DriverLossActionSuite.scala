@@ -34,11 +34,12 @@ class DriverLossActionSuite extends AnyFunSuite {
     assert(DriverLossAction.decide(Some(("etl", Long.MaxValue)), 1000L) == Keep(Long.MaxValue, "etl"))
   }
 
-  private def withAgent(jobRecovery: Option[(String, Long)])(f: (Path, RetentionAgent) => Unit): Unit = {
+  private def withAgent(jobRecovery: Option[(String, Long)], nanoTime: () => Long = () => System.nanoTime())(
+      f: (Path, RetentionAgent) => Unit): Unit = {
     val tmp = Files.createTempDirectory("rr-loss-")
     val root = tmp.resolve("retained").toAbsolutePath.normalize()
     try {
-      val agent = new RetentionAgent(new RetainedStore(root), "app-1.abc", "1", 30000L, jobRecovery)
+      val agent = new RetentionAgent(new RetainedStore(root), "app-1.abc", "1", 30000L, jobRecovery, nanoTime)
       val src = tmp.resolve("bm")
       Files.createDirectories(src)
       Files.write(src.resolve("shuffle_0_1_0.data"), Array.fill[Byte](10)(7))
@@ -76,6 +77,50 @@ class DriverLossActionSuite extends AnyFunSuite {
       nanos += 30000L * 1000000L // the lease has not changed for a whole timeout
       assert(agent.store.sweepExpired("app-2.def", now + 45000L, 30000L, watch).isEmpty)
       assert(agent.store.sweepExpired("app-2.def", now + 61000L, 30000L, watch) == Seq(("app-1.abc", 1, 10L)))
+      assert(names(root).isEmpty)
+    }
+  }
+
+  test("cut off from a driver that answers another executor of the host, an executor keeps the host's files") {
+    var nanos = 0L
+    def advance(ms: Long): Unit = nanos += ms * 1000000L
+    withAgent(None, () => nanos) { (root, agent) =>
+      var answer: Option[AnyRef] = Some("ok")
+      agent.pingForTests = _ => answer
+      agent.leaseTick() // the driver answers: this executor renews the host's lease
+      answer = None // cut off from here on
+      advance(31000L)
+      agent.leaseTick()
+      assert(names(root).isEmpty, "silent past the timeout and nobody else renewed: the driver is gone")
+    }
+    nanos = 0L
+    withAgent(None, () => nanos) { (root, agent) =>
+      var answer: Option[AnyRef] = Some("ok")
+      agent.pingForTests = _ => answer
+      agent.leaseTick()
+      answer = None
+      advance(20000L)
+      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L) // another executor of the host
+      agent.leaseTick()
+      advance(11000L) // 31 s silent, the other's renewal 11 s ago
+      agent.leaseTick()
+      assert(names(root) == Set("app-1.abc", "app-1.abc.lease"), "the driver lives: the files are kept")
+      agent.afterStop(None) // its worker stops it: the driver decides about its files
+      assert(names(root) == Set("app-1.abc", "app-1.abc.lease"))
+      advance(19500L) // nobody renewed for 30.5 s: the driver is gone for everyone
+      agent.leaseTick()
+      assert(names(root).isEmpty)
+    }
+  }
+
+  test("an executor that stops as its driver goes deletes at once, however recently another one renewed") {
+    var nanos = 0L
+    withAgent(None, () => nanos) { (root, agent) =>
+      agent.pingForTests = _ => Some("ok")
+      agent.leaseTick()
+      nanos += 2000L * 1000000L
+      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L) // another executor, a second ago
+      agent.afterStop(None) // this one's last answer was 2 s ago: the driver went for both
       assert(names(root).isEmpty)
     }
   }

@@ -1,6 +1,6 @@
 """python -m bench run SCENARIO|all [--scale small|medium|large] [--out FILE] [--master URL] [--sf F] [--queries 1,3];
 python -m bench plot; python -m bench table [--update README.md];
-python -m bench chaos --runs N --seed S [--only INDEX ...] [--out FILE]"""
+python -m bench chaos --runs N --seed S [--only INDEX ...] [--focus KIND] [--out FILE]"""
 
 from __future__ import annotations
 
@@ -53,12 +53,13 @@ def main(argv=None) -> int:
     c.add_argument("--runs", type=int, default=50)
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--only", type=int, nargs="+", metavar="INDEX", help="replay trials of the seed by their index")
-    c.add_argument("--out", help="result file; default bench/results/chaos-seed<S>-<N>runs.json")
+    c.add_argument("--out", help="result file; default bench/results/chaos-seed<S>-<N>runs[-<focus>].json")
+    c.add_argument("--focus", metavar="KIND", help="every trial's one fault is of this kind (e.g. partition-holder)")
     args = p.parse_args(argv)
     if args.cmd == "chaos":
         from . import chaos
 
-        summary = chaos.campaign(args.runs, args.seed, args.only, args.out)["summary"]
+        summary = chaos.campaign(args.runs, args.seed, args.only, args.out, args.focus)["summary"]
         return 0 if not summary["failed"] else 1  # a missed trial is reported, not failed
     if args.cmd == "table":
         from . import table

@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.chaos_faults import DAMAGES, FAULTS, NEEDS_RETENTION, TAKES, trial_disk
+from bench.chaos_faults import DAMAGES, FAULTS, FOCUS_ONLY, NEEDS_RETENTION, TAKES, remove_partitions, trial_disk
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIAL_TIMEOUT_S = 300
@@ -54,27 +54,33 @@ ADOPTING = tuple(k for k in TAKES if k != "driver-kill-adoption")
 TMPFS_SIZE = "96m"  # the disk a disk-full trial fills: its local dirs and retained root
 
 
-def draw_trial(seed: int, index: int) -> dict:
-    """The trial's pipeline, settings and faults; a pure function of (seed, index)."""
+def _draw_fault(rng: random.Random, kind: str) -> dict:
+    fault: dict = {"kind": kind, "after_s": round(rng.uniform(0.0, 3.0), 2)}  # the earliest it may strike
+    if kind == "freeze-holder":
+        fault["frozen_s"] = round(rng.uniform(14.0, 20.0), 1)  # past the 10 s network timeout
+    elif kind == "corrupt-then-kill":
+        fault["damage"] = rng.choice(DAMAGES[:3])
+    elif kind == "delete-then-kill":
+        fault["damage"] = "data-deleted"
+    elif kind == "disk-full":
+        fault["full_s"] = round(rng.uniform(0.5, 2.5), 1)
+    elif kind == "partition-holder":
+        fault["cut_s"] = round(rng.uniform(14.0, 20.0), 1)  # past the 10 s network timeout
+    return fault
+
+
+def draw_trial(seed: int, index: int, focus: str | None = None) -> dict:
+    """The trial's pipeline, settings and faults; a pure function of (seed, index). With `focus` (a fault
+    kind), the trial's one fault is of that kind, with retention on where the kind needs it; the rest of
+    the draw is the same."""
     rng = random.Random(f"{seed}:{index}")
     retention = rng.choice(RETENTION)
     pool = [k for k in KIND_POOL if retention != "false" or k not in NEEDS_RETENTION]
     kinds: list[str] = []
     for _ in range(rng.choice((1, 2))):
         kinds.append(rng.choice([k for k in pool if k not in kinds]))
-    faults = []
-    for kind in kinds:
-        fault: dict = {"kind": kind, "after_s": round(rng.uniform(0.0, 3.0), 2)}  # the earliest it may strike
-        if kind == "freeze-holder":
-            fault["frozen_s"] = round(rng.uniform(14.0, 20.0), 1)  # past the 10 s network timeout
-        elif kind == "corrupt-then-kill":
-            fault["damage"] = rng.choice(DAMAGES[:3])
-        elif kind == "delete-then-kill":
-            fault["damage"] = "data-deleted"
-        elif kind == "disk-full":
-            fault["full_s"] = round(rng.uniform(0.5, 2.5), 1)
-        faults.append(fault)
-    return {
+    faults = [_draw_fault(rng, kind) for kind in kinds]
+    spec = {
         "seed": seed,
         "index": index,
         "api": rng.choice(("rdd", "df")),
@@ -88,6 +94,12 @@ def draw_trial(seed: int, index: int) -> dict:
         "values": rng.choice(VALUES),
         "speculation": rng.random() < 0.25,
     }
+    if focus is not None:
+        spec["faults"] = [_draw_fault(rng, focus)]
+        if focus in (*TAKES, *NEEDS_RETENTION, *FOCUS_ONLY):
+            spec["retention"] = "true"
+        spec["focus"] = focus
+    return spec
 
 
 def judge(record: dict) -> tuple[str, list[str]]:
@@ -112,6 +124,8 @@ def judge(record: dict) -> tuple[str, list[str]]:
     }
     log = record.get("faults") or []
     for f in log:
+        if f.get("lost_retained"):
+            problems.append(f"{f['kind']}: retained files of live executors vanished: {f['lost_retained']}")
         damaged = f.get("damaged")
         damaged_id = (damaged["shuffle_id"], damaged["map_id"]) if damaged else None
         if damaged_id is not None and damaged_id in adopted:
@@ -158,8 +172,14 @@ def _trial_line(stdout: str) -> dict | None:
 
 
 def _fault_lines(stdout: str) -> list[dict]:
-    """What each fault hit, as the trial printed it when it struck (also before its driver was killed)."""
-    return [json.loads(x[len("FAULT ") :]) for x in stdout.splitlines() if x.startswith("FAULT ")]
+    """What each fault hit, as the trial printed it when it struck (also before its driver was killed),
+    and after, when it learnt more (a partition's damage once healed): the last line of each fault."""
+    last: dict = {}
+    for x in stdout.splitlines():
+        if x.startswith("FAULT "):
+            record = json.loads(x[len("FAULT ") :])
+            last[record.get("n", len(last))] = record
+    return list(last.values())
 
 
 def _files(root: Path) -> list[Path]:
@@ -187,6 +207,8 @@ def run_trial(spec: dict, base: Path) -> dict:
     finally:
         if mounted:  # lazily: a process of the trial may still hold a file open
             subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+        if spec.get("focus") == "partition-holder":
+            remove_partitions()  # a trial killed (timeout, driver kill) before it healed its partition
     if record["status"] != "fail":
         shutil.rmtree(workdir, ignore_errors=True)
     else:
@@ -267,13 +289,17 @@ def _hit(fault: dict) -> str:
     return f"hit executor {', '.join(fault['victims'])} holding {fault['held']} outputs ({len(held)} retained)"
 
 
-def campaign(runs: int, seed: int, only: list[int] | None = None, out: str | None = None) -> dict:
+def campaign(
+    runs: int, seed: int, only: list[int] | None = None, out: str | None = None, focus: str | None = None
+) -> dict:
+    if focus is not None and focus not in (*FAULTS, *FOCUS_ONLY) or focus == "task-failure":
+        raise ValueError(f"--focus: not a fault kind the campaign strikes: {focus}")
     base = Path(tempfile.mkdtemp(prefix="chaos-"))
     indexes = list(only) if only else list(range(runs))
     records = []
     t0 = time.monotonic()
     for n, index in enumerate(indexes, 1):
-        spec = draw_trial(seed, index)
+        spec = draw_trial(seed, index, focus)
         faults = ", ".join(f"{f['kind']}" + (f" ({f['damage']})" if "damage" in f else "") for f in spec["faults"])
         print(
             f"[{time.monotonic() - t0:7.1f}s] trial {n}/{len(indexes)} (seed {seed}, index {index}): "
@@ -295,10 +321,12 @@ def campaign(runs: int, seed: int, only: list[int] | None = None, out: str | Non
         for p in r["problems"]:
             print(f"           - {p}", flush=True)
         if r["status"] == "fail":
-            print(f"           replay: python -m bench chaos --seed {seed} --only {index}", flush=True)
+            again = f" --focus {focus}" if focus else ""
+            print(f"           replay: python -m bench chaos --seed {seed} --only {index}{again}", flush=True)
     summary = summarize(records)
-    result = {"seed": seed, "summary": summary, "trials": records}
-    path = Path(out) if out else ROOT / "bench" / "results" / f"chaos-seed{seed}-{len(indexes)}runs.json"
+    result = {"seed": seed, "focus": focus, "summary": summary, "trials": records}
+    name = f"chaos-seed{seed}-{len(indexes)}runs" + (f"-{focus}" if focus else "") + ".json"
+    path = Path(out) if out else ROOT / "bench" / "results" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summary, indent=1))

@@ -15,6 +15,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -34,6 +35,11 @@ TAKES = (
 # faults that need retained files to exist (damage them, or leave them to a dead driver's executors)
 NEEDS_RETENTION = ("corrupt-then-kill", "delete-then-kill", "driver-kill-holding")
 FAULTS = (*TAKES, "driver-kill-holding", "freeze-holder", "kill-python-worker", "disk-full", "task-failure")
+# kinds added after the committed 50-run campaigns: drawn only by a focused campaign (--focus KIND), so
+# that those campaigns' draws stay replayable. `partition-holder` is judged like a freeze: the driver
+# declares its executor lost on the heartbeat timeout and does not trust a timed-out executor's files
+FOCUS_ONLY = ("partition-holder",)
+IPTABLES_TAG = "region-recovery-chaos"  # the comment on every rule a partition adds: removed by tag at the end
 DAMAGES = ("index", "checksum", "data-middle", "data-deleted")  # what corrupt/delete-then-kill does to one output
 POLL_S = 0.05
 
@@ -81,6 +87,17 @@ def fill(path: Path) -> int:
                 if e.errno != errno.ENOSPC:
                     raise
                 return written
+
+
+def _iptables(op: str, rule: list[str]) -> bool:
+    return subprocess.run(["iptables", op, "OUTPUT", *rule], capture_output=True).returncode == 0
+
+
+def remove_partitions() -> int:
+    """Removes every rule a partition fault added (tagged), e.g. after its trial was killed; returns how many."""
+    listed = subprocess.run(["iptables", "-S", "OUTPUT"], capture_output=True, text=True)
+    rules = [line.split()[2:] for line in listed.stdout.splitlines() if IPTABLES_TAG in line]
+    return sum(_iptables("-D", r) for r in rules)
 
 
 def others_live(model, victims: list[str]) -> int:
@@ -139,6 +156,7 @@ class Faults:
         self.retains = spec["retention"] != "false"
         self.rng = random.Random(f"{spec['seed']}:{spec['index']}:faults")
         self.log: list[dict] = []  # one record per fault: what it hit, or why it missed
+        self._printed: dict[int, str] = {}
         self.frozen: list[int] = []
         # executors a fault of this trial chose (killed or frozen, or about to be): never chosen again,
         # and never counted as the executor left to adopt (the model may not show the kill yet)
@@ -150,7 +168,7 @@ class Faults:
     def start(self) -> None:
         for fault in self.spec["faults"]:
             if fault["kind"] == "task-failure":  # the pipeline's first run fails partition 0: always lands
-                self._report({"kind": "task-failure", "landed": True})
+                self._report({"kind": "task-failure", "n": self.spec["faults"].index(fault), "landed": True})
                 continue
             t = threading.Thread(target=self._run, args=(fault,), daemon=True)
             t.start()
@@ -199,7 +217,7 @@ class Faults:
 
     def _run(self, fault: dict) -> None:
         kind = fault["kind"]
-        record: dict = {"kind": kind, "landed": False}
+        record: dict = {"kind": kind, "n": self.spec["faults"].index(fault), "landed": False}
         try:
             if kind == "kill-python-worker":
                 return self._kill_python_worker(fault, record)
@@ -242,6 +260,8 @@ class Faults:
             if kind == "driver-kill-holding":  # its executors renew leases over retained outputs
                 record["landed"] = True
                 return self._kill_driver(record, "while executors held outputs")
+            if kind == "partition-holder":
+                return self._partition(fault, record, pids[victims[0]])
             if kind == "decommission-holder":  # Spark's graceful decommission: finish the tasks, then exit
                 procs.send(pids[victims[0]], signal.SIGPWR)
                 record["landed"] = True
@@ -293,11 +313,60 @@ class Faults:
             time.sleep(POLL_S)
         record["missed"] = "the action ended before a stage ran"
 
+    def _partition(self, fault: dict, record: dict, pid: int) -> None:
+        """Drops every packet the executor sends to the driver's RPC port (one direction cut; it still runs
+        tasks and serves its peers) for `cut_s`, past the network timeout, then heals."""
+        from pyspark import SparkContext
+
+        port = int(SparkContext._active_spark_context.getConf().get("spark.driver.port"))
+        rules = [
+            ["-p", "tcp", "-s", "127.0.0.1", "--sport", str(lp), "-d", "127.0.0.1", "--dport", str(port)]
+            + ["-m", "comment", "--comment", IPTABLES_TAG, "-j", "DROP"]
+            for lp in procs.connections_to(pid, port)
+        ]
+        if not rules:
+            record["missed"] = "the executor had no connection to the driver's port"
+            return
+        added = [r for r in rules if _iptables("-I", r)]
+        try:
+            if not added:
+                record["missed"] = "iptables refused the rule (it needs root)"
+                return
+            record.update(landed=True, cut_connections=len(added), driver_port=port)
+            self._report(record)
+            self._done.wait(fault["cut_s"])
+        finally:
+            for r in added:
+                _iptables("-D", r)
+        # cut off, its agent heard no driver for longer than the lease: it must not have deleted what the
+        # other executors of its host retain (their driver lives and may need them)
+        record["lost_retained"] = self._vanished(record["victims"])
+
+    def _vanished(self, victims: list[str]) -> list[list]:
+        """Retained outputs of live executors other than `victims` that the driver counts as on disk but
+        whose data file is gone (checked twice, a second apart: a release under way is not counted)."""
+
+        def missing() -> set[tuple]:
+            def retained_by_others(m) -> list[tuple]:
+                live = {e for e, x in m.executors.items() if x.alive and e not in victims}
+                return [(r.shuffle_id, r.map_id, r.executor_id) for r in m.retained.values() if r.executor_id in live]
+
+            view = self.rr.model.read(retained_by_others)
+            return {v for v in view if "data" not in retained_files(self.root, v[2], v[0], v[1])}
+
+        first = missing()
+        time.sleep(1.0)
+        return sorted([list(v) for v in first & missing()])
+
     def _report(self, record: dict) -> None:
-        """Keeps the record and prints it at once: a trial whose driver is killed next still reports its faults."""
-        if record not in self.log:
+        """Keeps the record and prints it at once (a trial whose driver is killed next still reports its
+        faults), again whenever it changed since (the campaign keeps each fault's last line)."""
+        if not any(r is record for r in self.log):
             self.log.append(record)
-            print("FAULT " + json.dumps(record), flush=True)
+        line = json.dumps(record)
+        if self._printed.get(id(record)) != line:
+            self._printed[id(record)] = line
+            print("FAULT " + line, flush=True)
 
     def _kill_driver_once_lost(self, victim: str, record: dict) -> None:
         """Kills the driver as soon as it handles the executor's loss (its adoption is under way)."""

@@ -88,3 +88,27 @@ def python_workers(executor_pid: int) -> list[int]:
         if ppid in daemons:  # forked by a daemon: a worker, not the daemon itself
             workers.append(pid)
     return sorted(workers)
+
+
+def connections_to(pid: int, port: int) -> list[int]:
+    """The local ports of process `pid`'s TCP connections to `port` on this host (from /proc: its sockets' inodes)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    local = []
+    for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[9] in inodes and int(fields[2].rsplit(":", 1)[1], 16) == port:
+                local.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return sorted(set(local))

@@ -146,18 +146,19 @@ def chaos_markdown() -> str:
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     totals = []
-    for path in sorted(glob.glob(os.path.join(RESULTS, "chaos-seed*-*runs.json"))):
+    for path in sorted(glob.glob(os.path.join(RESULTS, "chaos-seed*-*runs*.json"))):
         with open(path) as f:
             result = json.load(f)
         s = result["summary"]
         if "faults" not in s or not all(isinstance(v, dict) for v in s["faults"].values()):
             continue  # a campaign before faults were timed by the model
-        head = f"{result['seed']} ({s['runs']})"
+        focus = f", {result['focus']} only" if result.get("focus") else ""
+        head = f"{result['seed']} ({s['runs']}{focus})"
         for kind, k in s["faults"].items():
             counts = " | ".join(str(k[c]) for c in ("trials", "landed", "missed", "adopted", "failed"))
             rows.append(f"| {head} | `{kind}` | {counts} |")
         totals.append(
-            f"Seed {result['seed']}: {s['runs']} trials, {s['passed']} passed, {s['missed']} missed, "
+            f"Seed {result['seed']}{focus}: {s['runs']} trials, {s['passed']} passed, {s['missed']} missed, "
             f"{s['failed']} failed; {s['mismatches']} wrong results, {s['hangs']} hangs, "
             f"{s['orphaned_bytes']} retained bytes left; outputs adopted after a fault in "
             f"{s['trials_adopting_after_a_fault']} trials ({s['outputs_adopted']} outputs adopted, "

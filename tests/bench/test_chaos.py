@@ -5,7 +5,9 @@ The CI form replays two fixed trials of seed 1 end to end (a real local-cluster 
 the real jar), both with retention on: two RDD sorts of decimals, with spills and many small fetches,
 whose executors are SIGKILLed while they hold outputs (one while a stage fetches them), which must be
 adopted, in sorted order; and an RDD sort and join of doubles whose victim has its retained index
-corrupted first, which the adopter's verification must refuse (it is recomputed). The
+corrupted first, which the adopter's verification must refuse (it is recomputed). A third trial (seed
+3's trial 1, focused on partitions) cuts an executor off from its driver with iptables: the other
+executors' retained files must still be there when the cut heals. The
 50-run figures are in bench/results/ (python -m bench chaos --runs 50 --seed S).
 """
 
@@ -15,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,6 +34,7 @@ from region_recovery.model.live import ExecutorState, LiveModel, MapOutput, Shuf
 
 # seed 1's trials 25 and 47 (see the docstring); their draws are pinned below so the CI form cannot drift
 CI_TRIALS = (25, 47)
+CI_PARTITION = (3, 1)  # seed 3's trial 1 focused on partition-holder
 
 
 @given(seed=st.integers(0, 2**31), index=st.integers(0, 10_000))
@@ -69,6 +73,53 @@ def test_fifty_draws_of_seed_one_cover_every_fault_and_setting_and_mostly_attack
         s for s in specs if s["retention"] != "false" and {f["kind"] for f in s["faults"]} & set(chaos.ADOPTING)
     ]
     assert len(adopting) >= 28, "more than half the trials take an executor whose outputs are retained"
+
+
+def test_a_focused_draw_keeps_the_trial_and_strikes_one_fault_of_its_kind():
+    for index in range(20):
+        plain, focused = chaos.draw_trial(3, index), chaos.draw_trial(3, index, "partition-holder")
+        assert [f["kind"] for f in focused["faults"]] == ["partition-holder"] and focused["retention"] == "true"
+        assert 10 < focused["faults"][0]["cut_s"] <= 20, "cut past the 10 s network timeout"
+        same = ("api", "ops", "slow_ms", "release", "cap", "pressure", "values", "speculation")
+        assert {k: plain[k] for k in same} == {k: focused[k] for k in same}
+    assert "partition-holder" not in chaos.KIND_POOL, "the committed campaigns' draws stay what they were"
+    with pytest.raises(ValueError, match="not a fault kind"):
+        chaos.campaign(1, 3, focus="unplug-the-rack")
+
+
+def test_each_fault_keeps_its_last_line():
+    out = "\n".join(
+        [
+            'FAULT {"kind": "partition-holder", "n": 0, "landed": true}',
+            "some log line",
+            'FAULT {"kind": "kill-holder", "n": 1, "landed": true}',
+            'FAULT {"kind": "partition-holder", "n": 0, "landed": true, "lost_retained": []}',
+        ]
+    )
+    assert chaos._fault_lines(out) == [
+        {"kind": "partition-holder", "n": 0, "landed": True, "lost_retained": []},
+        {"kind": "kill-holder", "n": 1, "landed": True},
+    ]
+
+
+def test_the_judge_fails_retained_files_that_vanished_under_live_executors():
+    cut = {"kind": "partition-holder", "landed": True, "victims": ["0"], "lost_retained": [[1, 3, "1"]]}
+    status, problems = chaos.judge(record([cut]))
+    assert status == "fail" and "vanished: [[1, 3, '1']]" in problems[0]
+    assert chaos.judge(record([{**cut, "lost_retained": []}])) == ("pass", [])
+
+
+def test_connections_to_finds_the_local_ports_of_a_process_connections_to_a_port():
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    try:
+        assert procs.connections_to(os.getpid(), port) == sorted(c.getsockname()[1] for c in clients)
+        assert procs.connections_to(os.getpid(), 1) == []
+    finally:
+        for c in clients:
+            c.close()
+        server.close()
 
 
 def test_the_ci_trials_are_the_ones_described():
@@ -289,6 +340,17 @@ def test_summary_counts_outcomes_and_adoption_per_fault_kind():
     assert s["trials_adopting_after_a_fault"] == 2 and s["outputs_adopted"] == 4
     assert s["faults"]["kill-holder"] == {"trials": 3, "landed": 2, "missed": 1, "adopted": 2, "failed": 1}
     assert s["failed_trials"] == [0] and s["missed_trials"] == [0]
+
+
+@pytest.mark.integration
+def test_ci_form_cuts_an_executor_off_from_its_driver_and_the_others_keep_their_files(tmp_path, plugin_jar):
+    seed, index = CI_PARTITION
+    record = chaos.run_trial(chaos.draw_trial(seed, index, "partition-holder"), tmp_path)
+    assert record["status"] == "pass", record
+    (cut,) = record["faults"]
+    assert cut["landed"] and cut["cut_connections"] >= 1, cut
+    assert cut["lost_retained"] == [], "the cut-off executor deleted what the others retain"
+    assert chaos_faults.remove_partitions() == 0, "the partition was healed"
 
 
 @pytest.mark.integration

@@ -23,22 +23,26 @@ def _ours(pid: int) -> bool:
     return any(is_descendant(pid, a) for a in _ancestors())
 
 
-def executor_pids(app_id: str | None = None) -> dict[str, int]:
-    """executor id -> pid of the live executor JVMs started for this benchmark (of `app_id` if given)."""
-    found = {}
+def _processes():
+    """(pid, command-line arguments) of every process this one can read."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().decode(errors="replace").split("\0")
+                yield int(entry), f.read().decode(errors="replace").split("\0")
         except OSError:
             continue
+
+
+def executor_pids(app_id: str | None = None) -> dict[str, int]:
+    """executor id -> pid of the live executor JVMs started for this benchmark (of `app_id` if given)."""
+    found = {}
+    for pid, args in _processes():
         if "org.apache.spark.executor.CoarseGrainedExecutorBackend" not in args or "--executor-id" not in args:
             continue
         if app_id is not None and (app_id not in args or args[args.index(app_id) - 1] != "--app-id"):
             continue
-        pid = int(entry)
         if _ours(pid):
             found[args[args.index("--executor-id") + 1]] = pid
     return found
@@ -68,26 +72,9 @@ def thaw_and_kill(pid: int) -> None:
 
 def python_workers(executor_pid: int) -> list[int]:
     """The Python workers of one executor: the processes the executor's pyspark daemon forked."""
-    daemons, workers = set(), []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if "pyspark.daemon" in args and is_descendant(int(entry), executor_pid):
-            daemons.add(int(entry))
-    for pid in daemons:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            continue
-        if ppid in daemons:  # forked by a daemon: a worker, not the daemon itself
-            workers.append(pid)
-    return sorted(workers)
+    daemons = [pid for pid, args in _processes() if "pyspark.daemon" in args and is_descendant(pid, executor_pid)]
+    # a worker is a fork of a daemon: the same command line, below another one
+    return sorted(pid for pid in daemons if any(is_descendant(pid, d) for d in daemons if d != pid))
 
 
 def connections_to(pid: int, port: int) -> list[int]:

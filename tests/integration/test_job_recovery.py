@@ -77,9 +77,19 @@ class Workspace:
 
         `slow` is the slow step's sleep: the room to kill the driver before the third shuffle (the
         repartition, whose identity includes it: a resubmission that recovers it must pass the same)."""
+        before = self.shuffles_recorded() if self.store.exists() else 0
+        self.crash_when(
+            lambda: self.store.exists() and self.shuffles_recorded() >= before + shuffles,
+            f"the job did not record {shuffles} more shuffles in time",
+            extra,
+            slow,
+        )
+
+    def crash_when(self, ready, not_ready: str, extra: list[str] = (), slow: str = CRASH_SLOW) -> None:
+        """Starts the job and SIGKILLs its driver (Python process and JVM) once `ready()` holds, then waits
+        for its executors to exit on their own."""
         pidfile = self.root / "pids.json"
         pidfile.unlink(missing_ok=True)
-        before = self.shuffles_recorded() if self.store.exists() else 0
         self.killed_at = None
         log = open(self.root / "crashed.log", "w")
         proc = subprocess.Popen(
@@ -87,10 +97,10 @@ class Workspace:
         )
         try:
             deadline = time.time() + 240
-            while time.time() < deadline and (not self.store.exists() or self.shuffles_recorded() < before + shuffles):
+            while time.time() < deadline and not ready():
                 assert proc.poll() is None, (self.root / "crashed.log").read_text()[-3000:]
                 time.sleep(0.2)
-            assert self.shuffles_recorded() >= before + shuffles, "the job did not record its shuffles in time"
+            assert ready(), not_ready
         finally:
             pids = json.loads(pidfile.read_text()) if pidfile.exists() else {"driver": None, "executors": []}
             # (pid, start time) while they are ours: a pid reused after they exit is never signalled
@@ -361,6 +371,26 @@ def test_after_the_window_the_job_runs_as_new(ws):
     by = _decisions(report)
     assert not by.get("recovered"), report["job_recovery"]
     assert all("recovery window" in (d["detail"] or "") for d in by["recomputed"]), report["job_recovery"]
+
+
+def _retained_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+def test_a_driver_that_refused_job_recovery_keeps_no_file_past_the_lease_after_a_crash(ws):
+    """The driver turns job recovery off for an unsafe setting (encryption: the key is per application), so its
+    executors must not keep the retained files for a resubmission that will never reuse them: SIGKILLed while its
+    executors hold retained outputs, nothing of the application is left once the lease has run out."""
+    encrypted = [LEASE, "--conf=spark.io.encryption.enabled=true"]
+    ws.crash_when(lambda: any(p.suffix == ".data" for p in _retained_files(ws.retained)), "nothing retained", encrypted)
+    assert not list((ws.store / JOB).glob("segment-*")), "job recovery ran: the setting was not refused"
+    lease_ends = ws.killed_at + 2 + 5  # the 2 s lease, and a sweep's round
+    while time.time() < lease_ends and _retained_files(ws.retained):
+        time.sleep(0.2)
+    left = _retained_files(ws.retained)
+    assert not left, f"files of a crashed driver without job recovery outlived the lease: {left[:5]}"
+    log = (ws.root / "crashed.log").read_text()
+    assert "job recovery" in log.lower() and "spark.io.encryption.enabled=true" in log, _errors(log)
 
 
 def _start(tmp_path, **conf) -> subprocess.CompletedProcess:

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs every test: lint and format checks (ruff), JVM unit tests (sbt),
-# Python unit tests, the Python/Scala configuration contract, and the integration tests on real
-# multi-process Spark (local-cluster) with the real plugin jar, and the container tests (a standalone
-# cluster of three hosts in containers; scripts/docker-engine.sh starts and stops the Docker engine).
-# Extra arguments go to pytest (e.g. -k sigkill, or tests/unit for the fast layer only).
+# Sets everything up, then runs the tests, in tiers:
+#   scripts/test.sh --fast   the developer loop (under 5 minutes): lint and format checks (ruff), the JVM unit
+#                            suites (sbt), the Python unit tests, the Python/Scala configuration contract and the
+#                            benchmark's pure tests: everything that needs no running Spark;
+#   scripts/test.sh          every tier (what CI runs): the developer loop, then the integration tests on real
+#                            multi-process Spark (local-cluster) with the real plugin jar and the slow tier (driver
+#                            crashes, the benchmark's smoke runs and chaos trials, the browser, a standalone cluster
+#                            of three hosts in containers), on two pytest-xdist workers;
+#   scripts/test.sh ARGS     pytest ARGS after the setup (e.g. tests/integration/test_retention.py -k sigkill).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
@@ -11,8 +15,21 @@ printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 scripts/setup.sh --jvm-tests
-# the fast pure-Python layer first, so a broken unit fails in seconds
-[ $# -gt 0 ] || set -- tests/unit tests/contract tests/integration tests/bench tests/browser tests/containers
+export PYTHONUNBUFFERED=1
+pytest() { .venv/bin/python -m pytest -p no:cacheprovider --timeout=600 "$@"; }
+NO_SPARK=(tests/unit tests/contract tests/bench -m "not integration and not containers")
+if [ "${1:-}" = "--fast" ]; then
+  printf '\n==> pytest: the tests that need no Spark\n'
+  pytest --durations=10 "${NO_SPARK[@]}"
+  exit 0
+fi
+if [ $# -eq 0 ]; then
+  # the fast layer first, so a broken unit fails in a minute; then every test that starts Spark
+  printf '\n==> pytest: the tests that need no Spark\n'
+  pytest --durations=5 "${NO_SPARK[@]}"
+  set -- -n 2 --no-loadscope-reorder --durations=20 \
+    tests/integration tests/bench tests/browser tests/containers -m "integration or containers"
+fi
 # Debian packages some tests need, installed as root when missing: headless Chromium (tests/browser),
 # libfaketime (tests/integration: a neighbour application whose wall clock jumped)
 apt_install() {  # apt_install <package> <file that shows it is installed>
@@ -34,5 +51,4 @@ case " $* " in
     ;;
 esac
 printf '\n==> pytest %s\n' "$*"
-export PYTHONUNBUFFERED=1
-.venv/bin/python -m pytest -p no:cacheprovider --timeout=600 --durations=15 "$@"
+pytest "$@"

@@ -29,3 +29,69 @@ def plugin_jar() -> str:
         return jar_path()
     except JarNotFoundError as e:
         pytest.fail(f"{e} (these tests need the real jar: run scripts/build-jar.sh)")
+
+
+# ---- tiers and the parallel run ----------------------------------------------------------------
+# The developer loop (scripts/test.sh --fast) runs what needs no Spark: -m "not integration and not containers".
+# The slow tier: driver crashes and resubmissions, the benchmark's smoke runs and chaos trials, the browser and
+# the containers. scripts/test.sh runs every tier; the tests that start Spark run on two xdist workers.
+SLOW = (
+    "tests/bench/",
+    "tests/browser/",
+    "tests/containers/",
+    "tests/integration/test_job_recovery.py",
+    "tests/integration/test_job_identity.py",
+    "tests/integration/test_demo.py",
+)
+# Tests that share nothing run alone; every other module runs whole on one worker, so that its module-scoped
+# applications start once. The containers share fixed loopback addresses: they run on one worker.
+ONE_BY_ONE = ("tests/bench/test_bench_smoke.py",)
+# Measured seconds per group on a 2-core machine (scripts/test.sh prints the slowest tests): the longest groups
+# start first, so that neither worker is left with a long one at the end. Unlisted groups count 30 s.
+SECONDS: dict[str, float] = {
+    "tests/integration/test_job_recovery.py": 700,
+    "tests/integration/test_streaming.py": 350,
+    "tests/containers": 300,
+    "tests/integration/test_live_model.py": 220,
+    "tests/integration/test_job_identity.py": 200,
+    "tests/integration/test_retained_lifecycle.py": 200,
+    "tests/bench/test_chaos.py": 150,
+    "tests/bench/test_bench_smoke.py::test_tpch_queries_killed_equal_their_failure_free_runs": 120,
+}
+
+
+def group_of(nodeid: str) -> str:
+    """The unit of work a worker takes whole: a module, the containers, or one test of ONE_BY_ONE."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/containers/"):
+        return "tests/containers"
+    return nodeid if path in ONE_BY_ONE else path
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+    if hasattr(config, "workerinput"):  # an xdist worker: its collection order is the order work is handed out
+        first: dict[str, int] = {}
+        for i, item in enumerate(items):
+            first.setdefault(group_of(item.nodeid), i)
+        items.sort(key=lambda it: (-_seconds(group_of(it.nodeid)), first[group_of(it.nodeid)]))
+
+
+def _seconds(group: str) -> float:
+    if group.startswith("tests/bench/test_bench_smoke.py::test_scenario_runs"):
+        return 100
+    return SECONDS.get(group, 30)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Work goes to the workers by group_of (xdist's own --dist loadgroup needs a node id pytest 9.2 no longer
+    lets it rewrite), in collection order: the longest first."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log)

@@ -40,6 +40,7 @@ SLOW = (
     "tests/browser/",
     "tests/containers/",
     "tests/integration/test_job_recovery.py",
+    "tests/integration/test_job_recovery_limits.py",
     "tests/integration/test_job_identity.py",
     "tests/integration/test_demo.py",
 )
@@ -49,7 +50,8 @@ ONE_BY_ONE = ("tests/bench/test_bench_smoke.py",)
 # Measured seconds per group on a 2-core machine (scripts/test.sh prints the slowest tests): the longest groups
 # start first, so that neither worker is left with a long one at the end. Unlisted groups count 30 s.
 SECONDS: dict[str, float] = {
-    "tests/integration/test_job_recovery.py": 700,
+    "tests/integration/test_job_recovery.py": 450,
+    "tests/integration/test_job_recovery_limits.py": 300,
     "tests/integration/test_streaming.py": 350,
     "tests/containers": 300,
     "tests/integration/test_live_model.py": 220,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcluster import MASTER, Cluster
+from sparkcluster import MASTER, Cluster, executors_of
 
 
 def pytest_collection_modifyitems(items):
@@ -26,4 +26,28 @@ def cluster(request, plugin_jar):
 
     yield make
     for c in made:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(request, plugin_jar):
+    """Factory: shared_cluster(**conf) gives the module's application with that configuration, shared by the
+    tests that ask for the same one (an application start costs more than most tests' work). Before each test it
+    is repaired: executors a test froze are killed, and the master's replacements for killed ones are waited for.
+    Asking for another configuration stops the current application (one SparkContext per process)."""
+    current: dict[tuple, Cluster] = {}
+
+    def get(master: str = MASTER, **conf) -> Cluster:
+        key = (master, tuple(sorted(conf.items())))
+        if key not in current:
+            for c in current.values():
+                c.close()
+            current.clear()
+            current[key] = Cluster(request.module.__name__.rsplit(".", 1)[-1][:60], conf, master)
+        c = current[key]
+        c.repair(executors_of(master))
+        return c
+
+    yield get
+    for c in current.values():
         c.close()

@@ -1,8 +1,8 @@
 """Helpers for integration tests: real multi-process Spark: local-cluster executors are separate JVMs.
 
-Each test gets a fresh application (faults change a cluster for good). Sessions use the real
-plugin jar bundled by scripts/build-jar.sh. Processes a test freezes are thawed and killed in
-teardown, by pid, so nothing outlives the test.
+A test gets a fresh application (`cluster`) or shares its module's (`shared_cluster`), repaired between tests,
+since faults change a cluster for good. Sessions use the real plugin jar bundled by scripts/build-jar.sh.
+Processes a test freezes are thawed and killed in teardown, by pid, so nothing outlives the test.
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ RETAINED = "spark.regionRecovery.retained.enabled"
 # PySpark takes the workers' interpreter from PYSPARK_PYTHON (not spark.pyspark.python) for Python
 # UDFs and RDD functions; without it they run a bare python3 that lacks this venv's pyarrow.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def executors_of(master: str) -> int:
+    """How many executors a local-cluster[N,cores,mem] master runs (1 for other masters)."""
+    if master.startswith("local-cluster["):
+        return int(master[len("local-cluster[") :].split(",", 1)[0])
+    return 1
 
 
 def base_builder(app_name: str, master: str = MASTER, **conf):
@@ -66,8 +73,14 @@ class Cluster:
     """One application on a local multi-process cluster, with the controller's model attached."""
 
     def __init__(self, app_name: str, conf: dict, master: str = MASTER):
+        from pyspark import SparkContext
+
         import region_recovery
 
+        # getOrCreate() would hand back a running application with its own settings, not these
+        assert SparkContext._active_spark_context is None, (
+            "an application still runs: a module mixes `cluster` and `shared_cluster`"
+        )
         forget_leaked_plugin_settings()
         # Retention is what a test chooses: configure()'s default (retained outputs where hard links
         # are possible) would change what most tests here assert about Spark's own handling of a loss.
@@ -93,14 +106,27 @@ class Cluster:
         assert ok, f"fewer than {n} executors registered within {timeout} s: {self.model.executors}"
         return self.model.live_executors()
 
+    def repair(self, executors: int) -> None:
+        """Makes a shared application whole for the next test: the processes a test froze are killed (their
+        executors were lost anyway) and the master's replacements for lost executors are waited for."""
+        self._kill_frozen()
+        self.wait_executors(executors)
+
+    def jobs_since(self, job_ids: set[int]) -> list:
+        """The model's jobs that are not in `job_ids` (what a test ran on a shared application)."""
+        return self.model.read(lambda m: [j for k, j in sorted(m.jobs.items()) if k not in job_ids])
+
     def jvm_available_outputs(self, shuffle_id: int) -> int:
         return self.sc._jvm.io.regionrecovery.spark.RegionRecoveryBridge.availableMapOutputs(shuffle_id)
 
-    def close(self) -> None:
+    def _kill_frozen(self) -> None:
         for pid, started in self.frozen.items():
             faults.signal_if_same(pid, started, signal.SIGCONT)
             faults.signal_if_same(pid, started, signal.SIGKILL)
         self.frozen.clear()
+
+    def close(self) -> None:
+        self._kill_frozen()
         try:
             self.rr.detach()
         finally:

@@ -1,5 +1,6 @@
 """The live model against a real local-cluster: DAG, executor loss by SIGKILL and by heartbeat
-timeout (SIGSTOP), recomputed outputs, and no lost events on a 20,000-task job."""
+timeout (SIGSTOP), recomputed outputs, and no lost events on a 20,000-task job. The first three tests share
+one application (the fault last); the heartbeat timeout needs settings of its own."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ def two_shuffle_rdd(sc, n=2000):
     return first.map(lambda kv: (kv[0] % 5, kv[1])).reduceByKey(add, 2)
 
 
-def test_two_shuffle_dag_shuffle_ids_and_parents(cluster):
-    c = cluster()
+def test_two_shuffle_dag_shuffle_ids_and_parents(shared_cluster):
+    c = shared_cluster()
+    before = set(c.model.jobs)
     result = dict(two_shuffle_rdd(c.sc).collect())
     assert result == {k: 400 for k in range(5)}
     c.rr.sync()
     m = c.model
-    (job,) = m.jobs.values()
+    (job,) = c.jobs_since(before)
     assert job.status == "succeeded"
     stages = [m.stages[s] for s in job.stage_ids]
     result_stage = [s for s in stages if s.shuffle_id is None]
@@ -50,13 +52,38 @@ def test_two_shuffle_dag_shuffle_ids_and_parents(cluster):
     assert c.rr.status()["dropped"] == 0
 
 
-def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(cluster):
-    c = cluster()
-    c.wait_executors(2)
+def test_no_event_lost_on_a_20000_task_job(shared_cluster):
+    c = shared_cluster()
+    df = c.spark.range(0, 20_000, 1, 20_000)
+    assert df.count() == 20_000
+    c.rr.sync(timeout=120)
+    tracker = c.sc.statusTracker()
+    m = c.model
+    spark_started = spark_done = 0
+    for job in m.jobs.values():
+        for sid in job.stage_ids:
+            info = tracker.getStageInfo(sid)
+            if info is None or m.stages[sid].skipped:
+                continue
+            spark_done += info.numCompletedTasks + info.numFailedTasks
+            spark_started += info.numTasks
+    model_started = sum(a.tasks_started for s in m.stages.values() for a in s.attempts.values())
+    model_ended = sum(a.tasks_succeeded + a.tasks_failed for s in m.stages.values() for a in s.attempts.values())
+    assert spark_started >= 20_000
+    assert model_started == spark_started
+    assert model_ended == spark_done
+    assert m.tasks_started == m.tasks_ended == model_started
+    status = c.rr.status()
+    assert status["dropped"] == 0 and status["spark_queue_dropped"] == 0
+
+
+def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(shared_cluster):
+    c = shared_cluster()
+    before = set(c.model.shuffles)
     pairs = c.sc.parallelize(range(3000), 6).map(lambda x: (x % 30, 1)).reduceByKey(add, 3)
     assert pairs.count() == 30
     c.rr.sync()
-    (sid,) = [s for s in c.model.shuffles]
+    (sid,) = [s for s in c.model.shuffles if s not in before]
     on_exec = {}
     for out in c.model.shuffles[sid].outputs.values():
         on_exec.setdefault(out.executor_id, []).append(out.map_index)
@@ -86,15 +113,14 @@ def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(clu
     assert c.jvm_available_outputs(sid) == 6
 
 
-def test_sigstop_executor_classified_as_heartbeat_timeout(cluster):
-    c = cluster(
+def test_sigstop_executor_classified_as_heartbeat_timeout(shared_cluster):
+    c = shared_cluster(
         **{
             "spark.network.timeout": "8s",
             "spark.executor.heartbeatInterval": "1s",
             "spark.network.timeoutInterval": "1s",
         }
     )
-    c.wait_executors(2)
     pairs = c.sc.parallelize(range(1000), 4).map(lambda x: (x % 10, 1)).reduceByKey(add, 2)
     assert pairs.count() == 10
     c.rr.sync()
@@ -107,29 +133,3 @@ def test_sigstop_executor_classified_as_heartbeat_timeout(cluster):
     assert "heartbeat timed out" in loss.message
     assert all(not o.available for o in c.model.outputs_on(victim))
     assert pairs.count() == 10  # and the application goes on without it
-
-
-def test_no_event_lost_on_a_20000_task_job(cluster):
-    c = cluster()
-    c.wait_executors(2)
-    df = c.spark.range(0, 20_000, 1, 20_000)
-    assert df.count() == 20_000
-    c.rr.sync(timeout=120)
-    tracker = c.sc.statusTracker()
-    m = c.model
-    spark_started = spark_done = 0
-    for job in m.jobs.values():
-        for sid in job.stage_ids:
-            info = tracker.getStageInfo(sid)
-            if info is None or m.stages[sid].skipped:
-                continue
-            spark_done += info.numCompletedTasks + info.numFailedTasks
-            spark_started += info.numTasks
-    model_started = sum(a.tasks_started for s in m.stages.values() for a in s.attempts.values())
-    model_ended = sum(a.tasks_succeeded + a.tasks_failed for s in m.stages.values() for a in s.attempts.values())
-    assert spark_started >= 20_000
-    assert model_started == spark_started
-    assert model_ended == spark_done
-    assert m.tasks_started == m.tasks_ended == model_started
-    status = c.rr.status()
-    assert status["dropped"] == 0 and status["spark_queue_dropped"] == 0

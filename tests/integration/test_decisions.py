@@ -1,5 +1,6 @@
 """Planned versus actual: for a real executor loss and the fetch failures it causes, the planner's
-restart set is recorded next to the tasks Spark re-ran, and the two are compared."""
+restart set is recorded next to the tasks Spark re-ran, and the two are compared. The tests share one
+application, each looking only at the stages it ran."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from region_recovery.testing import faults
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def test_executor_loss_and_fetch_failures_planned_versus_actual(cluster):
-    c = cluster()
+def test_executor_loss_and_fetch_failures_planned_versus_actual(shared_cluster):
+    c = shared_cluster()
     c.wait_executors(2)
 
     def slow(rows):
@@ -68,15 +69,15 @@ def test_executor_loss_and_fetch_failures_planned_versus_actual(cluster):
     assert b_decision["comparison"]["agrees_with_skip_deterministic"]
 
 
-def test_spark_rolls_back_consumers_of_an_indeterminate_producer(cluster):
+def test_spark_rolls_back_consumers_of_an_indeterminate_producer(shared_cluster):
     """Flink's rule 3 for a non-deterministic producer: Spark does it itself when it knows.
 
     A round-robin repartition of an unordered shuffle output is INDETERMINATE. When an executor
     holding its outputs dies while the consumer stage runs, Spark recomputes the lost outputs and
     rolls the consumer back: its retry runs every partition, also those that had finished.
     """
-    c = cluster()
-    c.wait_executors(2)
+    c = shared_cluster()
+    known = c.model.read(lambda m: set(m.stages))  # the shared application's earlier stages
 
     def slow(rows):
         time.sleep(2.0)
@@ -90,8 +91,9 @@ def test_spark_rolls_back_consumers_of_an_indeterminate_producer(cluster):
     runner.start()
 
     def producer_and_consumer(m):  # B is the repartition's map side ("coalesce"), C the stage reading it
-        b = next((st for st in m.stages.values() if (st.name or "").startswith("coalesce")), None)
-        c_ = next((st for st in m.stages.values() if b is not None and b.stage_id in st.parents), None)
+        new = [st for k, st in m.stages.items() if k not in known]
+        b = next((st for st in new if (st.name or "").startswith("coalesce")), None)
+        c_ = next((st for st in new if b is not None and b.stage_id in st.parents), None)
         return b, c_
 
     def consumer_half_done(m):
@@ -124,7 +126,7 @@ def _random_keys_then_kill(c):
     Returns the consumer's total, which is 4000 exactly when every consumer task read the same
     producer output, and the model's view of what was recomputed.
     """
-    c.wait_executors(2)
+    known = c.model.read(lambda m: set(m.stages))  # the shared application's earlier stages
 
     def random_key(x):
         import random
@@ -144,7 +146,8 @@ def _random_keys_then_kill(c):
     def b_half_done(m):
         return any(
             st.shuffle_id is not None and st.parents and 0 in st.attempts and st.attempts[0].tasks_succeeded >= 1
-            for st in m.stages.values()
+            for k, st in m.stages.items()
+            if k not in known
         )
 
     assert c.model.wait_for(b_half_done, 120)
@@ -153,8 +156,8 @@ def _random_keys_then_kill(c):
     done_on = c.model.read(
         lambda m: [
             o.executor_id
-            for st in m.stages.values()
-            if st.shuffle_id is not None and st.parents
+            for k, st in m.stages.items()
+            if k not in known and st.shuffle_id is not None and st.parents
             for o in m.shuffles[st.shuffle_id].outputs.values()
         ]
     )
@@ -165,10 +168,11 @@ def _random_keys_then_kill(c):
     return sum(result.values())
 
 
-def test_consumers_of_a_changed_deterministic_labelled_producer_are_restarted(cluster):
-    c = cluster()
+def test_consumers_of_a_changed_deterministic_labelled_producer_are_restarted(shared_cluster):
+    c = shared_cluster()
+    earlier = len(c.rr.report()["consumer_restarts"])
     total = _random_keys_then_kill(c)
-    restarts = c.rr.report()["consumer_restarts"]
+    restarts = c.rr.report()["consumer_restarts"][earlier:]
     assert restarts, "the recomputed random-key output differed and the guard acted"
     assert all(r["consumer_shuffles_unregistered"] for r in restarts), restarts
     assert total == 4000, "every row counted exactly once: the consumer shuffle was recomputed from the new data"

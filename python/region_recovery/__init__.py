@@ -8,7 +8,6 @@ rr = region_recovery.RegionRecovery.attach(spark)
 rr.model.shuffles   # live map outputs, their locations and availability
 """
 
-from . import _aliases
 from ._version import __version__
 from .application import RegionRecovery
 from .config import ConfigError
@@ -39,10 +38,3 @@ __all__ = [
     "SparkConnectNotSupportedError",
     "SparkNotStartedError",
 ]
-
-_aliases.install()
-
-
-def __getattr__(name: str):
-    """``region_recovery.packaging`` and the other old module names, as attributes, without an import."""
-    return _aliases.attribute(__name__, name)

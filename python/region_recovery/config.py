@@ -1150,8 +1150,6 @@ class RecoveryConfig:
             )
         return config
 
-    from_conf = parse  # the name before 0.2
-
 
 # ---------------------------------------------------------------------- docs/configuration.md
 

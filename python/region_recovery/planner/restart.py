@@ -352,4 +352,3 @@ def create_restart_strategy(
     if kind == "none":
         return NoRestart()
     raise ValueError(f"unknown restart strategy {kind!r}")
-

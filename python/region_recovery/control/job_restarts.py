@@ -26,6 +26,8 @@ from typing import TypeVar
 
 from ..config import RecoveryConfig
 from ..errors import RegionRecoveryError
+from ..jvm.commands import JvmCommands
+from ..model.live import LiveModel
 from ..planner import restart
 from ..planner.classify import Classification, FailureKind, explain, explain_spark_error
 
@@ -190,27 +192,27 @@ class _Run:
 
     def enter_scope(self) -> str | None:
         """Puts the calling thread in the run's scope; returns the scope it was in (nested runs)."""
-        return None if self.scope is None else self.c.rr.set_thread_reuse_scope(self.scope)
+        return None if self.scope is None else self.c.commands.set_thread_reuse_scope(self.scope)
 
     def leave_scope(self, previous: str | None) -> None:
         if self.scope is not None:
             try:
-                self.c.rr.set_thread_reuse_scope(previous)
+                self.c.commands.set_thread_reuse_scope(previous)
             except Exception as e:  # the application may be gone; its threads' properties with it
                 log.debug("region-recovery: restoring the thread's reuse scope failed: %s", e)
 
     def _scope_status(self) -> dict:
-        return {} if self.scope is None else self.c.rr.reuse_scope(self.scope)
+        return {} if self.scope is None else self.c.commands.reuse_scope(self.scope)
 
     def begin(self, number: int) -> None:
-        model = self.c.rr.model
+        model = self.c.model
         self._start_ms = int(time.monotonic() * 1000)
         self._jobs_before = model.read(lambda m: max(m.jobs, default=-1))
         self._tasks_before = model.read(lambda m: (m.tasks_started, m.map_tasks_started))
         self._scope_before = self._scope_status()
 
     def _attempt_record(self, number: int, exc: BaseException | None) -> AttemptRecord:
-        self.c.rr.sync()
+        self.c.commands.sync()
         before = self._jobs_before
         tasks0, maps0 = self._tasks_before
 
@@ -230,7 +232,7 @@ class _Run:
             full = sum(tasks for tasks, _ in maps.values())
             return (jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, len(maps) - run, full)
 
-        jobs, tasks, maps, run, skipped, full = self.c.rr.model.read(collect)
+        jobs, tasks, maps, run, skipped, full = self.c.model.read(collect)
         # this run's scope only: other runs' reuse on other threads is theirs
         now, before = self._scope_status(), self._scope_before
         reused = now.get("reused", 0) - before.get("reused", 0)
@@ -255,9 +257,7 @@ class _Run:
 
     def _publish(self, kind: str, record: dict) -> None:
         """To the Spark UI's Recovery tab, through the driver JVM (a session without one: nothing)."""
-        publish = getattr(self.c.rr, "publish_ui", None)
-        if publish is not None:
-            publish(kind, {"run": self.record.name, **record})
+        self.c.commands.publish_ui(kind, {"run": self.record.name, **record})
 
     def end(self, number: int, exc: BaseException | None) -> bool:
         self.record.attempts.append(self._attempt_record(number, exc))
@@ -314,7 +314,7 @@ class _Run:
             ) from exc
         if failover == "full":  # Flink's RestartAll: nothing the failed attempt wrote is kept
             for shuffle_id in recomputed:
-                self.c.rr.unregister_shuffle(
+                self.c.commands.unregister_shuffle(
                     shuffle_id, f"full failover after attempt {number} of '{self.record.name}'"
                 )
         log.warning(
@@ -362,7 +362,7 @@ class _Run:
             }
             return sorted(shuffles), complete, sorted(failed)
 
-        shuffles, complete, failed = self.c.rr.model.read(collect)
+        shuffles, complete, failed = self.c.model.read(collect)
         tasks = [f"stage {stage} partition {part}" for stage, part in failed]
         if failover == "full":
             return tasks, [], shuffles
@@ -384,8 +384,9 @@ class _Run:
 class Controller:
     """Owns the restart strategy of an application and the records of every run."""
 
-    def __init__(self, rr, conf: Mapping[str, str]):
-        self.rr = rr
+    def __init__(self, conf: Mapping[str, str], model: LiveModel, commands: JvmCommands):
+        self.model = model
+        self.commands = commands  # the driver JVM: reuse scopes, unregistering shuffles, catching up, the UI
         self.config = RecoveryConfig.parse(conf)  # raises ConfigError naming key and value
         self.records: list[RunRecord] = []
         self.stream_records: list = []  # StreamRecord of every supervised streaming query
@@ -403,7 +404,7 @@ class Controller:
         """`for attempt in rr.attempts("load"): with attempt: df.write...` restarts the block."""
         # While the run lasts, DataFrame shuffles its failed attempts wrote are kept for its next
         # attempts, in a scope of its own (not under full failover, which recomputes everything).
-        scope = self.rr.begin_reuse_scope() if self.config.failover_strategy == "region" else None
+        scope = self.commands.begin_reuse_scope() if self.config.failover_strategy == "region" else None
         run = _Run(self, name, scope)
         self.records.append(run.record)
         number = 0
@@ -413,7 +414,7 @@ class Controller:
                 yield Attempt(run, number)
         finally:
             if scope is not None:
-                self.rr.end_reuse_scope(scope)
+                self.commands.end_reuse_scope(scope)
 
     def run(self, action: Callable[[], T], name: str = "action") -> T:
         """Runs action(), restarting it on recoverable failures as the strategy allows.

@@ -218,7 +218,7 @@ class StreamRun:
         if root is None:
             return None
         try:
-            offsets, commits = (checkpoint.batch_ids(self._c.rr.spark_context, root, d) for d in ("offsets", "commits"))
+            offsets, commits = (self._c.commands.checkpoint_batch_ids(root, d) for d in ("offsets", "commits"))
         except Exception as e:
             log.debug("region-recovery: cannot read the checkpoint of '%s': %s", self.name, e)
             return None

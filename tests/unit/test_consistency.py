@@ -22,7 +22,7 @@ from region_recovery.control.consistency import (
 from region_recovery.jvm import events as ev
 from region_recovery.jvm.events import Determinism, Outcome
 from region_recovery.model import LiveModel
-from region_recovery.model.live import OutputEvidence
+from region_recovery.model.entities import OutputEvidence
 from region_recovery.planner.classify import FailureKind, explain_spark_error
 from test_model import MAP0, MAP1, RESULT, SH0, SH1, run_map_stage, stage, task_end  # noqa: F401
 

@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass, field
 from ..jvm import events as ev
 from ..jvm.commands import JvmCommands
 from ..jvm.events import Determinism, Outcome
-from ..model.live import LiveModel, OutputEvidence
+from ..model.entities import OutputEvidence
+from ..model.live import LiveModel
 
 log = logging.getLogger("region_recovery")
 

@@ -9,7 +9,7 @@ rr.model.shuffles   # live map outputs, their locations and availability
 """
 
 from ._version import __version__
-from .application import RegionRecovery
+from .application import RegionRecovery, configure
 from .config import ConfigError
 from .errors import (
     AlreadyAttachedError,
@@ -20,7 +20,7 @@ from .errors import (
     SparkConnectNotSupportedError,
     SparkNotStartedError,
 )
-from .jvm.packaging import MAVEN_COORDINATE, PLUGIN_CLASS, configure, jar_path
+from .jvm.packaging import MAVEN_COORDINATE, PLUGIN_CLASS, jar_path
 
 __all__ = [
     "__version__",

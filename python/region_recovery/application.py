@@ -47,6 +47,20 @@ def _executor_losses(m) -> list[dict]:
     ]
 
 
+def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
+    """Enables region-recovery on a SparkSession.Builder; returns the same builder, for chaining.
+
+    Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings (see
+    ``jvm.packaging.add_plugin_settings``: settings already made, on the builder or beneath it, are
+    left alone; list-valued keys get our entry appended), and installs the hook that tells job
+    recovery what code each Python function reaches (``jobrecovery.code_identity``).
+    """
+    packaging.add_plugin_settings(builder, use_packages=use_packages, shuffle_io=shuffle_io)
+    # job recovery needs to know the code every Python function reaches, found when PySpark pickles it
+    code_identity.install()
+    return builder
+
+
 class RegionRecovery:
     """The Python side of one application: its live model, fed by a background drain thread."""
 

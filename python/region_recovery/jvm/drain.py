@@ -15,17 +15,26 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
-from ..model.live import LiveModel
 from .events import Batch, decode_batch
 
 log = logging.getLogger("region_recovery")
 
 
+class BatchSink(Protocol):
+    """What the drain feeds (the live model): the JVM boundary does not depend on the model."""
+
+    next_seq: int
+    app_ended: bool
+
+    def apply_batch(self, batch: Batch) -> None: ...
+
+
 class Drain:
     """The drain thread of one application and the subscribers it feeds."""
 
-    def __init__(self, state, model: LiveModel, app_id: str, max_batch: int, wait_ms: int) -> None:
+    def __init__(self, state, model: BatchSink, app_id: str, max_batch: int, wait_ms: int) -> None:
         self._state = state
         self._model = model
         self._app_id = app_id

@@ -113,14 +113,14 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
     return out
 
 
-def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
-    """Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings to a SparkSession.Builder.
+def add_plugin_settings(builder, use_packages: bool = False, shuffle_io: bool = True):
+    """Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings to a SparkSession.Builder
+    (the settings half of ``region_recovery.configure``).
 
     Settings the user already made, on the builder or beneath it (spark-defaults.conf, spark-submit's
     --conf: see inherited_conf), are left alone; list-valued keys (spark.plugins, spark.jars,
     spark.sql.extensions, class paths) get our entry appended to their effective value. Unless set, retained outputs are ``auto`` (hard links only,
-    off where a copy would be needed) with a cap of ``DEFAULT_RETAINED_CAP`` per host. Installs the
-    hook that tells job recovery what code each Python function reaches (jobrecovery.code_identity).
+    off where a copy would be needed) with a cap of ``DEFAULT_RETAINED_CAP`` per host.
     Returns the same builder, for chaining.
     """
     options = getattr(builder, "_options", None)
@@ -138,8 +138,4 @@ def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
     existing = {**inherited_settings(), **{k: str(v) for k, v in options.items()}}
     for key, value in spark_settings(existing, use_packages=use_packages, shuffle_io=shuffle_io).items():
         builder.config(key, value)
-    # job recovery needs to know the code every Python function reaches, found when PySpark pickles it
-    from ..jobrecovery import code_identity
-
-    code_identity.install()
     return builder

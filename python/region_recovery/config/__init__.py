@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import RegionRecoveryError
+from ..errors import RegionRecoveryError
 
 __all__ = [
     "PREFIX",

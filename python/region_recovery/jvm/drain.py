@@ -17,7 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from .events import Batch, decode_batch
+from .events import Batch
+from .wire import decode_batch
 
 log = logging.getLogger("region_recovery")
 

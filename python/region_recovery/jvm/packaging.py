@@ -119,8 +119,9 @@ def add_plugin_settings(builder, use_packages: bool = False, shuffle_io: bool = 
 
     Settings the user already made, on the builder or beneath it (spark-defaults.conf, spark-submit's
     --conf: see inherited_conf), are left alone; list-valued keys (spark.plugins, spark.jars,
-    spark.sql.extensions, class paths) get our entry appended to their effective value. Unless set, retained outputs are ``auto`` (hard links only,
-    off where a copy would be needed) with a cap of ``DEFAULT_RETAINED_CAP`` per host.
+    spark.sql.extensions, class paths) get our entry appended to their effective value. Unless set,
+    retained outputs are ``auto`` (hard links only, off where a copy would be needed) with a cap of
+    ``DEFAULT_RETAINED_CAP`` per host.
     Returns the same builder, for chaining.
     """
     options = getattr(builder, "_options", None)

@@ -2,7 +2,7 @@
 
 ``RegionRecovery.attach(spark)`` finds the plugin in the driver JVM, starts the drain thread that
 keeps the live model current, and builds the control loop (restart strategy, recovery decisions,
-the consistency guard). Everything the user reaches is here; each concern lives in its subpackage.
+the changed-output guard). Everything the user reaches is here; each concern lives in its subpackage.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from .control.consistency import ChangedOutputGuard
-from .control.job_restarts import Attempt, Controller
+from .control.changed_outputs import ChangedOutputGuard
+from .control.job_restarts import Attempt, RestartSupervisor
 from .control.recovery_decisions import DecisionRecorder
 from .control.retention_policy import RetentionPolicy
 from .control.stream_restarts import StreamRun, supervise
@@ -81,18 +81,18 @@ class RegionRecovery:
             "spark.sql.extensions", ""
         ) and packaging.QUERY_LISTENER_CLASS in conf.get("spark.sql.queryExecutionListeners", "")
         # Built here so that bad spark.regionRecovery.* settings fail attach(), not a later restart.
-        self._controller = Controller(conf, self.model, self._commands)
+        self._restart_supervisor = RestartSupervisor(conf, self.model, self._commands)
         self._recovery_decisions = DecisionRecorder(
-            self.model, self._controller.config, publish=self._commands.publish_ui
+            self.model, self._restart_supervisor.config, publish=self._commands.publish_ui
         )
         self._drain.subscribe(self._recovery_decisions.on_batch)
         # The driver JVM decides about changed outputs when the plugin's guard is on; Python records.
         status = json.loads(state.statusJson())
-        self._consumer_guard = ChangedOutputGuard(
+        self._changed_output_guard = ChangedOutputGuard(
             self.model, self._commands, driver_guard=status.get("changed_output_guard") is not None
         )
-        if self._controller.config.restart_consumers_of_changed_outputs:
-            self._drain.subscribe(self._consumer_guard.on_batch)
+        if self._restart_supervisor.config.restart_consumers_of_changed_outputs:
+            self._drain.subscribe(self._changed_output_guard.on_batch)
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -152,12 +152,12 @@ class RegionRecovery:
 
     # ---- job-level restarts ---------------------------------------------------------------
     def run(self, action: Callable[[], T], name: str = "action") -> T:
-        """Runs a PySpark action under the configured restart strategy (see control.job_restarts.Controller.run)."""
-        return self._controller.run(action, name)
+        """Runs a PySpark action under the configured restart strategy (see job_restarts.RestartSupervisor.run)."""
+        return self._restart_supervisor.run(action, name)
 
     def attempts(self, name: str) -> Iterator[Attempt]:
         """Context-manager form: `for attempt in rr.attempts("write"): with attempt: df.write...`."""
-        return self._controller.attempts(name)
+        return self._restart_supervisor.attempts(name)
 
     def stream(self, build_query: Callable[[], Any], name: str = "stream") -> StreamRun:
         """Runs a streaming query under the restart strategy (exponential-delay unless one is configured).
@@ -167,7 +167,7 @@ class RegionRecovery:
         stops it for good, ``run.record`` says what every attempt committed and replayed (see
         control.stream_restarts).
         """
-        return supervise(self._controller, build_query, name)
+        return supervise(self._restart_supervisor, build_query, name)
 
     def report(self) -> dict:
         """What recovery did so far, as the versioned JSON document of docs/report.md: every run under
@@ -175,15 +175,15 @@ class RegionRecovery:
         retained bytes."""
         return build_report(
             app_id=self.app_id,
-            restart_strategy=self._controller.describe_strategy(),
-            failover_strategy=self._controller.config.failover_strategy,
-            runs=[r.to_dict() for r in self._controller.records],
-            streams=[r.to_dict() for r in self._controller.stream_records],
+            restart_strategy=self._restart_supervisor.describe_strategy(),
+            failover_strategy=self._restart_supervisor.config.failover_strategy,
+            runs=[r.to_dict() for r in self._restart_supervisor.records],
+            streams=[r.to_dict() for r in self._restart_supervisor.stream_records],
             jobs=self.model.job_summaries(),
             recovery_decisions=self._recovery_decisions.snapshot(),
-            consumer_restarts=self._consumer_guard.snapshot(),
-            output_comparisons=self._consumer_guard.comparisons_snapshot(),
-            refused_outputs=self._consumer_guard.refused_snapshot(),
+            consumer_restarts=self._changed_output_guard.snapshot(),
+            output_comparisons=self._changed_output_guard.comparisons_snapshot(),
+            refused_outputs=self._changed_output_guard.refused_snapshot(),
             retained=self.model.retained_bytes() if self.retained_ledger() is not None else None,
             job_recovery=self.job_recovery(),
             retained_over_time=self.model.read(

@@ -26,7 +26,7 @@ class ExecutorState:
 
 @dataclass(frozen=True)
 class OutputEvidence:
-    """What the shuffle IO hook reported about a map output's content (control.consistency compares it)."""
+    """What the shuffle IO hook reported about a map output's content (control.changed_outputs compares it)."""
 
     map_id: int
     bytes: int

@@ -66,7 +66,7 @@ class LiveModel:
             ev.ShuffleRemoved: self._shuffle_removed,
             ev.MapOutputCommitted: self._map_output_committed,
             ev.ExecutorPluginStarted: self._executor_plugin_started,
-            # decisions of the driver's changed-output guard: recorded by control.consistency
+            # decisions of the driver's changed-output guard: recorded by control.changed_outputs
             ev.MapOutputCompared: lambda e: None,
             ev.MapOutputRefused: lambda e: None,
             # job recovery's decisions: rr.job_recovery() and the report read them from the driver

@@ -1,4 +1,5 @@
-"""Flink's failover rule 3 where Spark does not apply it: consumers of a changed producer restart.
+"""The changed-output guard (Flink's failover rule 3 where Spark does not apply it): consumers of a
+map output that changed when it was recomputed restart.
 
 Spark rolls back the consumers of a recomputed map stage only when it knows the stage is
 indeterminate (e.g. a round-robin repartition of unordered input), or, for DataFrame shuffles, when

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from region_recovery.control.consistency import (
+from region_recovery.control.changed_outputs import (
     CHANGED_OUTPUT_MARKER,
     ChangedOutputGuard,
     compare_outputs,

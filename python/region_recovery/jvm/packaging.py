@@ -71,7 +71,7 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
     file; executors then get it through Spark's own distribution of dependency jars.
     """
     # The SQL extension and listener let a restarted DataFrame action reuse the shuffles its failed
-    # attempt wrote (see controller.py); both are inert outside rr.run.
+    # attempt wrote (see control/job_restarts.py); both are inert outside rr.run.
     wanted: dict[str, str] = {
         "spark.plugins": PLUGIN_CLASS,
         "spark.sql.extensions": SQL_EXTENSION_CLASS,

@@ -451,7 +451,7 @@ class LiveModel:
         self._outputs_by_executor.setdefault(e.executor_id, set()).add((shuffle_id, e.partition))
 
     def lose_shuffle(self, shuffle_id: int, reason: str) -> None:
-        """Marks every output of a shuffle unavailable: the controller unregistered them itself."""
+        """Marks every output of a shuffle unavailable: Python unregistered them itself (jvm.commands)."""
         with self._cond:
             for index in list(self.shuffles.get(shuffle_id, Shuffle(shuffle_id)).outputs):
                 self._lose_output(shuffle_id, index, reason)

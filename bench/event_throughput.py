@@ -27,8 +27,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
 from region_recovery import configure  # noqa: E402
-from region_recovery.jvm.events import decode_batch  # noqa: E402
 from region_recovery.jvm.gateway import jvm_bridge  # noqa: E402
+from region_recovery.jvm.wire import decode_batch  # noqa: E402
 from region_recovery.model import LiveModel  # noqa: E402
 
 

@@ -8,9 +8,8 @@ rr = region_recovery.RegionRecovery.attach(spark)
 rr.model.shuffles   # live map outputs, their locations and availability
 """
 
-from . import _aliases
 from ._version import __version__
-from .application import RegionRecovery
+from .application import RegionRecovery, configure
 from .config import ConfigError
 from .errors import (
     AlreadyAttachedError,
@@ -21,7 +20,7 @@ from .errors import (
     SparkConnectNotSupportedError,
     SparkNotStartedError,
 )
-from .jvm.packaging import MAVEN_COORDINATE, PLUGIN_CLASS, configure, jar_path
+from .jvm.packaging import MAVEN_COORDINATE, PLUGIN_CLASS, jar_path
 
 __all__ = [
     "__version__",
@@ -39,10 +38,3 @@ __all__ = [
     "SparkConnectNotSupportedError",
     "SparkNotStartedError",
 ]
-
-_aliases.install()
-
-
-def __getattr__(name: str):
-    """``region_recovery.packaging`` and the other old module names, as attributes, without an import."""
-    return _aliases.attribute(__name__, name)

@@ -2,7 +2,7 @@
 
 ``RegionRecovery.attach(spark)`` finds the plugin in the driver JVM, starts the drain thread that
 keeps the live model current, and builds the control loop (restart strategy, recovery decisions,
-the consistency guard). Everything the user reaches is here; each concern lives in its subpackage.
+the changed-output guard). Everything the user reaches is here; each concern lives in its subpackage.
 """
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from .control.consistency import ChangedOutputGuard
-from .control.job_restarts import Attempt, Controller
+from .control.changed_outputs import ChangedOutputGuard
+from .control.job_restarts import Attempt, RestartSupervisor
 from .control.recovery_decisions import DecisionRecorder
 from .control.retention_policy import RetentionPolicy
 from .control.stream_restarts import StreamRun, supervise
 from .errors import AlreadyAttachedError, NotEnabledError
 from .jobrecovery import code_identity
 from .jvm import packaging
+from .jvm.commands import JvmCommands
 from .jvm.drain import Drain
 from .jvm.events import Batch
 from .jvm.gateway import jvm_bridge, spark_context
@@ -47,6 +47,20 @@ def _executor_losses(m) -> list[dict]:
     ]
 
 
+def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
+    """Enables region-recovery on a SparkSession.Builder; returns the same builder, for chaining.
+
+    Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings (see
+    ``jvm.packaging.add_plugin_settings``: settings already made, on the builder or beneath it, are
+    left alone; list-valued keys get our entry appended), and installs the hook that tells job
+    recovery what code each Python function reaches (``jobrecovery.code_identity``).
+    """
+    packaging.add_plugin_settings(builder, use_packages=use_packages, shuffle_io=shuffle_io)
+    # job recovery needs to know the code every Python function reaches, found when PySpark pickles it
+    code_identity.install()
+    return builder
+
+
 class RegionRecovery:
     """The Python side of one application: its live model, fed by a background drain thread."""
 
@@ -60,20 +74,25 @@ class RegionRecovery:
         self.app_id: str = sc.applicationId
         self.model = LiveModel()
         self._drain = Drain(state, self.model, self.app_id, max_batch, wait_ms)
+        # the controllers act on the driver JVM through this port only, never through this object
+        self._commands = JvmCommands(sc, bridge, state, self._drain, on_shuffle_unregistered=self.model.lose_shuffle)
         conf = dict(sc.getConf().getAll())
-        self._reuse_scope_property = str(bridge.reuseScopeProperty())
         self._sql_extension_installed = packaging.SQL_EXTENSION_CLASS in conf.get(
             "spark.sql.extensions", ""
         ) and packaging.QUERY_LISTENER_CLASS in conf.get("spark.sql.queryExecutionListeners", "")
         # Built here so that bad spark.regionRecovery.* settings fail attach(), not a later restart.
-        self.controller = Controller(self, conf)
-        self.recovery_decisions = DecisionRecorder(self.model, self.controller.config, publish=self.publish_ui)
-        self._drain.subscribe(self.recovery_decisions.on_batch)
+        self._restart_supervisor = RestartSupervisor(conf, self.model, self._commands)
+        self._recovery_decisions = DecisionRecorder(
+            self.model, self._restart_supervisor.config, publish=self._commands.publish_ui
+        )
+        self._drain.subscribe(self._recovery_decisions.on_batch)
         # The driver JVM decides about changed outputs when the plugin's guard is on; Python records.
         status = json.loads(state.statusJson())
-        self.consumer_guard = ChangedOutputGuard(self, driver_guard=status.get("changed_output_guard") is not None)
-        if self.controller.config.restart_consumers_of_changed_outputs:
-            self._drain.subscribe(self.consumer_guard.on_batch)
+        self._changed_output_guard = ChangedOutputGuard(
+            self.model, self._commands, driver_guard=status.get("changed_output_guard") is not None
+        )
+        if self._restart_supervisor.config.restart_consumers_of_changed_outputs:
+            self._drain.subscribe(self._changed_output_guard.on_batch)
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -133,12 +152,12 @@ class RegionRecovery:
 
     # ---- job-level restarts ---------------------------------------------------------------
     def run(self, action: Callable[[], T], name: str = "action") -> T:
-        """Runs a PySpark action under the configured restart strategy (see control.job_restarts.Controller.run)."""
-        return self.controller.run(action, name)
+        """Runs a PySpark action under the configured restart strategy (see job_restarts.RestartSupervisor.run)."""
+        return self._restart_supervisor.run(action, name)
 
     def attempts(self, name: str) -> Iterator[Attempt]:
         """Context-manager form: `for attempt in rr.attempts("write"): with attempt: df.write...`."""
-        return self.controller.attempts(name)
+        return self._restart_supervisor.attempts(name)
 
     def stream(self, build_query: Callable[[], Any], name: str = "stream") -> StreamRun:
         """Runs a streaming query under the restart strategy (exponential-delay unless one is configured).
@@ -148,11 +167,7 @@ class RegionRecovery:
         stops it for good, ``run.record`` says what every attempt committed and replayed (see
         control.stream_restarts).
         """
-        return supervise(self.controller, build_query, name)
-
-    @property
-    def spark_context(self):
-        return self._sc
+        return supervise(self._restart_supervisor, build_query, name)
 
     def report(self) -> dict:
         """What recovery did so far, as the versioned JSON document of docs/report.md: every run under
@@ -160,15 +175,15 @@ class RegionRecovery:
         retained bytes."""
         return build_report(
             app_id=self.app_id,
-            restart_strategy=self.controller.describe_strategy(),
-            failover_strategy=self.controller.config.failover_strategy,
-            runs=[r.to_dict() for r in self.controller.records],
-            streams=[r.to_dict() for r in self.controller.stream_records],
+            restart_strategy=self._restart_supervisor.describe_strategy(),
+            failover_strategy=self._restart_supervisor.config.failover_strategy,
+            runs=[r.to_dict() for r in self._restart_supervisor.records],
+            streams=[r.to_dict() for r in self._restart_supervisor.stream_records],
             jobs=self.model.job_summaries(),
-            recovery_decisions=self.recovery_decisions.snapshot(),
-            consumer_restarts=self.consumer_guard.snapshot(),
-            output_comparisons=self.consumer_guard.comparisons_snapshot(),
-            refused_outputs=self.consumer_guard.refused_snapshot(),
+            recovery_decisions=self._recovery_decisions.snapshot(),
+            consumer_restarts=self._changed_output_guard.snapshot(),
+            output_comparisons=self._changed_output_guard.comparisons_snapshot(),
+            refused_outputs=self._changed_output_guard.refused_snapshot(),
             retained=self.model.retained_bytes() if self.retained_ledger() is not None else None,
             job_recovery=self.job_recovery(),
             retained_over_time=self.model.read(
@@ -183,52 +198,6 @@ class RegionRecovery:
         from .reporting.history import RecoveryHistory
 
         return RecoveryHistory.from_report(self.report())
-
-    def begin_reuse_scope(self) -> str:
-        """Opens a reuse scope in the driver JVM and returns its id.
-
-        Queries planned on a thread that carries the id (`set_thread_reuse_scope`) belong to the scope:
-        the shuffles they materialize before failing are recorded, and the scope's later queries reuse
-        them if plan and input are unchanged. Nothing else is ever rewritten with them.
-        """
-        return str(self._bridge.beginReuseScope())
-
-    def end_reuse_scope(self, scope: str) -> None:
-        """Closes a scope: its recorded shuffles are forgotten (Spark may clean them up)."""
-        try:
-            self._bridge.endReuseScope(scope)
-        except Exception as e:  # the application may be gone; nothing is left to release then
-            log.debug("region-recovery: closing the reuse scope %s failed: %s", scope, e)
-
-    def set_thread_reuse_scope(self, scope: str | None) -> str | None:
-        """Makes the calling thread's queries belong to `scope` (None: to no scope); returns the previous one.
-
-        A Spark local property, so it holds for this thread's actions only (PySpark pins each Python
-        thread to a JVM thread); a thread started later by pyspark.InheritableThread inherits it.
-        """
-        key = self._reuse_scope_property
-        previous = self._sc.getLocalProperty(key)
-        self._sc.setLocalProperty(key, scope)
-        return previous
-
-    def reuse_scope(self, scope: str) -> dict:
-        """One scope's record: recorded, captured and reused exchanges, and every refusal with its reason."""
-        return json.loads(self._bridge.reuseScopeJson(scope))
-
-    def unregister_shuffle(self, shuffle_id: int, reason: str) -> bool:
-        """Makes Spark recompute a whole shuffle (full failover); the model marks its outputs lost."""
-        known = bool(self._bridge.unregisterShuffle(shuffle_id))
-        if known:
-            self.model.lose_shuffle(shuffle_id, reason)
-        return known
-
-    def cancel_job(self, job_id: int, reason: str) -> None:
-        """Cancels a running Spark job; its action fails with "Job <id> cancelled <reason>"."""
-        self._sc._jsc.sc().cancelJob(job_id, reason)
-
-    def map_output_row_checksum(self, shuffle_id: int, map_index: int, map_id: int) -> int:
-        """Spark's order-independent row checksum of a registered map output (0: none, or not registered)."""
-        return int(self._bridge.mapOutputRowChecksum(shuffle_id, map_index, map_id))
 
     def retention(self) -> list | None:
         """Retained outputs: the executor losses the JVM handled (adopted, unregistered, timings); None when off."""
@@ -267,15 +236,6 @@ class RegionRecovery:
         """Calls callback(batch) on the drain thread after each batch is applied to the model."""
         self._drain.subscribe(callback)
 
-    def publish_ui(self, kind: str, record: dict) -> None:
-        """Posts a record (a closed recovery decision, a restart attempt or decision) to the driver JVM,
-        as an event for the Spark UI's Recovery tab and the event log. Never raises: the tab is only
-        a view, recovery goes on without it."""
-        try:
-            self._bridge.postUiEvent(self._sc._jsc.sc(), kind, json.dumps(record, default=str))
-        except Exception as e:  # noqa: BLE001 - a stopped JVM, an old jar without the method
-            log.debug("region-recovery: %s record not posted to the Spark UI: %s", kind, e)
-
     # ---- queries -------------------------------------------------------------------------
     def status(self) -> dict:
         """What the JVM side reports: installer, queue, buffer counters, drops, shuffle IO."""
@@ -291,22 +251,7 @@ class RegionRecovery:
         Events the JVM side offers later, e.g. from its retention thread, may still be in flight: wait
         for those with `model.wait_for`. Must not be called from a subscriber (the drain thread).
         """
-        deadline = time.monotonic() + timeout
-        self._bridge.waitForListeners(self._sc._jsc.sc(), int(timeout * 1000))
-        target = self._state.buffer().acceptedCount()
-        left = max(0.0, deadline - time.monotonic())
-        if not self._drain.wait_delivered(target, left):
-            error = self._drain.error
-            if error:
-                raise RuntimeError(f"region-recovery drain thread failed: {error!r}") from error
-            if self._drain.stopped:
-                raise RuntimeError(
-                    f"region-recovery is detached from {self.app_id} (or the application ended): "
-                    f"the model stopped at {self.model.next_seq} of {target} events"
-                )
-            raise TimeoutError(
-                f"the model did not catch up with {target} events within {timeout} s (applied {self.model.next_seq})"
-            )
+        self._commands.sync(timeout)
 
     def executor_pids(self) -> dict[str, int]:
         """Live executors' OS process ids, as their plugins reported them."""

@@ -135,7 +135,7 @@ def test_a_relocation_that_lands_after_spark_dropped_the_shuffle_restores_nothin
         lost_ids = {c.model.shuffles[sid].outputs[i].map_id for i in lost}
         kill(c, victim)
         time.sleep(1.5)  # the agent has adopted (0.1-0.3 s); the coordinator waits before relocating
-        assert c.rr.unregister_shuffle(sid, "test: Spark drops the shuffle on purpose")
+        assert c.rr._commands.unregister_shuffle(sid, "test: Spark drops the shuffle on purpose")
         assert c.jvm_available_outputs(sid) == 0
         assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60), "no decision"
     finally:

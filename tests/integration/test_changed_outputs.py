@@ -16,7 +16,7 @@ from operator import add
 import pytest
 from pyspark import cloudpickle
 
-from region_recovery.control.consistency import CHANGED_OUTPUT_MARKER
+from region_recovery.control.changed_outputs import CHANGED_OUTPUT_MARKER
 from region_recovery.jvm import events as ev
 from region_recovery.testing import faults
 

@@ -147,7 +147,7 @@ def test_listener_alone_through_extra_listeners():
     proc = run_python(
         _script(
             f"""
-        settings = region_recovery.packaging.spark_settings({{}}, shuffle_io=False)
+        settings = region_recovery.jvm.packaging.spark_settings({{}}, shuffle_io=False)
         del settings["spark.plugins"]
         b = b.config("spark.extraListeners", {packaging.LISTENER_CLASS!r})
         for k, v in settings.items():

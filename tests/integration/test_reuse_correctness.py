@@ -231,7 +231,7 @@ def test_a_query_outside_the_run_is_never_rewritten_while_the_run_waits(cluster,
             done.set()
 
     def the_runs_decision() -> bool:
-        runs = s.c.rr.controller.records
+        runs = s.c.rr._restart_supervisor.records
         return bool(runs) and bool(runs[-1].restart_decisions)
 
     def before_retry() -> None:

@@ -16,6 +16,7 @@ from region_recovery.config import (
     parse_bytes,
     parse_duration_ms,
     parse_int,
+    registry,
 )
 
 RS = PREFIX + "restart-strategy."
@@ -158,7 +159,7 @@ LONG_MAX = (1 << 63) - 1
         (parse_bytes, "1 \u212ab"),  # the Kelvin sign lowers to 'k'
         (parse_bytes, "\u0665m"),
         (parse_int, "\u0663"),
-        (config._parse_float, "1.\u0665"),
+        (config.parse_float, "1.\u0665"),
     ],
 )
 def test_only_ascii_digits_and_units(parse, text):
@@ -476,8 +477,8 @@ def test_initial_backoff_above_max_backoff_names_both_keys():
 
 
 def test_registry_can_be_extended_by_other_modules(monkeypatch):
-    monkeypatch.setattr(config, "_REGISTRY", dict(config._REGISTRY))
-    monkeypatch.setattr(config, "_NAMESPACES", list(config._NAMESPACES))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_NAMESPACES", list(registry._NAMESPACES))
     key = config.register(
         ConfigKey(
             PREFIX + "example.capacity", 10_000, config.parse_int, "an integer", "Events buffered somewhere.", "10000"

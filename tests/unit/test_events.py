@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from region_recovery.jvm import events as ev
-from region_recovery.jvm.events import CorruptBatchError, Determinism, decode_batch
+from region_recovery.jvm.events import Determinism
+from region_recovery.jvm.wire import CorruptBatchError, decode_batch
 
 MAGIC = 0x52524231
 VERSION = 2

@@ -14,6 +14,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 import region_recovery
+from region_recovery import configure
 from region_recovery._version import __version__
 from region_recovery.errors import JarNotFoundError, SparkConnectNotSupportedError
 from region_recovery.jvm import inherited_conf, packaging
@@ -28,7 +29,6 @@ from region_recovery.jvm.packaging import (
     RETAINED_KEY,
     SHUFFLE_IO_CLASS,
     SQL_EXTENSION_CLASS,
-    configure,
     jar_path,
     spark_settings,
 )

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from region_recovery.config import RecoveryConfig
-from region_recovery.control.consistency import ConsumerRestart
+from region_recovery.control.changed_outputs import ConsumerRestart
 from region_recovery.control.job_restarts import AttemptRecord, ExchangeRefusal, RestartDecision, RunRecord
 from region_recovery.control.recovery_decisions import DecisionRecorder
 from region_recovery.jvm import events as ev

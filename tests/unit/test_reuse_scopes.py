@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from region_recovery.control.job_restarts import Controller, RestartRefusedError
+from region_recovery.control.job_restarts import RestartRefusedError, RestartSupervisor
 from region_recovery.model import LiveModel
 
 CONF = {
@@ -19,7 +19,7 @@ CONF = {
 
 
 class FakeRR:
-    """The parts of RegionRecovery the controller uses; the scope property is per thread, as Spark's."""
+    """The model and the JVM commands the controller uses; the scope property is per thread, as Spark's."""
 
     def __init__(self) -> None:
         self.model = LiveModel()
@@ -29,6 +29,9 @@ class FakeRR:
         self.lock = threading.Lock()
 
     def sync(self) -> None:
+        pass
+
+    def publish_ui(self, kind: str, record: dict) -> None:
         pass
 
     def begin_reuse_scope(self) -> str:
@@ -68,7 +71,7 @@ def failing_once():
 
 def test_the_scope_is_on_the_thread_only_while_an_attempt_runs_and_is_closed_after():
     rr = FakeRR()
-    c = Controller(rr, CONF)
+    c = RestartSupervisor(CONF, rr.model, rr)
     seen_inside, seen_between = [], []
     for attempt in c.attempts("x"):
         seen_between.append(rr.thread_scope())
@@ -84,7 +87,7 @@ def test_the_scope_is_on_the_thread_only_while_an_attempt_runs_and_is_closed_aft
 
 def test_nested_runs_restore_the_outer_scope():
     rr = FakeRR()
-    c = Controller(rr, CONF)
+    c = RestartSupervisor(CONF, rr.model, rr)
     seen = {}
 
     def inner():
@@ -105,7 +108,7 @@ def test_nested_runs_restore_the_outer_scope():
 
 def test_concurrent_runs_on_two_threads_each_have_their_own_scope():
     rr = FakeRR()
-    c = Controller(rr, CONF)
+    c = RestartSupervisor(CONF, rr.model, rr)
     both_inside = threading.Barrier(2, timeout=10)
     seen: dict[str, list] = {"a": [], "b": []}
 
@@ -131,7 +134,7 @@ def test_concurrent_runs_on_two_threads_each_have_their_own_scope():
 
 def test_an_attempt_counts_its_own_scopes_reuse_and_refusals_only():
     rr = FakeRR()
-    c = Controller(rr, CONF)
+    c = RestartSupervisor(CONF, rr.model, rr)
     calls = []
 
     def action():
@@ -153,7 +156,9 @@ def test_an_attempt_counts_its_own_scopes_reuse_and_refusals_only():
 
 def test_a_refused_restart_still_leaves_and_closes_the_scope():
     rr = FakeRR()
-    c = Controller(rr, dict(CONF, **{"spark.regionRecovery.restart-strategy.fixed-delay.attempts": "0"}))
+    c = RestartSupervisor(
+        dict(CONF, **{"spark.regionRecovery.restart-strategy.fixed-delay.attempts": "0"}), rr.model, rr
+    )
 
     def action():
         raise RuntimeError("always")
@@ -165,6 +170,6 @@ def test_a_refused_restart_still_leaves_and_closes_the_scope():
 
 def test_full_failover_opens_no_scope():
     rr = FakeRR()
-    c = Controller(rr, dict(CONF, **{"spark.regionRecovery.failover-strategy": "full"}))
+    c = RestartSupervisor(dict(CONF, **{"spark.regionRecovery.failover-strategy": "full"}), rr.model, rr)
     assert c.run(lambda: rr.thread_scope(), name="x") is None
     assert rr.opened == []

@@ -20,9 +20,8 @@ from collections import Counter
 from collections.abc import Callable
 from operator import add
 
-from ..application import RegionRecovery
+from ..application import RegionRecovery, configure
 from ..jvm import events as ev
-from ..jvm.packaging import configure
 from ..reporting.render import describe_model, describe_report
 from ..testing.faults import FaultError, kill_executor
 

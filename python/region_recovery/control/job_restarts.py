@@ -26,6 +26,8 @@ from typing import TypeVar
 
 from ..config import RecoveryConfig
 from ..errors import RegionRecoveryError
+from ..jvm.commands import JvmCommands
+from ..model.live import LiveModel
 from ..planner import restart
 from ..planner.classify import Classification, FailureKind, explain, explain_spark_error
 
@@ -66,7 +68,7 @@ class AttemptRecord:
 
 @dataclass
 class RestartDecision:
-    """What the controller decided after an attempt failed, and why."""
+    """What the restart supervisor decided after an attempt failed, and why."""
 
     attempt: int
     cause: str  # FailureKind value
@@ -135,7 +137,7 @@ def _first_line(text: str, limit: int = 300) -> str:
 
 
 class Attempt:
-    """One try inside `for attempt in controller.attempts(name): with attempt: ...`."""
+    """One try inside `for attempt in supervisor.attempts(name): with attempt: ...`."""
 
     def __init__(self, runner: _Run, number: int):
         self._runner = runner
@@ -176,11 +178,11 @@ def job_strategy_config(config: RecoveryConfig) -> RecoveryConfig:
 class _Run:
     """The state of one named action under restarts; drives the attempt loop."""
 
-    def __init__(self, controller: Controller, name: str, scope: str | None = None):
-        self.c = controller
+    def __init__(self, supervisor: RestartSupervisor, name: str, scope: str | None = None):
+        self.supervisor = supervisor
         self.scope = scope  # the run's reuse scope in the driver JVM (None: no DataFrame reuse)
         # One strategy per run, as Flink has one per job: attempts of one action never use up another's.
-        self.strategy = restart.create_restart_strategy(job_strategy_config(controller.config))
+        self.strategy = restart.create_restart_strategy(job_strategy_config(supervisor.config))
         self.record = RunRecord(name, self.strategy.describe())
         self.done = False
         self._start_ms = 0
@@ -190,27 +192,27 @@ class _Run:
 
     def enter_scope(self) -> str | None:
         """Puts the calling thread in the run's scope; returns the scope it was in (nested runs)."""
-        return None if self.scope is None else self.c.rr.set_thread_reuse_scope(self.scope)
+        return None if self.scope is None else self.supervisor.commands.set_thread_reuse_scope(self.scope)
 
     def leave_scope(self, previous: str | None) -> None:
         if self.scope is not None:
             try:
-                self.c.rr.set_thread_reuse_scope(previous)
+                self.supervisor.commands.set_thread_reuse_scope(previous)
             except Exception as e:  # the application may be gone; its threads' properties with it
                 log.debug("region-recovery: restoring the thread's reuse scope failed: %s", e)
 
     def _scope_status(self) -> dict:
-        return {} if self.scope is None else self.c.rr.reuse_scope(self.scope)
+        return {} if self.scope is None else self.supervisor.commands.reuse_scope(self.scope)
 
     def begin(self, number: int) -> None:
-        model = self.c.rr.model
+        model = self.supervisor.model
         self._start_ms = int(time.monotonic() * 1000)
         self._jobs_before = model.read(lambda m: max(m.jobs, default=-1))
         self._tasks_before = model.read(lambda m: (m.tasks_started, m.map_tasks_started))
         self._scope_before = self._scope_status()
 
     def _attempt_record(self, number: int, exc: BaseException | None) -> AttemptRecord:
-        self.c.rr.sync()
+        self.supervisor.commands.sync()
         before = self._jobs_before
         tasks0, maps0 = self._tasks_before
 
@@ -230,7 +232,7 @@ class _Run:
             full = sum(tasks for tasks, _ in maps.values())
             return (jobs, m.tasks_started - tasks0, m.map_tasks_started - maps0, run, len(maps) - run, full)
 
-        jobs, tasks, maps, run, skipped, full = self.c.rr.model.read(collect)
+        jobs, tasks, maps, run, skipped, full = self.supervisor.model.read(collect)
         # this run's scope only: other runs' reuse on other threads is theirs
         now, before = self._scope_status(), self._scope_before
         reused = now.get("reused", 0) - before.get("reused", 0)
@@ -255,9 +257,7 @@ class _Run:
 
     def _publish(self, kind: str, record: dict) -> None:
         """To the Spark UI's Recovery tab, through the driver JVM (a session without one: nothing)."""
-        publish = getattr(self.c.rr, "publish_ui", None)
-        if publish is not None:
-            publish(kind, {"run": self.record.name, **record})
+        self.supervisor.commands.publish_ui(kind, {"run": self.record.name, **record})
 
     def end(self, number: int, exc: BaseException | None) -> bool:
         self.record.attempts.append(self._attempt_record(number, exc))
@@ -283,9 +283,9 @@ class _Run:
         if not isinstance(exc, Exception) or isinstance(exc, RegionRecoveryError):
             return False  # KeyboardInterrupt and our own errors pass through untouched
         cls: Classification = explain_spark_error(str(exc))
-        kind = cls.kind if cls.exception_class or cls.rule else self.c.classify_python(exc)
+        kind = cls.kind if cls.exception_class or cls.rule else self.supervisor.classify_python(exc)
         handling = restart.handle_failure(self.strategy, kind)
-        failover = self.c.config.failover_strategy
+        failover = self.supervisor.config.failover_strategy
         failed, reused, recomputed = self._restart_set(self.record.attempts[-1].job_ids, failover)
         decision = RestartDecision(
             number,
@@ -314,7 +314,7 @@ class _Run:
             ) from exc
         if failover == "full":  # Flink's RestartAll: nothing the failed attempt wrote is kept
             for shuffle_id in recomputed:
-                self.c.rr.unregister_shuffle(
+                self.supervisor.commands.unregister_shuffle(
                     shuffle_id, f"full failover after attempt {number} of '{self.record.name}'"
                 )
         log.warning(
@@ -362,7 +362,7 @@ class _Run:
             }
             return sorted(shuffles), complete, sorted(failed)
 
-        shuffles, complete, failed = self.c.rr.model.read(collect)
+        shuffles, complete, failed = self.supervisor.model.read(collect)
         tasks = [f"stage {stage} partition {part}" for stage, part in failed]
         if failover == "full":
             return tasks, [], shuffles
@@ -381,11 +381,12 @@ class _Run:
         self.record.backoff_waited_ms += ms
 
 
-class Controller:
+class RestartSupervisor:
     """Owns the restart strategy of an application and the records of every run."""
 
-    def __init__(self, rr, conf: Mapping[str, str]):
-        self.rr = rr
+    def __init__(self, conf: Mapping[str, str], model: LiveModel, commands: JvmCommands):
+        self.model = model
+        self.commands = commands  # the driver JVM: reuse scopes, unregistering shuffles, catching up, the UI
         self.config = RecoveryConfig.parse(conf)  # raises ConfigError naming key and value
         self.records: list[RunRecord] = []
         self.stream_records: list = []  # StreamRecord of every supervised streaming query
@@ -403,7 +404,7 @@ class Controller:
         """`for attempt in rr.attempts("load"): with attempt: df.write...` restarts the block."""
         # While the run lasts, DataFrame shuffles its failed attempts wrote are kept for its next
         # attempts, in a scope of its own (not under full failover, which recomputes everything).
-        scope = self.rr.begin_reuse_scope() if self.config.failover_strategy == "region" else None
+        scope = self.commands.begin_reuse_scope() if self.config.failover_strategy == "region" else None
         run = _Run(self, name, scope)
         self.records.append(run.record)
         number = 0
@@ -413,7 +414,7 @@ class Controller:
                 yield Attempt(run, number)
         finally:
             if scope is not None:
-                self.rr.end_reuse_scope(scope)
+                self.commands.end_reuse_scope(scope)
 
     def run(self, action: Callable[[], T], name: str = "action") -> T:
         """Runs action(), restarting it on recoverable failures as the strategy allows.

@@ -86,11 +86,11 @@ def stream_strategy_config(config: RecoveryConfig) -> RecoveryConfig:
 class StreamRun:
     """A supervised streaming query; mirrors StreamingQuery's ``stop`` and ``awaitTermination``."""
 
-    def __init__(self, controller, build_query: Callable[[], Any], name: str):
-        self._c = controller
+    def __init__(self, supervisor, build_query: Callable[[], Any], name: str):
+        self._supervisor = supervisor
         self._build = build_query
         self.name = name
-        self._strategy = restart.create_restart_strategy(stream_strategy_config(controller.config))
+        self._strategy = restart.create_restart_strategy(stream_strategy_config(supervisor.config))
         self.record = StreamRecord(name, self._strategy.describe())
         self._stop = threading.Event()
         self._done = threading.Event()
@@ -218,7 +218,7 @@ class StreamRun:
         if root is None:
             return None
         try:
-            offsets, commits = (checkpoint.batch_ids(self._c.rr.spark_context, root, d) for d in ("offsets", "commits"))
+            offsets, commits = (self._supervisor.commands.checkpoint_batch_ids(root, d) for d in ("offsets", "commits"))
         except Exception as e:
             log.debug("region-recovery: cannot read the checkpoint of '%s': %s", self.name, e)
             return None
@@ -238,7 +238,7 @@ class StreamRun:
         if isinstance(desc, str) and isinstance(trace, str):
             text = f"{desc}\n{trace}"
         cls = explain_spark_error(text)
-        kind = cls.kind if cls.exception_class or cls.rule else self._c.classify_python(failure)
+        kind = cls.kind if cls.exception_class or cls.rule else self._supervisor.classify_python(failure)
         handling = restart.handle_failure(self._strategy, kind)
         decision = RestartDecision(
             number,
@@ -282,13 +282,13 @@ class StreamRun:
         return True
 
 
-def supervise(controller, build_query: Callable[[], Any], name: str) -> StreamRun:
+def supervise(supervisor, build_query: Callable[[], Any], name: str) -> StreamRun:
     """Starts ``build_query()`` under the restart strategy; see ``StreamRun``."""
     if not callable(build_query):
         raise RegionRecoveryError(
             "rr.stream needs a callable that starts the query, e.g. "
             "rr.stream(lambda: df.writeStream.option('checkpointLocation', cp).start(), 'name')"
         )
-    run = StreamRun(controller, build_query, name)
-    controller.stream_records.append(run.record)
+    run = StreamRun(supervisor, build_query, name)
+    supervisor.stream_records.append(run.record)
     return run.start()

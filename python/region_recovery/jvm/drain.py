@@ -15,19 +15,30 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
-from ..model.live import LiveModel
-from .events import Batch, decode_batch
+from .events import Batch
+from .wire import decode_batch
 
 log = logging.getLogger("region_recovery")
+
+
+class BatchSink(Protocol):
+    """What the drain feeds (the live model): the JVM boundary does not depend on the model."""
+
+    next_seq: int
+    app_ended: bool
+
+    def apply_batch(self, batch: Batch) -> None: ...
 
 
 class Drain:
     """The drain thread of one application and the subscribers it feeds."""
 
-    def __init__(self, state, model: LiveModel, app_id: str, max_batch: int, wait_ms: int) -> None:
+    def __init__(self, state, model: BatchSink, app_id: str, max_batch: int, wait_ms: int) -> None:
         self._state = state
         self._model = model
+        self._app_id = app_id
         self._max_batch = max_batch
         self._wait_ms = wait_ms
         self._subscribers: list[Callable[[Batch], None]] = []
@@ -60,6 +71,22 @@ class Drain:
         with self._delivered_cond:
             self._delivered_cond.wait_for(lambda: self._delivered >= target or self._stop.is_set(), timeout)
             return self._delivered >= target
+
+    def wait_caught_up(self, target: int, left: float, timeout: float) -> None:
+        """Waits until every subscriber has seen the events before ``target``; raises if the thread failed
+        or stopped, or after ``left`` seconds (of the caller's ``timeout``)."""
+        if self.wait_delivered(target, left):
+            return
+        if self.error:
+            raise RuntimeError(f"region-recovery drain thread failed: {self.error!r}") from self.error
+        if self.stopped:
+            raise RuntimeError(
+                f"region-recovery is detached from {self._app_id} (or the application ended): "
+                f"the model stopped at {self._model.next_seq} of {target} events"
+            )
+        raise TimeoutError(
+            f"the model did not catch up with {target} events within {timeout} s (applied {self._model.next_seq})"
+        )
 
     # ---- the thread ----------------------------------------------------------------------
     def _open_spool(self) -> str | None:

@@ -1,48 +1,11 @@
-"""Typed events from the JVM side and the decoder of their compact binary batches.
-
-The wire format is written by jvm/.../BatchEncoder.scala (see its doc comment); the WIRE_* codes
-here must match Event.scala. Strings travel once per batch in a table and events refer to them by
-index; -1 means None, which lands on the None we append to the table (Python negative indexing).
+"""Typed events from the JVM side, as the live model and the controllers see them, and the batch that
+carries them. ``jvm.wire`` decodes them from the plugin's compact binary batches.
 """
 
 from __future__ import annotations
 
 import enum
-import struct
 from dataclasses import dataclass, field
-
-WIRE_MAGIC = 0x52524231  # "RRB1"
-WIRE_VERSION = 2
-
-(
-    WIRE_APP_START,
-    WIRE_APP_END,
-    WIRE_JOB_START,
-    WIRE_JOB_END,
-    WIRE_STAGE_SUBMITTED,
-    WIRE_STAGE_COMPLETED,
-    WIRE_TASK_START,
-    WIRE_TASK_END,
-    WIRE_EXECUTOR_ADDED,
-    WIRE_EXECUTOR_REMOVED,
-    WIRE_BLOCK_MANAGER_REMOVED,
-    WIRE_SHUFFLE_REGISTERED,
-    WIRE_SHUFFLE_REMOVED,
-    WIRE_MAP_OUTPUT_COMMITTED,
-    WIRE_EXECUTOR_PLUGIN_STARTED,
-    WIRE_MAP_OUTPUT_RETAINED,
-    WIRE_MAP_OUTPUT_ADOPTED,
-    WIRE_MAP_OUTPUT_UNREGISTERED,
-    WIRE_RETAINED_FILES_DELETED,
-    WIRE_MAP_OUTPUT_RELEASED,
-    WIRE_MAP_OUTPUT_COMPARED,
-    WIRE_MAP_OUTPUT_REFUSED,
-    WIRE_JOB_RECOVERY_DECIDED,
-) = range(1, 24)
-
-
-class CorruptBatchError(ValueError):
-    """A batch from the JVM could not be decoded (version mismatch between jar and package, or a bug)."""
 
 
 class TaskEndReason(enum.IntEnum):
@@ -216,7 +179,7 @@ class MapOutputCommitted:
     """Reported by the shuffle IO hook on the executor once a map output's files are committed.
 
     The last fields are the evidence of its content the changed-output guard compares when the
-    output is recomputed (control.consistency.compare_outputs).
+    output is recomputed (control.changed_outputs.compare_outputs).
     """
 
     time: int
@@ -334,7 +297,7 @@ class JobRecoveryDecided:
 
 
 class Outcome(enum.IntEnum):
-    """What the driver's changed-output guard concluded about a recomputed output (consistency.Verdict)."""
+    """What the driver's changed-output guard concluded about a recomputed output (control.changed_outputs.Verdict)."""
 
     SAME = 0
     CHANGED = 1
@@ -390,138 +353,3 @@ class Batch:
     first_seq: int
     dropped_total: int  # events the JVM buffer dropped since the application started
     events: list
-
-
-# Fixed layouts after the 1-byte code: ">q" time, then the fields; "i" slots marked S are strings.
-_S = "S"
-_LAYOUTS = {
-    WIRE_APP_START: (AppStart, "q" + "iii", (1, 2, 3)),
-    WIRE_APP_END: (AppEnd, "q" + "i", ()),
-    WIRE_JOB_END: (JobEnd, "q" + "i?i", (3,)),
-    WIRE_STAGE_SUBMITTED: (StageSubmitted, "q" + "iiii", ()),
-    WIRE_STAGE_COMPLETED: (StageCompleted, "q" + "iiiii", (5,)),
-    WIRE_TASK_START: (TaskStart, "q" + "iiqiiii?", (6, 7)),
-    WIRE_TASK_END: (TaskEnd, "q" + "iiqiiii??qqqbiqiiiiii??", (6, 7, 18, 19, 20, 21)),
-    WIRE_EXECUTOR_ADDED: (ExecutorAdded, "q" + "iii", (1, 2)),
-    WIRE_EXECUTOR_REMOVED: (ExecutorRemoved, "q" + "ii", (1, 2)),
-    WIRE_BLOCK_MANAGER_REMOVED: (BlockManagerRemoved, "q" + "iii", (1, 2)),
-    WIRE_SHUFFLE_REGISTERED: (ShuffleRegistered, "q" + "i", ()),
-    WIRE_SHUFFLE_REMOVED: (ShuffleRemoved, "q" + "i?", ()),
-    WIRE_MAP_OUTPUT_COMMITTED: (MapOutputCommitted, "q" + "iqiiiiqiiqqiqqii", (5, 6)),
-    WIRE_EXECUTOR_PLUGIN_STARTED: (ExecutorPluginStarted, "q" + "iiq", (1, 2)),
-    WIRE_MAP_OUTPUT_RETAINED: (MapOutputRetained, "q" + "iqiiiqiq", (4, 5)),
-    WIRE_MAP_OUTPUT_ADOPTED: (MapOutputAdopted, "q" + "iqiiiiqq", (4, 5, 6)),
-    WIRE_MAP_OUTPUT_UNREGISTERED: (MapOutputUnregistered, "q" + "iqiii", (4, 5)),
-    WIRE_RETAINED_FILES_DELETED: (RetainedFilesDeleted, "q" + "iiiqi", (1, 2, 5)),
-    WIRE_MAP_OUTPUT_RELEASED: (MapOutputReleased, "q" + "iqiiiqi", (4, 5, 7)),
-    WIRE_MAP_OUTPUT_REFUSED: (MapOutputRefused, "q" + "iqiiiii", (4, 7)),
-    WIRE_JOB_RECOVERY_DECIDED: (JobRecoveryDecided, "q" + "iiiiiiiiq", (1, 2, 3, 4, 5)),
-}
-_STRUCTS = {code: (cls, struct.Struct(">" + fmt), strs) for code, (cls, fmt, strs) in _LAYOUTS.items()}
-_HEADER = struct.Struct(">iHqqi")
-_NO_EXIT_CODE = -(2**31)  # the listener's Int.MinValue: Spark reported no exit code
-_INT = struct.Struct(">i")
-_JOB_HEAD = struct.Struct(">qiqii")
-_STAGE_HEAD = struct.Struct(">iiiiib?i")
-_COMPARED = struct.Struct(">qiiqqbbiiqqqiiiqi")
-
-
-def decode_batch(data: bytes) -> Batch:
-    """Decodes one batch; raises CorruptBatchError on anything malformed or truncated."""
-    try:
-        return _decode(memoryview(data))
-    except (struct.error, IndexError, KeyError, ValueError, UnicodeDecodeError) as e:
-        if isinstance(e, CorruptBatchError):
-            raise
-        raise CorruptBatchError(f"cannot decode event batch of {len(data)} bytes: {e}") from e
-
-
-def _decode(buf: memoryview) -> Batch:
-    magic, version, first_seq, dropped, n_strings = _HEADER.unpack_from(buf, 0)
-    if magic != WIRE_MAGIC or version != WIRE_VERSION:
-        raise CorruptBatchError(
-            f"event batch has magic {magic:#x} version {version}, expected {WIRE_MAGIC:#x} version "
-            f"{WIRE_VERSION}: the plugin jar and the Python package are of different versions"
-        )
-    off = _HEADER.size
-    strings: list = []
-    unpack_int = _INT.unpack_from
-    for _ in range(n_strings):
-        (n,) = unpack_int(buf, off)
-        off += 4
-        strings.append(str(buf[off : off + n], "utf-8"))
-        off += n
-    strings.append(None)  # index -1 -> None
-    (n_events,) = unpack_int(buf, off)
-    off += 4
-    events = []
-    append = events.append
-    structs = _STRUCTS
-    for _ in range(n_events):
-        code = buf[off]
-        off += 1
-        if code == WIRE_JOB_START:
-            ev, off = _decode_job_start(buf, off, strings)
-            append(ev)
-            continue
-        if code == WIRE_MAP_OUTPUT_COMPARED:
-            append(_decode_compared(_COMPARED.unpack_from(buf, off), strings))
-            off += _COMPARED.size
-            continue
-        cls, st, str_slots = structs[code]
-        values = st.unpack_from(buf, off)
-        off += st.size
-        if code == WIRE_APP_END and values[1] == _NO_EXIT_CODE:
-            values = (values[0], None)
-        if str_slots:
-            values = list(values)
-            for i in str_slots:
-                values[i] = strings[values[i]]
-        append(cls(*values))
-    if off != len(buf):
-        raise CorruptBatchError(f"event batch has {len(buf) - off} trailing bytes")
-    return Batch(first_seq, dropped, events)
-
-
-def _decode_job_start(buf: memoryview, off: int, strings: list):
-    time, job_id, sql_id, group, n_stages = _JOB_HEAD.unpack_from(buf, off)
-    off += _JOB_HEAD.size
-    stages = []
-    for _ in range(n_stages):
-        sid, att, name, ntasks, shuffle, det, barrier, npar = _STAGE_HEAD.unpack_from(buf, off)
-        off += _STAGE_HEAD.size
-        parents = struct.unpack_from(f">{npar}i", buf, off)
-        off += 4 * npar
-        stages.append(
-            StageMeta(
-                sid, att, strings[name], ntasks, None if shuffle < 0 else shuffle, Determinism(det), barrier, parents
-            )
-        )
-    return JobStart(time, job_id, None if sql_id < 0 else sql_id, strings[group], stages), off
-
-
-def _ints(text: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x) if text else ()
-
-
-def _decode_compared(v: tuple, strings: list) -> MapOutputCompared:
-    (time, sid, index, old, new, det, outcome, basis, detail, before, after, row, down, results, jobs, trusted, why) = v
-    return MapOutputCompared(
-        time,
-        sid,
-        index,
-        old,
-        new,
-        Determinism(det),
-        Outcome(outcome),
-        strings[basis],
-        strings[detail],
-        before,
-        after,
-        row,
-        _ints(strings[down]),
-        _ints(strings[results]),
-        _ints(strings[jobs]),
-        trusted,
-        strings[why],
-    )

@@ -71,7 +71,7 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
     file; executors then get it through Spark's own distribution of dependency jars.
     """
     # The SQL extension and listener let a restarted DataFrame action reuse the shuffles its failed
-    # attempt wrote (see controller.py); both are inert outside rr.run.
+    # attempt wrote (see control/job_restarts.py); both are inert outside rr.run.
     wanted: dict[str, str] = {
         "spark.plugins": PLUGIN_CLASS,
         "spark.sql.extensions": SQL_EXTENSION_CLASS,
@@ -113,14 +113,15 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
     return out
 
 
-def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
-    """Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings to a SparkSession.Builder.
+def add_plugin_settings(builder, use_packages: bool = False, shuffle_io: bool = True):
+    """Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings to a SparkSession.Builder
+    (the settings half of ``region_recovery.configure``).
 
     Settings the user already made, on the builder or beneath it (spark-defaults.conf, spark-submit's
     --conf: see inherited_conf), are left alone; list-valued keys (spark.plugins, spark.jars,
-    spark.sql.extensions, class paths) get our entry appended to their effective value. Unless set, retained outputs are ``auto`` (hard links only,
-    off where a copy would be needed) with a cap of ``DEFAULT_RETAINED_CAP`` per host. Installs the
-    hook that tells job recovery what code each Python function reaches (jobrecovery.code_identity).
+    spark.sql.extensions, class paths) get our entry appended to their effective value. Unless set,
+    retained outputs are ``auto`` (hard links only, off where a copy would be needed) with a cap of
+    ``DEFAULT_RETAINED_CAP`` per host.
     Returns the same builder, for chaining.
     """
     options = getattr(builder, "_options", None)
@@ -138,8 +139,4 @@ def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
     existing = {**inherited_settings(), **{k: str(v) for k, v in options.items()}}
     for key, value in spark_settings(existing, use_packages=use_packages, shuffle_io=shuffle_io).items():
         builder.config(key, value)
-    # job recovery needs to know the code every Python function reaches, found when PySpark pickles it
-    from ..jobrecovery import code_identity
-
-    code_identity.install()
     return builder

@@ -10,170 +10,26 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 from ..jvm import events as ev
 from ..jvm.events import Determinism, TaskEndReason
-from .executors import ExecutorLoss, classify_executor_loss
-from .retention import Adoption, RetentionTracking
+from .entities import (
+    ExecutorState,
+    Failure,
+    Job,
+    MapOutput,
+    OutputEvidence,
+    Recomputation,
+    Shuffle,
+    Stage,
+    StageAttempt,
+)
+from .executors import classify_executor_loss
+from .retained import RetainedOutput, RetainedOutputs
 
 
-@dataclass
-class ExecutorState:
-    executor_id: str
-    host: str | None
-    cores: int = 0
-    pid: int | None = None
-    alive: bool = True
-    added_time: int | None = None
-    removed_time: int | None = None
-    loss: ExecutorLoss | None = None
-    removals: int = 0  # how many ExecutorRemoved events Spark posted (duplicates happen)
-
-
-@dataclass(frozen=True)
-class OutputEvidence:
-    """What the shuffle IO hook reported about a map output's content (control.consistency compares it)."""
-
-    map_id: int
-    bytes: int
-    records: int = -1  # order-independent, blind to a change that keeps the count
-    checksums: int = 0  # how many per-partition checksums Spark gave (0: checksums off)
-    checksum_digest: int = 0  # of Spark's per-partition checksums: order-dependent
-    lengths_digest: int = 0  # of the per-partition (compressed) lengths: order-dependent under compression
-
-    @classmethod
-    def of(cls, e: ev.MapOutputCommitted) -> OutputEvidence:
-        return cls(e.map_id, e.bytes, e.records, e.checksums, e.checksum_digest, e.lengths_digest)
-
-
-@dataclass
-class MapOutput:
-    """One blocking result partition: the output of map task `map_index` of a shuffle."""
-
-    shuffle_id: int
-    map_index: int
-    map_id: int  # = the task attempt id that wrote it
-    executor_id: str | None
-    host: str | None
-    bytes: int
-    stage_attempt: int
-    task_attempt: int
-    available: bool = True
-    lost_reason: str | None = None
-    computations: int = 1  # 1 = computed once; more = recomputed after a loss or a retry
-    committed_bytes: int | None = None  # confirmed by the shuffle IO hook
-    evidence: OutputEvidence | None = None  # its content, as the shuffle IO hook reported it
-    records: int = -1  # records written, as the task's metrics say
-    retained_bytes: int | None = None  # kept in the retained directory (survives the executor)
-    retained_checksum: int | None = None
-    adopted_from: str | None = None  # the lost executor whose retained copy this executor serves
-
-
-@dataclass
-class Recomputation:
-    shuffle_id: int
-    map_index: int
-    lost_on: str | None
-    lost_reason: str | None
-    recomputed_on: str | None
-    time: int
-    bytes_before: int = -1  # shuffle bytes the lost output had, and the recomputed one has
-    bytes_after: int = -1
-    map_id_before: int = -1  # the task that wrote the replaced output, and the recomputing task
-    map_id_after: int = -1
-    evidence_before: OutputEvidence | None = None
-    evidence_after: OutputEvidence | None = None
-    records_before: int = -1  # from the tasks' metrics (also without the shuffle IO hook)
-    records_after: int = -1
-
-
-@dataclass
-class Shuffle:
-    shuffle_id: int
-    num_maps: int = 0
-    determinism: Determinism = Determinism.DETERMINATE
-    barrier: bool = False
-    stage_ids: set[int] = field(default_factory=set)
-    registered: bool = False  # seen by the shuffle IO driver component
-    removed: bool = False
-    outputs: dict[int, MapOutput] = field(default_factory=dict)
-    recomputations: list[Recomputation] = field(default_factory=list)
-    adoptions: list[Adoption] = field(default_factory=list)
-    # retention reports that overtook their TaskEnd, by map id (bytes, checksum)
-    pending_retained: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
-    # commit reports that overtook their TaskEnd, by map id
-    pending_commits: dict[int, OutputEvidence] = field(default_factory=dict, repr=False)
-
-    def available_count(self) -> int:
-        return sum(1 for o in self.outputs.values() if o.available)
-
-    def missing(self) -> list[int]:
-        return [i for i in range(self.num_maps) if not (i in self.outputs and self.outputs[i].available)]
-
-
-@dataclass
-class StageAttempt:
-    attempt: int
-    num_tasks: int
-    status: str = "running"  # running | succeeded | failed
-    failure_reason: str | None = None
-    submitted_time: int | None = None
-    completed_time: int | None = None
-    tasks_started: int = 0
-    tasks_succeeded: int = 0
-    tasks_failed: int = 0
-
-
-@dataclass
-class Stage:
-    stage_id: int
-    name: str | None
-    shuffle_id: int | None
-    num_tasks: int
-    parents: tuple[int, ...]
-    determinism: Determinism
-    barrier: bool
-    job_ids: set[int] = field(default_factory=set)
-    attempts: dict[int, StageAttempt] = field(default_factory=dict)
-
-    @property
-    def skipped(self) -> bool:
-        return not self.attempts
-
-
-@dataclass
-class Failure:
-    """Something went wrong: a failed task, a fetch failure, a lost executor, a failed stage attempt."""
-
-    time: int
-    kind: str  # task | fetch-failed | executor-lost | stage | job
-    message: str | None
-    stage_id: int | None = None
-    stage_attempt: int | None = None
-    partition: int | None = None
-    task_id: int | None = None
-    executor_id: str | None = None
-    exception_class: str | None = None
-    reason: str | None = None  # TaskEndReason name / executor LossKind
-    shuffle_id: int | None = None
-    map_index: int | None = None
-
-
-@dataclass
-class Job:
-    job_id: int
-    stage_ids: list[int]
-    submitted_time: int
-    sql_execution_id: int | None = None
-    job_group: str | None = None
-    status: str = "running"  # running | succeeded | failed
-    completed_time: int | None = None
-    error: str | None = None
-    failures: list[Failure] = field(default_factory=list)
-
-
-class LiveModel(RetentionTracking):
+class LiveModel:
     """Jobs, stages, shuffles with per-map-output location and availability, executors, failures."""
 
     def __init__(self) -> None:
@@ -192,7 +48,7 @@ class LiveModel(RetentionTracking):
         self.map_tasks_started = 0
         self.tasks_ended = 0
         self.duplicate_executor_removals = 0
-        self._init_retention()
+        self._retained = RetainedOutputs()  # retained outputs on disk, releases, deletions
         self._outputs_by_executor: dict[str, set[tuple[int, int]]] = {}
         self._handlers: dict[type, Callable] = {
             ev.AppStart: self._app_start,
@@ -210,12 +66,16 @@ class LiveModel(RetentionTracking):
             ev.ShuffleRemoved: self._shuffle_removed,
             ev.MapOutputCommitted: self._map_output_committed,
             ev.ExecutorPluginStarted: self._executor_plugin_started,
-            # decisions of the driver's changed-output guard: recorded by control.consistency
+            # decisions of the driver's changed-output guard: recorded by control.changed_outputs
             ev.MapOutputCompared: lambda e: None,
             ev.MapOutputRefused: lambda e: None,
             # job recovery's decisions: rr.job_recovery() and the report read them from the driver
             ev.JobRecoveryDecided: lambda e: None,
-            **self._retention_handlers(),
+            ev.MapOutputRetained: lambda e: self._retained.retained(e, self._shuffle(e.shuffle_id)),
+            ev.MapOutputAdopted: self._map_output_adopted,
+            ev.MapOutputUnregistered: lambda e: self._retained.unregistered(e, self.shuffles.get(e.shuffle_id)),
+            ev.RetainedFilesDeleted: lambda e: self._retained.deleted(e, self.shuffles),
+            ev.MapOutputReleased: lambda e: self._retained.released(e, self.shuffles.get(e.shuffle_id)),
         }
 
     # ---- feeding -------------------------------------------------------------------------
@@ -248,6 +108,29 @@ class LiveModel(RetentionTracking):
         """Runs fn(model) under the lock, for a consistent read while events keep arriving."""
         with self._cond:
             return fn(self)
+
+    @property
+    def retained(self) -> dict[tuple[int, int], RetainedOutput]:
+        """Retained outputs on disk now, by (shuffle id, map id)."""
+        return self._retained.on_disk
+
+    @property
+    def retained_series(self) -> list[list[int]]:
+        """Retained bytes over time: [time ms, bytes, outputs] after each change, one point per second."""
+        return self._retained.series
+
+    @property
+    def releases(self) -> list[ev.MapOutputReleased]:
+        return self._retained.releases
+
+    @property
+    def retained_deletions(self) -> list[ev.RetainedFilesDeleted]:
+        return self._retained.deletions
+
+    def retained_bytes(self) -> dict:
+        """Retained bytes on disk now, per host, executor and shuffle, from the retention events."""
+        with self._cond:
+            return self._retained.summary()
 
     def live_executors(self) -> list[str]:
         with self._cond:
@@ -326,9 +209,7 @@ class LiveModel(RetentionTracking):
 
     def _app_end(self, e: ev.AppEnd) -> None:
         self.app_ended = True
-        self.retained.clear()  # the plugin deletes the application's retained files as it stops
-        self._retained_total = 0
-        self._retained_point(e.time)
+        self._retained.app_ended(e.time)
 
     def _job_start(self, e: ev.JobStart) -> None:
         job = Job(e.job_id, [s.stage_id for s in e.stages], e.time, e.sql_execution_id, e.job_group)
@@ -480,13 +361,18 @@ class LiveModel(RetentionTracking):
     def _shuffle_removed(self, e: ev.ShuffleRemoved) -> None:
         sh = self._shuffle(e.shuffle_id)
         sh.removed = True
-        for key in [k for k in self.retained if k[0] == e.shuffle_id]:
-            self._drop_retained(key)
-        if self.retained_series:
-            self._retained_point(e.time)
+        self._retained.shuffle_removed(e.shuffle_id, e.time)
         for o in sh.outputs.values():
             if o.available:
                 o.available, o.lost_reason = False, "shuffle removed"
+
+    def _map_output_adopted(self, e: ev.MapOutputAdopted) -> None:
+        sh = self._shuffle(e.shuffle_id)
+        out = sh.outputs.get(e.map_index)
+        if out is not None and out.map_id == e.map_id:  # the adopter serves it from now on
+            self._outputs_by_executor.get(out.executor_id, set()).discard((e.shuffle_id, e.map_index))
+            self._outputs_by_executor.setdefault(e.to_executor, set()).add((e.shuffle_id, e.map_index))
+        self._retained.adopted(e, sh)
 
     def _map_output_committed(self, e: ev.MapOutputCommitted) -> None:
         sh = self._shuffle(e.shuffle_id)
@@ -565,7 +451,7 @@ class LiveModel(RetentionTracking):
         self._outputs_by_executor.setdefault(e.executor_id, set()).add((shuffle_id, e.partition))
 
     def lose_shuffle(self, shuffle_id: int, reason: str) -> None:
-        """Marks every output of a shuffle unavailable: the controller unregistered them itself."""
+        """Marks every output of a shuffle unavailable: Python unregistered them itself (jvm.commands)."""
         with self._cond:
             for index in list(self.shuffles.get(shuffle_id, Shuffle(shuffle_id)).outputs):
                 self._lose_output(shuffle_id, index, reason)

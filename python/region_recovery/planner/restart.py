@@ -14,9 +14,8 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..config import RecoveryConfig
 from .classify import FailureKind
@@ -353,12 +352,3 @@ def create_restart_strategy(
     if kind == "none":
         return NoRestart()
     raise ValueError(f"unknown restart strategy {kind!r}")
-
-
-# The names before 0.2, kept for existing callers.
-from_config = create_restart_strategy
-
-
-def from_conf(conf: Mapping[str, Any], clock: Clock | None = None, rng: random.Random | None = None) -> RestartStrategy:
-    """Former name of ``create_restart_strategy(RecoveryConfig.parse(conf))``."""
-    return create_restart_strategy(RecoveryConfig.parse(conf), clock, rng)

@@ -8,7 +8,6 @@ must never signal someone else's process.
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import signal
@@ -138,17 +137,6 @@ def wait_gone(pid: int, timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.1)
     return False
-
-
-def delete_map_output(local_dirs: list[str], shuffle_id: int, map_id: int) -> list[str]:
-    """Deletes one map output's files (data, index, checksum) under the given local dirs."""
-    pattern = f"shuffle_{shuffle_id}_{map_id}_0.*"
-    found = [p for d in local_dirs for p in glob.glob(os.path.join(d, "**", pattern), recursive=True)]
-    if not found:
-        raise FaultError(f"no files of shuffle {shuffle_id} map {map_id} under {local_dirs}")
-    for p in found:
-        os.remove(p)
-    return found
 
 
 def transient_failure(state_dir: str, partitions, times: int, gate: str | None = None, gate_timeout_s: float = 120.0):

@@ -1,529 +1,25 @@
-"""Configuration keys under ``spark.regionRecovery.``: registry, parsers and validation.
-
-Restart-strategy keys keep Flink's names, values, aliases and defaults after the prefix, so Flink
-users can copy their settings. Durations accept Flink's and Spark's syntax. Bad configuration must
-fail at start with an error that names the key, the value and what is accepted (``ConfigError``).
-
-Each key is a ``ConfigKey`` in a small registry; other modules add their own keys with
-``register``. An unknown key inside a namespace that is fully registered (see
-``register_namespace``) is a typo and an error; any other unknown key under the prefix is logged as
-a warning (logger ``region_recovery``) with the closest known key, as the plugin logs it when the
-driver starts.
-"""
+"""Every ``spark.regionRecovery.*`` key, declared once: type, default, accepted values, documentation,
+section of docs/configuration.md, and which side reads it. The plugin declares the same keys
+(``config/ConfigKeys.scala``); tests/contract proves the two agree."""
 
 from __future__ import annotations
 
-import difflib
-import logging
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from .errors import RegionRecoveryError
-
-__all__ = [
-    "PREFIX",
-    "ConfigError",
-    "ConfigKey",
-    "RecoveryConfig",
-    "parse_bool",
-    "parse_bytes",
-    "parse_duration_ms",
-    "parse_int",
-    "read",
-    "register",
-    "register_namespace",
-    "registered_keys",
-    "validate",
-]
-
-PREFIX = "spark.regionRecovery."
-
-log = logging.getLogger("region_recovery")
-
-
-class ConfigError(ValueError, RegionRecoveryError):
-    """Invalid configuration; ``key`` and ``value`` name what was wrong.
-
-    A ValueError, as it always was (handlers of ValueError keep working), and a RegionRecoveryError,
-    like every error this package raises on purpose.
-    """
-
-    def __init__(self, message: str, key: str | None = None, value: object = None) -> None:
-        super().__init__(message)
-        self.key = key
-        self.value = value
-
-
-# ---------------------------------------------------------------------- value parsers
-# Parsers take the raw text and raise ValueError with a short reason; ConfigKey.read adds the key,
-# the value and the accepted forms.
-
-_MS_PER_UNIT = {
-    **dict.fromkeys(["", "ms", "milli", "millis", "millisecond", "milliseconds"], 1),
-    **dict.fromkeys(["s", "sec", "secs", "second", "seconds"], 1_000),
-    **dict.fromkeys(["m", "min", "mins", "minute", "minutes"], 60_000),
-    **dict.fromkeys(["h", "hour", "hours"], 3_600_000),
-    **dict.fromkeys(["d", "day", "days"], 86_400_000),
-}
-_BYTES_PER_UNIT = {
-    **dict.fromkeys(["", "b", "byte", "bytes"], 1),
-    **dict.fromkeys(["k", "kb", "kib", "kibibyte", "kibibytes"], 1 << 10),
-    **dict.fromkeys(["m", "mb", "mib", "mebibyte", "mebibytes"], 1 << 20),
-    **dict.fromkeys(["g", "gb", "gib", "gibibyte", "gibibytes"], 1 << 30),
-    **dict.fromkeys(["t", "tb", "tib", "tebibyte", "tebibytes"], 1 << 40),
-    **dict.fromkeys(["p", "pb", "pib", "pebibyte", "pebibytes"], 1 << 50),
-}
-# ASCII only, like the plugin's parsers (Java's \d and \s are ASCII): Python's \d and int() also
-# take other scripts' digits, so '10\u0663s' would be read as 103 s on this side only.
-_AMOUNT = re.compile(r"(\d+)\s*([A-Za-z]*)", re.ASCII)
-_INT = re.compile(r"[+-]?\d+", re.ASCII)
-_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?", re.ASCII)
-# What Java's String.trim removes (code points up to the space), so that both sides trim alike.
-_TRIMMED = "".join(map(chr, range(0x21)))
-# Flink's bounds: durations and sizes are a long of milliseconds or bytes; ints are Java ints.
-_LONG_MAX = (1 << 63) - 1
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
-
-DURATION_FORMS = (
-    "a whole number with a unit ms, s, min, h or d (e.g. '10 s', '1min', '500ms'); a bare number means milliseconds"
+from .parsers import (
+    DURATION_FORMS,
+    parse_attempts_or_unlimited,
+    parse_duration_ms,
+    parse_jitter,
+    parse_job_id,
+    parse_multiplier,
+    parse_path,
+    parse_setting_names,
+    parse_uri,
 )
-BYTES_FORMS = (
-    "a whole number with a binary unit b, k/kb/KiB, m/mb/MiB, g/gb/GiB, t/tb/TiB or p/pb/PiB, any case "
-    "(e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
-)
-
-
-_SHOWN = 80  # characters of a value an error message repeats
-
-
-def _cut(text: str) -> str:
-    """``text``, or its first 80 characters and its length: a 1 MB value must not make a 1 MB message."""
-    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
-
-
-def _shown(value: object) -> str:
-    """A value quoted for a message, cut like ``_cut``."""
-    text = str(value)
-    return repr(text) if len(text) <= _SHOWN else f"{text[:_SHOWN]!r}... ({len(text)} characters)"
-
-
-def _trim(text: str) -> str:
-    return text.strip(_TRIMMED)
-
-
-def _clean(text: str) -> str:
-    return _trim(text).lower()
-
-
-def _whole(digits: str, limit: int) -> int | None:
-    """The value of ASCII ``digits`` if at most ``limit``, else None (int() refuses over 4300 digits)."""
-    significant = digits.lstrip("0")
-    if len(significant) > len(str(limit)):
-        return None
-    value = int(significant or "0")
-    return value if value <= limit else None
-
-
-def _amount(text: str, units: Mapping[str, int], what: str, unit_name: str) -> int:
-    trimmed = _trim(text)
-    if trimmed.startswith("-"):
-        raise ValueError(f"a {what} cannot be negative")
-    match = _AMOUNT.fullmatch(trimmed)
-    if match is None:
-        raise ValueError(f"not a {what}")
-    number, unit = match.group(1), match.group(2).lower()  # lowered once known ASCII ('\u212a' lowers to 'k')
-    if unit not in units:
-        raise ValueError(f"unknown {what} unit {_shown(unit)}")
-    value = _whole(number, _LONG_MAX // units[unit])
-    if value is None:
-        raise ValueError(f"the {what} is too large: at most {_LONG_MAX} {unit_name}")
-    return value * units[unit]
-
-
-def parse_duration_ms(text: str) -> int:
-    """Milliseconds from a Flink or Spark duration: '10 s', '1 min', '10000 ms', '10s', '2h', '1d', '500'."""
-    return _amount(text, _MS_PER_UNIT, "duration", "ms")
-
-
-def parse_bytes(text: str) -> int:
-    """Bytes from a Spark/Flink size: '64m', '1g', '512 MiB', '2 kb', '1024' (bytes); units are binary."""
-    return _amount(text, _BYTES_PER_UNIT, "size", "bytes")
-
-
-def parse_bool(text: str) -> bool:
-    """'true' or 'false', any case (what Spark and Flink accept)."""
-    cleaned = _clean(text)
-    if cleaned not in ("true", "false"):
-        raise ValueError("not a boolean")
-    return cleaned == "true"
-
-
-def parse_int(text: str) -> int:
-    """A 32-bit integer (the plugin reads these keys as Java ints), with an optional sign."""
-    cleaned = _trim(text)
-    if _INT.fullmatch(cleaned) is None:
-        raise ValueError("not an integer")
-    negative = cleaned.startswith("-")
-    magnitude = _whole(cleaned.lstrip("+-"), -_INT_MIN if negative else _INT_MAX)
-    if magnitude is None:
-        raise ValueError(f"the integer is out of range: {_INT_MIN} to {_INT_MAX}")
-    return -magnitude if negative else magnitude
-
-
-def _parse_float(text: str) -> float:
-    cleaned = _clean(text)
-    if _FLOAT.fullmatch(cleaned) is None:
-        raise ValueError("not a number")
-    return float(cleaned)
-
-
-def _at_least(parse: Callable[[str], Any], minimum: float) -> Callable[[str], Any]:
-    def parse_checked(text: str) -> Any:
-        value = parse(text)
-        if value < minimum:
-            raise ValueError(f"must be at least {minimum}")
-        return value
-
-    return parse_checked
-
-
-def _choice(aliases: Mapping[str, str]) -> Callable[[str], str]:
-    """Case-insensitive choice mapping every alias to its canonical value."""
-
-    def parse_choice(text: str) -> str:
-        value = aliases.get(_clean(text))
-        if value is None:
-            raise ValueError("unknown value")
-        return value
-
-    return parse_choice
-
-
-def _parse_path(text: str) -> str:
-    """An absolute path; empty means the default root (as unset)."""
-    path = _trim(text)
-    if path and not path.startswith("/"):
-        raise ValueError("not an absolute path")
-    return path
-
-
-_SETTING_NAME = re.compile(r"[A-Za-z0-9._-]+[*]?")
-
-
-def _parse_setting_names(text: str) -> list[str]:
-    """Setting names or prefixes ending in '*', comma-separated; empty means none."""
-    names = [_trim(n) for n in text.split(",")]
-    if names == [""]:
-        return []
-    for name in names:
-        if not _SETTING_NAME.fullmatch(name) or not name.isascii():
-            raise ValueError(f"not a setting name: {_shown(name)}")
-    return names
-
-
-_JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
-_URI_WITH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:.+")
-
-
-def _parse_job_id(text: str) -> str:
-    """A job identifier (it names a directory) or a code version; empty means unset."""
-    job_id = _trim(text)
-    if job_id and (not _JOB_ID.fullmatch(job_id) or job_id in (".", "..")):
-        raise ValueError("not a name: 1 to 128 letters, digits, '.', '_' or '-'")
-    return job_id
-
-
-def _parse_uri(text: str) -> str:
-    """A Hadoop FileSystem URI (scheme:...) or an absolute local path; empty means the default."""
-    uri = _trim(text)
-    if uri and not uri.startswith("/") and not _URI_WITH_SCHEME.fullmatch(uri):
-        raise ValueError("not an absolute path or a URI with a scheme")
-    return uri
-
-
-def _parse_multiplier(text: str) -> float:
-    value = _parse_float(text)
-    if value <= 1:
-        raise ValueError("must be greater than 1")
-    return value
-
-
-def _parse_jitter(text: str) -> float:
-    value = _parse_float(text)
-    if not 0 <= value <= 1:
-        raise ValueError("must be between 0 and 1")
-    return value
-
-
-def _parse_attempts_or_unlimited(text: str) -> int | None:
-    if _clean(text) in ("infinite", "unlimited"):
-        return None
-    return _at_least(parse_int, 1)(text)
-
-
-# ---------------------------------------------------------------------- registry
-
-TYPES = ("boolean", "int", "duration", "bytes", "double", "choice", "int-or-unlimited", "path", "job-id", "uri")
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    """One configuration key, declared once: name, type, default, accepted values and documentation.
-
-    The plugin's Scala declarations (io.regionrecovery.spark.config) must agree with these; a test
-    runs the plugin's ConfigContract and compares them key by key, value by value.
-    """
-
-    name: str
-    default: Any
-    parse: Callable[[str], Any]
-    accepted: str
-    doc: str
-    default_text: str
-    deprecated_names: tuple[str, ...] = ()
-    type: str = "string"
-    minimum: float | None = None
-    choices: Mapping[str, str] | None = None
-    read_by: str = "python"  # "python", "jvm" or "both": which side acts on it (both declare it)
-    section: str = ""
-
-    def read(self, conf: Mapping[str, Any]) -> Any:
-        """The parsed value (the current name wins over deprecated ones), or the default.
-
-        Every name that is set is parsed: a bad value under a deprecated name is an error even when the
-        current name is set too (it would otherwise go unnoticed until the current one is removed).
-        """
-        values = [self._parse(name, conf[name]) for name in (self.name, *self.deprecated_names) if name in conf]
-        return values[0] if values else self.default
-
-    def _parse(self, name: str, raw: Any) -> Any:
-        try:
-            return self.parse(str(raw))
-        except ValueError as error:
-            raise ConfigError(
-                f"Invalid value {_shown(raw)} for {name}: {error}. Accepted: {self.accepted}.", key=name, value=raw
-            ) from None
-
-    def describe(self) -> dict[str, Any]:
-        """The declaration as the cross-language contract states it (snake_case, like every JSON here)."""
-        return {
-            "key": self.name,
-            "type": self.type,
-            "default": self.default_text,
-            "choices": dict(self.choices) if self.choices is not None else None,
-            "minimum": self.minimum,
-            "accepted": self.accepted,
-            "doc": self.doc,
-            "deprecated_names": list(self.deprecated_names),
-            "read_by": self.read_by,
-        }
-
-
-_REGISTRY: dict[str, ConfigKey] = {}
-_NAMESPACES: list[str] = []
-
-
-def register(key: ConfigKey) -> ConfigKey:
-    """Add a key to the registry (validation, ``read``, documentation); names must be unique."""
-    for name in (key.name, *key.deprecated_names):
-        if name in _REGISTRY or any(name in k.deprecated_names for k in _REGISTRY.values()):
-            raise ValueError(f"configuration key {name} is already registered")
-    _REGISTRY[key.name] = key
-    return key
-
-
-def register_namespace(prefix: str) -> None:
-    """Declare every key starting with ``prefix`` registered, so unknown ones are typos."""
-    if prefix not in _NAMESPACES:
-        _NAMESPACES.append(prefix)
-
-
-def registered_keys() -> list[ConfigKey]:
-    return list(_REGISTRY.values())
-
-
-def read(conf: Mapping[str, Any], name: str) -> Any:
-    """Parsed value of the registered key ``name`` in ``conf``."""
-    return _REGISTRY[name].read(conf)
-
-
-def _known_names() -> list[str]:
-    return sorted(name for key in _REGISTRY.values() for name in (key.name, *key.deprecated_names))
-
-
-def _suggestion(name: str, known: list[str]) -> str:
-    """' Did you mean <the closest known name>?', or ''. The plugin computes the same (ConfigKeys.closeMatch).
-
-    Compared without the prefix, which every name shares (with it, any key looks close to some key).
-    """
-    short = {k.removeprefix(PREFIX): k for k in known}
-    word = name.removeprefix(PREFIX)
-    close = difflib.get_close_matches(word, list(short), n=1) if len(word) < 200 else []  # no typo is that long
-    return f" Did you mean {short[close[0]]}?" if close else ""
-
-
-def unknown_key_warning(name: str, value: Any) -> str:
-    """The warning for an unknown key under the prefix, word for word what the plugin logs."""
-    known = _known_names()
-    groups = ", ".join(sorted({n.removeprefix(PREFIX).split(".")[0] for n in known}))
-    return (
-        f"Unknown configuration key {_cut(name)} (value {_shown(value)}) is ignored.{_suggestion(name, known)} "
-        f"Known keys start with {PREFIX} and one of: {groups} (`region-recovery config` lists them)."
-    )
-
-
-def validate(conf: Mapping[str, Any]) -> None:
-    """Check every key under the prefix: raise ConfigError for an unknown key in a registered namespace
-    or an unparsable value (under a deprecated name too), log a warning for any other unknown key."""
-    known = _known_names()
-    for name in conf:
-        if name in known or not name.startswith(PREFIX):
-            continue
-        namespace = next((p for p in _NAMESPACES if name.startswith(p)), None)
-        if namespace is None:
-            log.warning("region-recovery: %s", unknown_key_warning(name, conf[name]))
-            continue
-        hint = _suggestion(name, known)
-        siblings = ", ".join(n for n in known if n.startswith(namespace))
-        raise ConfigError(
-            f"Unknown configuration key {_cut(name)} (value {_shown(conf[name])}).{hint} Known keys: {siblings}.",
-            key=name,
-            value=conf[name],
-        )
-    for key in _REGISTRY.values():
-        key.read(conf)
-
-
-def contract() -> list[dict[str, Any]]:
-    """Every declaration, sorted by key: what the plugin's ConfigContract prints for its side."""
-    return [k.describe() for k in sorted(_REGISTRY.values(), key=lambda k: k.name)]
-
-
-# ---------------------------------------------------------------------- typed declarations
-
-
-def _duration_text(ms: int) -> str:
-    """1000 -> '1 s', 1 -> '1 ms': the largest unit that divides the value."""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000)):
-        if ms % size == 0:
-            return f"{ms // size} {unit}"
-    return f"{ms} ms"
-
-
-def boolean(name: str, default: bool, doc: str, *, read_by: str = "python", section: str = "") -> ConfigKey:
-    return register(
-        ConfigKey(
-            name,
-            default,
-            parse_bool,
-            "true, false",
-            doc,
-            str(default).lower(),
-            type="boolean",
-            read_by=read_by,
-            section=section,
-        )
-    )
-
-
-def integer(
-    name: str, default: int, doc: str, *, minimum: int, read_by: str = "python", section: str = ""
-) -> ConfigKey:
-    return register(
-        ConfigKey(
-            name,
-            default,
-            _at_least(parse_int, minimum),
-            f"an integer >= {minimum}",
-            doc,
-            str(default),
-            type="int",
-            minimum=minimum,
-            read_by=read_by,
-            section=section,
-        )
-    )
-
-
-def duration(
-    name: str,
-    default_text: str,
-    doc: str,
-    *,
-    minimum_ms: int = 0,
-    accepted_extra: str = "",
-    shown_default: str | None = None,
-    read_by: str = "python",
-    section: str = "",
-) -> ConfigKey:
-    """``shown_default``: the default as the documentation writes it, when not ``default_text`` ("0 (off)")."""
-    parse = _at_least(parse_duration_ms, minimum_ms) if minimum_ms else parse_duration_ms
-    minimum = f"; at least {_duration_text(minimum_ms)}" if minimum_ms else ""
-    return register(
-        ConfigKey(
-            name,
-            parse_duration_ms(default_text),
-            parse,
-            DURATION_FORMS + minimum + accepted_extra,
-            doc,
-            shown_default or default_text,
-            type="duration",
-            minimum=minimum_ms or None,
-            read_by=read_by,
-            section=section,
-        )
-    )
-
-
-def size(
-    name: str, default_text: str, doc: str, *, accepted_extra: str = "", read_by: str = "python", section: str = ""
-) -> ConfigKey:
-    return register(
-        ConfigKey(
-            name,
-            parse_bytes(default_text),
-            parse_bytes,
-            BYTES_FORMS + accepted_extra,
-            doc,
-            default_text,
-            type="bytes",
-            read_by=read_by,
-            section=section,
-        )
-    )
-
-
-def choice(
-    name: str,
-    default: str,
-    aliases: Mapping[str, str],
-    accepted: str,
-    doc: str,
-    *,
-    deprecated_names: tuple[str, ...] = (),
-    read_by: str = "python",
-    section: str = "",
-) -> ConfigKey:
-    return register(
-        ConfigKey(
-            name,
-            default,
-            _choice(aliases),
-            accepted,
-            doc,
-            default,
-            deprecated_names=deprecated_names,
-            type="choice",
-            choices=dict(aliases),
-            read_by=read_by,
-            section=section,
-        )
-    )
-
-
-# ---------------------------------------------------------------------- the keys
+from .registry import PREFIX, ConfigError, ConfigKey, register, register_namespace
+from .typed import boolean, choice, duration, integer, size
 
 _RS = PREFIX + "restart-strategy."
 _RESTART = "Restart strategy"
@@ -614,7 +110,7 @@ EXPONENTIAL_MULTIPLIER = register(
     ConfigKey(
         _RS + "exponential-delay.backoff-multiplier",
         1.5,
-        _parse_multiplier,
+        parse_multiplier,
         "a number > 1",
         (
             "The k-th restart attempt since a reset waits `initial-backoff × multiplier^k` (k = 0, 1, …), ± "
@@ -636,7 +132,7 @@ EXPONENTIAL_JITTER = register(
     ConfigKey(
         _RS + "exponential-delay.jitter-factor",
         0.1,
-        _parse_jitter,
+        parse_jitter,
         "a number between 0 and 1",
         (
             "A random whole number of milliseconds of up to this fraction of the backoff is added or subtracted, "
@@ -651,7 +147,7 @@ EXPONENTIAL_ATTEMPTS = register(
     ConfigKey(
         _RS + "exponential-delay.attempts-before-reset-backoff",
         None,
-        _parse_attempts_or_unlimited,
+        parse_attempts_or_unlimited,
         "an integer >= 1, or infinite / unlimited",
         (
             "Restart attempts allowed until the backoff resets; the next one fails the job. Failures that arrive "
@@ -755,7 +251,7 @@ RETAINED_DIR = register(
     ConfigKey(
         PREFIX + "retained.dir",
         "",
-        _parse_path,
+        parse_path,
         "an absolute path",
         (
             "Root of the retained directories on every host, `<dir>/<appId>.<incarnation>/<executorId>/` (the "
@@ -839,7 +335,7 @@ JOB_RECOVERY_JOB_ID = register(
     ConfigKey(
         _JR + "job-id",
         "",
-        _parse_job_id,
+        parse_job_id,
         "1 to 128 letters, digits, '.', '_' or '-'",
         (
             "The job's identity across applications, declared by the user; the resubmission uses the same one. "
@@ -855,7 +351,7 @@ JOB_RECOVERY_CODE_VERSION = register(
     ConfigKey(
         _JR + "code-version",
         "",
-        _parse_job_id,
+        parse_job_id,
         "1 to 128 letters, digits, '.', '_' or '-'",
         (
             "A version of the job's code that the user declares (a release, a commit): part of every shuffle's "
@@ -890,7 +386,7 @@ JOB_RECOVERY_IGNORED_SETTINGS = register(
     ConfigKey(
         _JR + "ignored-settings",
         [],
-        _parse_setting_names,
+        parse_setting_names,
         "setting names or prefixes ending in '*', comma-separated",
         (
             "Settings the user declares cannot change a result of this job, left out of every shuffle's identity "
@@ -908,7 +404,7 @@ JOB_RECOVERY_DIR = register(
     ConfigKey(
         _JR + "dir",
         "",
-        _parse_uri,
+        parse_uri,
         "a Hadoop FileSystem URI or an absolute path",
         (
             "Where the job event store lives: `<dir>/<job-id>/segment-*`, one segment per application, appended, "
@@ -1024,7 +520,7 @@ STREAMING_RAMP_FACTOR = register(
     ConfigKey(
         PREFIX + "streaming.recovery.ramp-factor",
         2.0,
-        _parse_multiplier,
+        parse_multiplier,
         "a number > 1",
         (
             "Each batch during recovery, and each change of size during backlog, is at most this factor larger "
@@ -1040,7 +536,7 @@ STREAMING_MAX_BATCH = register(
     ConfigKey(
         PREFIX + "streaming.max-batch",
         None,
-        _parse_attempts_or_unlimited,
+        parse_attempts_or_unlimited,
         "an integer >= 1, or infinite / unlimited",
         (
             "No batch of a region-recovery source admits more than this, in the source's unit (files or records). "
@@ -1088,95 +584,3 @@ register_namespace(PREFIX + "job-recovery")
 register_namespace(PREFIX + "job-event")
 register_namespace(PREFIX + "execution.checkpointing")
 register_namespace(PREFIX + "streaming")
-
-
-def _is_set(conf: Mapping[str, Any], key: ConfigKey) -> bool:
-    return any(name in conf for name in (key.name, *key.deprecated_names))
-
-
-@dataclass(frozen=True)
-class RecoveryConfig:
-    """Parsed failover and restart settings (durations in milliseconds)."""
-
-    restart_strategy: str = "none"
-    fixed_delay_attempts: int = 1
-    fixed_delay_delay_ms: int = 1_000
-    failure_rate_max_failures_per_interval: int = 1
-    failure_rate_interval_ms: int = 60_000
-    failure_rate_delay_ms: int = 1_000
-    exponential_initial_backoff_ms: int = 1_000
-    exponential_max_backoff_ms: int = 60_000
-    exponential_backoff_multiplier: float = 1.5
-    exponential_reset_backoff_threshold_ms: int = 3_600_000
-    exponential_jitter_factor: float = 0.1
-    exponential_attempts_before_reset_backoff: int | None = None
-    failover_strategy: str = "region"
-    skip_deterministic_consumers: bool = False
-    restart_consumers_of_changed_outputs: bool = True
-    restart_strategy_set: bool = False  # configured explicitly (streams default to exponential-delay otherwise)
-
-    @classmethod
-    def parse(cls, conf: Mapping[str, Any]) -> RecoveryConfig:
-        """Validate ``conf`` (every registered key, typos in registered namespaces) and parse it."""
-        validate(conf)
-        check_streaming_intervals(conf)
-        config = cls(
-            restart_strategy=RESTART_STRATEGY_TYPE.read(conf),
-            fixed_delay_attempts=FIXED_DELAY_ATTEMPTS.read(conf),
-            fixed_delay_delay_ms=FIXED_DELAY_DELAY.read(conf),
-            failure_rate_max_failures_per_interval=FAILURE_RATE_MAX_FAILURES.read(conf),
-            failure_rate_interval_ms=FAILURE_RATE_INTERVAL.read(conf),
-            failure_rate_delay_ms=FAILURE_RATE_DELAY.read(conf),
-            exponential_initial_backoff_ms=EXPONENTIAL_INITIAL_BACKOFF.read(conf),
-            exponential_max_backoff_ms=EXPONENTIAL_MAX_BACKOFF.read(conf),
-            exponential_backoff_multiplier=EXPONENTIAL_MULTIPLIER.read(conf),
-            exponential_reset_backoff_threshold_ms=EXPONENTIAL_RESET_THRESHOLD.read(conf),
-            exponential_jitter_factor=EXPONENTIAL_JITTER.read(conf),
-            exponential_attempts_before_reset_backoff=EXPONENTIAL_ATTEMPTS.read(conf),
-            failover_strategy=FAILOVER_STRATEGY.read(conf),
-            skip_deterministic_consumers=SKIP_DETERMINISTIC_CONSUMERS.read(conf),
-            restart_consumers_of_changed_outputs=RESTART_CONSUMERS_OF_CHANGED_OUTPUTS.read(conf),
-            restart_strategy_set=_is_set(conf, RESTART_STRATEGY_TYPE),
-        )
-        if (
-            config.restart_strategy == "exponential-delay"
-            and config.exponential_initial_backoff_ms > config.exponential_max_backoff_ms
-        ):
-            raise ConfigError(
-                f"{EXPONENTIAL_INITIAL_BACKOFF.name} ({config.exponential_initial_backoff_ms} ms) "
-                f"must not exceed {EXPONENTIAL_MAX_BACKOFF.name} ({config.exponential_max_backoff_ms} ms).",
-                key=EXPONENTIAL_INITIAL_BACKOFF.name,
-                value=conf.get(EXPONENTIAL_INITIAL_BACKOFF.name),
-            )
-        return config
-
-    from_conf = parse  # the name before 0.2
-
-
-# ---------------------------------------------------------------------- docs/configuration.md
-
-_BEGIN = "<!-- generated from region_recovery.config: {section} -->"
-_END = "<!-- end of generated table -->"
-
-
-def markdown_table(section: str) -> str:
-    """The table of one section of docs/configuration.md, from the declarations."""
-    rows = ["| Key | Default | Accepted values | Meaning |", "|---|---|---|---|"]
-    for k in _REGISTRY.values():
-        if k.section == section:
-            rows.append(f"| `{k.name}` | `{k.default_text}` | {k.accepted} | {k.doc} |")
-    return "\n".join(rows)
-
-
-def render_docs(text: str) -> str:
-    """``text`` (docs/configuration.md) with every generated table replaced by the current one."""
-    out, i = [], 0
-    while True:
-        start = text.find("<!-- generated from region_recovery.config: ", i)
-        if start < 0:
-            return "".join(out) + text[i:]
-        header_end = text.index("-->", start) + 3
-        section = text[start:header_end].split(": ", 1)[1].removesuffix(" -->")
-        end = text.index(_END, header_end)
-        out.append(text[i:header_end] + "\n" + markdown_table(section) + "\n")
-        i = end

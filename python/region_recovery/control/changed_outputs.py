@@ -1,4 +1,5 @@
-"""Flink's failover rule 3 where Spark does not apply it: consumers of a changed producer restart.
+"""The changed-output guard (Flink's failover rule 3 where Spark does not apply it): consumers of a
+map output that changed when it was recomputed restart.
 
 Spark rolls back the consumers of a recomputed map stage only when it knows the stage is
 indeterminate (e.g. a round-robin repartition of unordered input), or, for DataFrame shuffles, when
@@ -29,8 +30,10 @@ import threading
 from dataclasses import asdict, dataclass, field
 
 from ..jvm import events as ev
+from ..jvm.commands import JvmCommands
 from ..jvm.events import Determinism, Outcome
-from ..model.live import OutputEvidence
+from ..model.entities import OutputEvidence
+from ..model.live import LiveModel
 
 log = logging.getLogger("region_recovery")
 
@@ -248,8 +251,9 @@ class RefusedOutput:
 class ChangedOutputGuard:
     """Subscribed to event batches, on the drain thread: records the driver's decisions, acts only without it."""
 
-    def __init__(self, rr, driver_guard: bool = True) -> None:
-        self.rr = rr
+    def __init__(self, model: LiveModel, commands: JvmCommands, driver_guard: bool = True) -> None:
+        self.model = model
+        self.commands = commands  # the driver JVM: unregistering shuffles, cancelling jobs, row checksums
         self.driver_guard = driver_guard  # the driver JVM decides (the plugin with commit reports is loaded)
         self._seen: dict[int, int] = {}  # shuffle id -> recomputations already examined
         self._lock = threading.Lock()
@@ -293,7 +297,7 @@ class ChangedOutputGuard:
         if self._awaiting_row_checksum:
             self._read_row_checksums()
         if not self.driver_guard:
-            for restart in self.rr.model.read(self._changed):
+            for restart in self.model.read(self._changed):
                 self._act_late(restart)
 
     # ---- the driver's decisions ------------------------------------------------------------------
@@ -351,8 +355,8 @@ class ChangedOutputGuard:
                     keys.append((sid, index, map_id))
             return keys
 
-        for key in self.rr.model.read(registered):
-            value = self.rr.map_output_row_checksum(*key)
+        for key in self.model.read(registered):
+            value = self.commands.map_output_row_checksum(*key)
             with self._lock:
                 comparison = self._awaiting_row_checksum.pop(key)
                 comparison.row_checksum_after = value
@@ -420,7 +424,7 @@ class ChangedOutputGuard:
             f"content ({restart.basis}: {restart.detail})"
         )
         for shuffle_id in restart.consumer_shuffles_unregistered:
-            self.rr.unregister_shuffle(
+            self.commands.unregister_shuffle(
                 shuffle_id,
                 f"its input shuffle {restart.producer_shuffle} map {restart.map_index} changed when recomputed",
             )
@@ -438,7 +442,7 @@ class ChangedOutputGuard:
         else:
             restart.reason = f"{CHANGED_OUTPUT_MARKER} {what}{undone}"
         for job_id in restart.jobs_cancelled:
-            self.rr.cancel_job(job_id, restart.reason)
+            self.commands.cancel_job(job_id, restart.reason)
         log.warning("%s (decided late, in Python: the driver guard is not installed)", restart.reason)
         with self._lock:
             self.restarts.append(restart)

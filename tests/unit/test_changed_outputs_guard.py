@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from region_recovery.control.consistency import (
+from region_recovery.control.changed_outputs import (
     CHANGED_OUTPUT_MARKER,
     ChangedOutputGuard,
     compare_outputs,
@@ -22,7 +22,7 @@ from region_recovery.control.consistency import (
 from region_recovery.jvm import events as ev
 from region_recovery.jvm.events import Determinism, Outcome
 from region_recovery.model import LiveModel
-from region_recovery.model.live import OutputEvidence
+from region_recovery.model.entities import OutputEvidence
 from region_recovery.planner.classify import FailureKind, explain_spark_error
 from test_model import MAP0, MAP1, RESULT, SH0, SH1, run_map_stage, stage, task_end  # noqa: F401
 
@@ -166,7 +166,8 @@ def test_a_result_stage_whose_attempts_failed_without_a_finished_task_read_nothi
 
 
 class Recorder:
-    """The part of RegionRecovery the guard uses: the model, unregistering shuffles, cancelling jobs."""
+    """The commands the guard sends to the driver JVM (jvm.commands.JvmCommands): unregistering shuffles,
+    cancelling jobs, reading row checksums; the model marks an unregistered shuffle lost, as attach wires it."""
 
     def __init__(self, model: LiveModel):
         self.model = model
@@ -215,7 +216,7 @@ def compared(outcome, *, basis="partition-checksums", down=(), results=(), jobs=
 
 def test_a_driver_decision_is_recorded_as_a_consumer_restart(job_model):
     rr = Recorder(job_model)
-    guard = ChangedOutputGuard(rr)
+    guard = ChangedOutputGuard(rr.model, rr)
     feed(guard, job_model, compared(Outcome.CHANGED, down=(SH1,), results=(RESULT,), jobs=(0,)))
     (restart,) = guard.snapshot()
     assert (restart["producer_shuffle"], restart["map_index"], restart["decided_by"]) == (SH0, 0, "driver")
@@ -228,14 +229,14 @@ def test_a_driver_decision_is_recorded_as_a_consumer_restart(job_model):
 
 
 def test_every_comparison_is_recorded_whatever_its_outcome(job_model):
-    guard = ChangedOutputGuard(Recorder(job_model))
+    guard = ChangedOutputGuard(job_model, Recorder(job_model))
     feed(guard, job_model, compared(Outcome.SAME), compared(Outcome.UNDETERMINED, basis="records"))
     assert [c["outcome"] for c in guard.comparisons_snapshot()] == ["same", "undetermined"]
     assert guard.snapshot() == []
 
 
 def test_refused_outputs_are_recorded(job_model):
-    guard = ChangedOutputGuard(Recorder(job_model))
+    guard = ChangedOutputGuard(job_model, Recorder(job_model))
     feed(guard, job_model, ev.MapOutputRefused(7100, SH1, 4242, 1, "2", SH0, 0, f"{CHANGED_OUTPUT_MARKER} task ..."))
     (refused,) = guard.refused_snapshot()
     assert (refused["shuffle_id"], refused["map_id"], refused["changed_shuffle"]) == (SH1, 4242, SH0)
@@ -245,7 +246,7 @@ def test_spark_row_checksum_is_read_once_the_recomputed_output_registered(job_mo
     """DataFrame shuffles: Spark compares its row checksum itself; the guard records what Spark saw."""
     m = job_model
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr)
+    guard = ChangedOutputGuard(rr.model, rr)
     feed(guard, m, ev.ExecutorRemoved(5000, "1", "Command exited with code 137"))
     feed(guard, m, compared(Outcome.DEFERRED, basis="row-checksum", row=-77, new_map_id=4711))
     rr.row_checksums[(SH0, 0, 4711)] = 31337
@@ -306,7 +307,7 @@ def consumer_started(job_model):
 def test_without_the_driver_a_changed_output_unregisters_the_consumers_late(consumer_started):
     m = consumer_started
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr, driver_guard=False)
+    guard = ChangedOutputGuard(rr.model, rr, driver_guard=False)
     lose_and_recompute(m, guard, bytes_written=123)  # it had 100 bytes: the producer is not deterministic
     assert rr.unregistered == [SH1]
     (restart,) = guard.snapshot()
@@ -327,7 +328,7 @@ def test_without_the_driver_the_transitive_consumers_are_unregistered_too():
     run_map_stage(m, MAP1, {0: "2", 1: "2"}, t=3000)
     run_map_stage(m, MAP2, {0: "2"}, t=3500)
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr, driver_guard=False)
+    guard = ChangedOutputGuard(rr.model, rr, driver_guard=False)
     lose_and_recompute(m, guard, bytes_written=100, records=9)  # same size, other record count
     assert rr.unregistered == [SH1, SH3, SH2]
     assert guard.snapshot()[0]["basis"] == "records"
@@ -347,7 +348,7 @@ def test_without_the_driver_a_result_stage_that_read_the_old_output_gets_its_job
         task_end(RESULT, 0, "2", t=4600, shuffle_map=False),
     )
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr, driver_guard=False)
+    guard = ChangedOutputGuard(rr.model, rr, driver_guard=False)
     lose_and_recompute(m, guard, bytes_written=5)
     (restart,) = guard.snapshot()
     assert restart["result_stages_already_read"] == [RESULT] and restart["jobs_cancelled"] == [0]
@@ -358,7 +359,7 @@ def test_without_the_driver_a_result_stage_that_read_the_old_output_gets_its_job
 def test_without_the_driver_an_identical_recomputed_output_changes_nothing(consumer_started):
     m = consumer_started
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr, driver_guard=False)
+    guard = ChangedOutputGuard(rr.model, rr, driver_guard=False)
     lose_and_recompute(m, guard, bytes_written=100)
     assert rr.unregistered == [] and guard.snapshot() == []
     assert [c["outcome"] for c in guard.comparisons_snapshot()] == ["same"]
@@ -368,7 +369,7 @@ def test_without_the_driver_an_identical_recomputed_output_changes_nothing(consu
 def test_without_the_driver_each_recomputation_is_examined_once(consumer_started):
     m = consumer_started
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr, driver_guard=False)
+    guard = ChangedOutputGuard(rr.model, rr, driver_guard=False)
     lose_and_recompute(m, guard, bytes_written=123)
     guard.on_batch(ev.Batch(0, 0, [task_end(MAP1, 1, "2", t=7000)]))
     assert rr.unregistered == [SH1]
@@ -395,7 +396,7 @@ def test_without_the_driver_indeterminate_producers_are_left_to_spark():
     run_map_stage(m, MAP0, {0: "1", 1: "2"})
     run_map_stage(m, MAP1, {0: "2"}, t=4000)
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr, driver_guard=False)
+    guard = ChangedOutputGuard(rr.model, rr, driver_guard=False)
     lose_and_recompute(m, guard, bytes_written=999)
     assert rr.unregistered == [], "Spark rolls back consumers of indeterminate stages itself"
     assert [c["outcome"] for c in guard.comparisons_snapshot()] == ["deferred"]
@@ -410,7 +411,7 @@ def test_without_the_driver_a_change_read_only_by_an_unstarted_result_stage_canc
     )
     run_map_stage(m, MAP0, {0: "1", 1: "2"})
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr, driver_guard=False)
+    guard = ChangedOutputGuard(rr.model, rr, driver_guard=False)
     lose_and_recompute(m, guard, bytes_written=5)
     assert guard.snapshot() == [] and rr.unregistered == [] and rr.cancelled == []
 
@@ -419,7 +420,7 @@ def test_the_guard_uses_the_commit_reports_evidence_when_the_model_has_it(consum
     """Same size and records, other checksums: only the commit report's evidence can tell."""
     m = consumer_started
     rr = Recorder(m)
-    guard = ChangedOutputGuard(rr, driver_guard=False)
+    guard = ChangedOutputGuard(rr.model, rr, driver_guard=False)
     old = m.shuffles[SH0].outputs[0]
     m.apply(ev.MapOutputCommitted(1500, SH0, old.map_id, 0, 0, "1", "host-1", 100, 3, 3, 50, 5, 3, 111, 222, 0))
     feed(guard, m, ev.ExecutorRemoved(5000, "1", "Command exited with code 137"))

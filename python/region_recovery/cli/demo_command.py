@@ -1,0 +1,20 @@
+"""``region-recovery demo``: runs the demo (cli.demo) on a Spark master of choice."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    demo = sub.add_parser("demo", help="run a multi-stage job, kill an executor mid-job, show the live model")
+    demo.add_argument(
+        "--master", default="local-cluster[2,1,1024]", help="Spark master (default: %(default)s, two executor JVMs)"
+    )
+    demo.add_argument("--records", type=int, default=20_000, help="input size (default: %(default)s)")
+    demo.add_argument("--json", metavar="PATH", help="also write the model and status as JSON")
+    demo.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from .demo import run_demo
+
+    run_demo(master=args.master, records=args.records, report_path=args.json)
+    return 0

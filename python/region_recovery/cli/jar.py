@@ -1,0 +1,15 @@
+"""``region-recovery jar``: prints the path of the bundled plugin jar."""
+
+from __future__ import annotations
+
+from ..jvm import packaging
+
+
+def add_parser(sub) -> None:
+    jar = sub.add_parser("jar", help="print the path of the bundled plugin jar")
+    jar.set_defaults(func=run)
+
+
+def run(args) -> int:
+    print(packaging.jar_path())
+    return 0

@@ -1,0 +1,57 @@
+"""``region-recovery job JOB_ID --dir DIR [--json]``: shows a job's event store (job recovery after a driver crash)."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    job = sub.add_parser("job", help="show a job's event store (batch job recovery after a driver crash)")
+    job.add_argument("job_id", help="spark.regionRecovery.job-recovery.job-id")
+    job.add_argument("--dir", required=True, help="spark.regionRecovery.job-recovery.dir (a local path)")
+    job.add_argument("--json", action="store_true", help="print the records as JSON")
+    job.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Prints what a job's event store holds (segments, recorded shuffles), as a resubmission would replay it."""
+    import json
+
+    from ..jobrecovery.store import read_job
+
+    replay = read_job(args.dir, args.job_id)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "segments": replay.segments,
+                    "ignored": replay.ignored,
+                    "corrupt": replay.corrupt,
+                    "events": [{"kind": e.kind, **e.payload} for e in replay.events],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    if not replay.segments:
+        print(f"job {args.job_id!r}: no event store under {args.dir} (nothing to recover; a succeeded job leaves none)")
+        return 0
+    print(f"job {args.job_id!r}: {len(replay.segments)} segment(s) under {args.dir}")
+    if replay.corrupt:
+        print(f"  CORRUPT, a resubmission runs as new: {replay.corrupt}")
+    for note in replay.ignored:
+        print(f"  ignored: {note}")
+    for e in replay.events:
+        p = e.payload
+        if e.kind == "shuffle":
+            outputs = p.get("outputs", [])
+            hosts = sorted({o["host"] for o in outputs})
+            print(
+                f"  shuffle {p['shuffle_id']} of {p['app_id']}: {p['description']}; {len(outputs)} of "
+                f"{p['num_maps']} map outputs retained on {', '.join(hosts) or 'no host'}, "
+                f"{sum(o['bytes'] for o in outputs)} bytes, {p['row_count']} rows"
+            )
+        elif e.kind == "application":
+            print(f"  application {p.get('app_id')} (retained directory {p.get('app_key')})")
+        elif e.kind == "segment":
+            versions = f"Spark {p.get('spark_version')}, plugin {p.get('plugin_version')}"
+            print(f"  segment of driver {p.get('driver')} ({versions})")
+    return 1 if replay.corrupt else 0

@@ -80,16 +80,16 @@ def wait_counted(c, run, table: str, rows: int, timeout: float = 600) -> None:
         time.sleep(0.5)
 
 
-def commit_time(query, after_batch: int, timeout: float = 60) -> float:
-    """When the first batch with input after ``after_batch`` committed (epoch seconds): its trigger's start
-    plus its duration, from Spark's progress; the test's polling is not counted. The progress is posted
+def committed_by(query, after_batch: int, timeout: float = 60) -> tuple[int, float]:
+    """The first batch with input after ``after_batch``, and when it committed (epoch seconds): its trigger's
+    start plus its duration, from Spark's progress; the test's polling is not counted. The progress is posted
     after the commit, a moment after the memory sink shows the rows: it is waited for."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         for p in sorted(query.recentProgress, key=lambda p: p["batchId"]):
             if p["batchId"] > after_batch and p["numInputRows"] > 0 and "addBatch" in p["durationMs"]:
                 started = datetime.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
-                return started + p["durationMs"]["triggerExecution"] / 1000
+                return p["batchId"], started + p["durationMs"]["triggerExecution"] / 1000
         time.sleep(0.1)
     raise AssertionError(f"no progress of a batch with input after batch {after_batch} within {timeout} s")
 
@@ -133,8 +133,8 @@ def catch_up(app):
             seen[mode]["record"] = run.record.to_dict()
             continue
         seen[mode]["drain_sizings"] = sizings(run.query)
-        # fresh: files arrive one at a time; each is counted within the interval plus 2 s
-        latencies = []
+        # fresh: files arrive one at a time; each is counted by the batch that runs when it lands or the next
+        latencies, lags, fresh_batches = [], [], []
         for i in range(3):
             before = counted(c, "counts_sized")
             last_batch = max((b for b, _ in executed_batches(run.query.recentProgress)), default=-1)
@@ -143,8 +143,13 @@ def catch_up(app):
             while counted(c, "counts_sized") != before + ROWS:
                 assert time.time() - written < 60, "a fresh file was not counted within 60 s"
                 time.sleep(0.1)
-            latencies.append(commit_time(run.query, last_batch) - written)
+            batch, committed = committed_by(run.query, last_batch)
+            lags.append(batch - last_batch)
+            fresh_batches.append(batch)
+            latencies.append(committed - written)
         seen[mode]["fresh_latencies_s"] = latencies
+        seen[mode]["fresh_batch_lags"] = lags
+        seen[mode]["fresh_batches"] = fresh_batches
         seen[mode]["fresh_sizings"] = sizings(run.query)
         attempts_before_stop = len(run.record.attempts)
         run.stop()
@@ -218,10 +223,15 @@ def test_backlog_flag_turns_false_within_two_batches_of_the_drain(catch_up):
     assert all(s.mode == "fresh" for s in after[1:])  # planned after a batch that did not fill its limit
 
 
-def test_fresh_files_are_committed_within_the_interval_plus_two_seconds(catch_up):
-    latencies = catch_up["sized"]["fresh_latencies_s"]
-    print(f"\n[streaming] fresh file latencies: {[round(x, 2) for x in latencies]} s")
-    assert all(x <= FRESH_INTERVAL_S + 2 for x in latencies), latencies
+def test_a_fresh_file_is_committed_by_the_batch_running_when_it_lands_or_the_next(catch_up):
+    """Not a timed assertion (the machine's load decides seconds): a file that lands while the sized source is
+    fresh is in one of the two batches after the last one executed, planned fresh (one interval, not the
+    backlog's); the latencies are printed for the reader."""
+    sized = catch_up["sized"]
+    print(f"\n[streaming] fresh file latencies: {[round(x, 2) for x in sized['fresh_latencies_s']]} s")
+    assert all(1 <= lag <= 2 for lag in sized["fresh_batch_lags"]), sized["fresh_batch_lags"]
+    modes = {s.batch_id: s.mode for s in sized["fresh_sizings"]}
+    assert [modes.get(b) for b in sized["fresh_batches"]] == ["fresh"] * 3, sized["fresh_sizings"]
 
 
 def test_stop_is_not_restarted(catch_up):

@@ -3,7 +3,8 @@
 Every producer here draws random keys: Spark labels it DETERMINATE, but a recomputation sends rows to
 other partitions. An executor holding its outputs is SIGKILLed while a consumer runs, so some of its
 outputs are recomputed differently. Each result is checked against values computed without Spark (the
-input values, each exactly once): a result built from both versions duplicates or loses rows.
+input values, each exactly once): a result built from both versions duplicates or loses rows. Tests with the
+same settings share one application, each looking only at the stages and shuffles it ran.
 """
 
 from __future__ import annotations
@@ -83,17 +84,22 @@ def in_thread(fn):
     return t, out
 
 
-def shuffle_with_maps(m, num_maps: int) -> int:
-    (sid,) = [s.shuffle_id for s in m.shuffles.values() if s.num_maps == num_maps]
+def known_ids(c) -> tuple[set[int], set[int]]:
+    """The stages and shuffles the shared application already had: a test looks only at the others."""
+    return c.model.read(lambda m: (set(m.stages), set(m.shuffles)))
+
+
+def shuffle_with_maps(m, num_maps: int, known: tuple[set[int], set[int]]) -> int:
+    (sid,) = [s.shuffle_id for k, s in m.shuffles.items() if k not in known[1] and s.num_maps == num_maps]
     return sid
 
 
-def result_stage_done(num_tasks: int, at_least: int = 1):
-    """A result stage of `num_tasks` tasks has `at_least` finished tasks and is not done."""
+def result_stage_done(num_tasks: int, known: tuple[set[int], set[int]], at_least: int = 1):
+    """A result stage of `num_tasks` tasks, not in `known`, has `at_least` finished tasks and is not done."""
 
     def check(m):
-        for st in m.stages.values():
-            if st.shuffle_id is None and st.num_tasks == num_tasks and 0 in st.attempts:
+        for k, st in m.stages.items():
+            if k not in known[0] and st.shuffle_id is None and st.num_tasks == num_tasks and 0 in st.attempts:
                 ok = st.attempts[0].tasks_succeeded
                 if at_least <= ok < num_tasks:
                     return True
@@ -102,14 +108,15 @@ def result_stage_done(num_tasks: int, at_least: int = 1):
     return check
 
 
-def map_stage_done(num_tasks: int, at_least: int = 1):
+def map_stage_done(num_tasks: int, known: tuple[set[int], set[int]], at_least: int = 1):
     def check(m):
         return any(
             st.shuffle_id is not None
             and st.num_tasks == num_tasks
             and 0 in st.attempts
             and at_least <= st.attempts[0].tasks_succeeded < num_tasks
-            for st in m.stages.values()
+            for k, st in m.stages.items()
+            if k not in known[0]
         )
 
     return check
@@ -131,14 +138,14 @@ def changes_of(c, shuffle_id):
 # ---- (a) a change that keeps every output's size ----------------------------------------------------
 
 
-def test_a_change_that_keeps_each_outputs_size_is_detected_by_content(cluster):
-    c = cluster(**{"spark.shuffle.compress": "false"})
-    c.wait_executors(2)
+def test_a_change_that_keeps_each_outputs_size_is_detected_by_content(shared_cluster):
+    c = shared_cluster(**{"spark.shuffle.compress": "false"})
+    known = known_ids(c)
     producer = c.sc.parallelize(range(N), 4).map(random_key_fixed_width).partitionBy(5)  # 4 maps, "DETERMINATE"
     consumer = producer.values().mapPartitions(slow).map(lambda v: (int(v) % 6, 1)).reduceByKey(add, 2)  # 5 maps
     runner, out = in_thread(lambda: consumer.collectAsMap())
-    assert c.model.wait_for(map_stage_done(5, 1), 120), "the consumer stage has finished outputs"
-    a = c.model.read(lambda m: shuffle_with_maps(m, 4))
+    assert c.model.wait_for(map_stage_done(5, known, 1), 120), "the consumer stage has finished outputs"
+    a = c.model.read(lambda m: shuffle_with_maps(m, 4, known))
     kill_an_executor_holding(c, a)
     runner.join(240)
     assert "error" not in out, out.get("error")
@@ -159,15 +166,17 @@ def test_a_change_that_keeps_each_outputs_size_is_detected_by_content(cluster):
 # ---- (b) consumers of consumers -------------------------------------------------------------------------
 
 
-def test_both_shuffles_downstream_of_a_changed_output_are_recomputed(cluster):
-    c = cluster()
-    c.wait_executors(2)
+def test_both_shuffles_downstream_of_a_changed_output_are_recomputed(shared_cluster):
+    c = shared_cluster()
+    known = known_ids(c)
     a = c.sc.parallelize(range(N), 4).map(random_key).partitionBy(5)  # shuffle A: 4 maps, "DETERMINATE"
     b = a.values().map(lambda x: (x % 7, x)).partitionBy(3)  # shuffle B: 5 maps, reads A
     cc = b.values().mapPartitions(slow).map(lambda x: (x % 5, x)).partitionBy(2)  # shuffle C: 3 maps, reads B
     runner, out = in_thread(lambda: cc.values().collect())
-    assert c.model.wait_for(map_stage_done(3, 1), 120), "C has a finished output computed from the old data"
-    sa, sb, sc_ = c.model.read(lambda m: (shuffle_with_maps(m, 4), shuffle_with_maps(m, 5), shuffle_with_maps(m, 3)))
+    assert c.model.wait_for(map_stage_done(3, known, 1), 120), "C has a finished output computed from the old data"
+    sa, sb, sc_ = c.model.read(
+        lambda m: (shuffle_with_maps(m, 4, known), shuffle_with_maps(m, 5, known), shuffle_with_maps(m, 3, known))
+    )
     kill_an_executor_holding(c, sa)
     runner.join(240)
     assert "error" not in out, out.get("error")
@@ -201,20 +210,20 @@ def _result_reads_the_producer(c, flag):
     return producer.values().mapPartitions(slow_until(str(flag)))
 
 
-def _kill_once_a_result_partition_finished(c, flag):
-    assert c.model.wait_for(result_stage_done(4, 1), 120), "a result partition read the old output"
-    a = c.model.read(lambda m: shuffle_with_maps(m, 4))
+def _kill_once_a_result_partition_finished(c, flag, known):
+    assert c.model.wait_for(result_stage_done(4, known, 1), 120), "a result partition read the old output"
+    a = c.model.read(lambda m: shuffle_with_maps(m, 4, known))
     flag.touch()  # from now on result tasks are quick: a resubmitted one would finish at once
     kill_an_executor_holding(c, a)
     return a
 
 
-def test_a_result_stage_that_read_the_old_output_fails_the_action_with_the_reason(cluster, tmp_path):
-    c = cluster()
-    c.wait_executors(2)
+def test_a_result_stage_that_read_the_old_output_fails_the_action_with_the_reason(shared_cluster, tmp_path):
+    c = shared_cluster()
+    known = known_ids(c)
     flag = tmp_path / "quick"
     runner, out = in_thread(_result_reads_the_producer(c, flag).collect)
-    a = _kill_once_a_result_partition_finished(c, flag)
+    a = _kill_once_a_result_partition_finished(c, flag, known)
     runner.join(240)
     assert "result" not in out, "no result built from two versions of shuffle A was returned"
     message = str(out["error"])
@@ -235,13 +244,13 @@ def test_a_result_stage_that_read_the_old_output_fails_the_action_with_the_reaso
     )
 
 
-def test_under_rr_run_the_action_is_restarted_and_returns_a_consistent_result(cluster, tmp_path):
-    c = cluster(**RESTARTS)
-    c.wait_executors(2)
+def test_under_rr_run_the_action_is_restarted_and_returns_a_consistent_result(shared_cluster, tmp_path):
+    c = shared_cluster(**RESTARTS)
+    known = known_ids(c)
     flag = tmp_path / "quick"
     values = _result_reads_the_producer(c, flag)
     runner, out = in_thread(lambda: c.rr.run(values.collect, name="random-keys"))
-    _kill_once_a_result_partition_finished(c, flag)
+    _kill_once_a_result_partition_finished(c, flag, known)
     runner.join(240)
     assert "error" not in out, out.get("error")
     assert sorted(out["result"]) == list(range(N)), "each input value exactly once: one version of shuffle A"
@@ -258,11 +267,12 @@ def test_under_rr_run_the_action_is_restarted_and_returns_a_consistent_result(cl
 # ---- DataFrame shuffles: Spark's own order-independent row checksum decides ----------------------------------
 
 
-def test_dataframe_shuffles_are_left_to_sparks_row_checksum_and_recorded(cluster):
+def test_dataframe_shuffles_are_left_to_sparks_row_checksum_and_recorded(shared_cluster):
     """SQL shuffles carry Spark's row checksum (MapStatus.checksumValue): Spark compares it as a recomputed
     output registers and rolls the consumers back itself. The guard defers to it and records both values."""
-    c = cluster(**{"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "4"})
-    c.wait_executors(2)
+    c = shared_cluster(**{"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "4"})
+    known = known_ids(c)
+    earlier_restarts = len(c.rr.report()["consumer_restarts"])
     from pyspark.sql import functions as F
 
     def slow_key(k):
@@ -278,8 +288,8 @@ def test_dataframe_shuffles_are_left_to_sparks_row_checksum_and_recorded(cluster
         .withColumn("k2", slow(F.col("k")))
     )
     runner, out = in_thread(lambda: sorted((r.k, r.s) for r in df.collect()))
-    assert c.model.wait_for(result_stage_done(4, 1), 120)
-    sid = c.model.read(lambda m: shuffle_with_maps(m, 4))
+    assert c.model.wait_for(result_stage_done(4, known, 1), 120)
+    sid = c.model.read(lambda m: shuffle_with_maps(m, 4, known))
     kill_an_executor_holding(c, sid)
     runner.join(240)
     assert "error" not in out, out.get("error")
@@ -291,25 +301,26 @@ def test_dataframe_shuffles_are_left_to_sparks_row_checksum_and_recorded(cluster
     assert all(x["basis"] == "row-checksum" and x["row_checksum_before"] != 0 for x in compared), compared
     read = [x for x in c.rr.report()["output_comparisons"] if x["shuffle_id"] == sid and x["row_checksum_after"]]
     assert read and all(x["outcome"] == "same" and x["decided_by"] == "spark" for x in read), read
-    assert c.rr.report()["consumer_restarts"] == [], "deterministic data: nothing changed, nothing restarted"
+    restarts = c.rr.report()["consumer_restarts"][earlier_restarts:]
+    assert restarts == [], "deterministic data: nothing changed, nothing restarted"
 
 
 # ---- the window: why Python is too late, and the negative control ------------------------------------------
 
 
-def test_without_the_guard_the_result_mixes_both_versions_faster_than_python_could_react(cluster, tmp_path):
+def test_without_the_guard_the_result_mixes_both_versions_faster_than_python_could_react(shared_cluster, tmp_path):
     """The guard off: the action returns a wrong result, and it does so before Python's drain could act.
 
     Measures, on the same scenario as (c): when the recomputed output registered (its map task's end),
     when the job ended, and how long after an event Python's drain thread sees it.
     """
-    c = cluster(**{"spark.regionRecovery.failover.restart-consumers-of-changed-outputs": "false"})
-    c.wait_executors(2)
+    c = shared_cluster(**{"spark.regionRecovery.failover.restart-consumers-of-changed-outputs": "false"})
+    known = known_ids(c)
     seen: list[tuple[float, object]] = []  # (wall ms when Python saw it, event)
     c.rr.subscribe(lambda batch: seen.extend((time.time() * 1000, e) for e in batch.events))
     flag = tmp_path / "quick"
     runner, out = in_thread(_result_reads_the_producer(c, flag).collect)
-    _kill_once_a_result_partition_finished(c, flag)
+    _kill_once_a_result_partition_finished(c, flag, known)
     runner.join(240)
     c.rr.sync()
     assert "error" not in out, out.get("error")

@@ -1,5 +1,8 @@
 """Job-level restarts on a real local-cluster: a transient fault that outlasts
-spark.task.maxFailures, recovered by the restart strategy with every upstream shuffle reused."""
+spark.task.maxFailures, recovered by the restart strategy with every upstream shuffle reused.
+
+Tests with the same settings share one application: a run's restart strategy is its own (one per run,
+as Flink has one per job), and each test reads only the records of the runs it started."""
 
 from __future__ import annotations
 
@@ -29,8 +32,8 @@ def three_shuffles(sc, fault):
     return c.mapPartitionsWithIndex(fault)  # the last stage: a result task that fails transiently
 
 
-def test_transient_failure_beyond_max_failures_is_restarted_reusing_upstream_outputs(cluster, tmp_path):
-    c = cluster(**RESTARTS)
+def test_transient_failure_beyond_max_failures_is_restarted_reusing_upstream_outputs(shared_cluster, tmp_path):
+    c = shared_cluster(**RESTARTS)
     # Without the controller: 2 failures of one task exhaust spark.task.maxFailures=2, the action fails.
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -59,8 +62,8 @@ def test_transient_failure_beyond_max_failures_is_restarted_reusing_upstream_out
     assert jobs[second["job_ids"][-1]]["status"] == "succeeded"
 
 
-def test_context_manager_form_and_refusal_when_attempts_run_out(cluster, tmp_path):
-    c = cluster(**RESTARTS)
+def test_context_manager_form_and_refusal_when_attempts_run_out(shared_cluster, tmp_path):
+    c = shared_cluster(**RESTARTS)
     final = three_shuffles(c.sc, faults.transient_failure(str(tmp_path), [1], 100))
     tries = 0
     with pytest.raises(RestartRefusedError, match="Recovery is suppressed by") as refused:
@@ -74,8 +77,8 @@ def test_context_manager_form_and_refusal_when_attempts_run_out(cluster, tmp_pat
     assert isinstance(refused.value.__cause__, PythonException)
 
 
-def test_non_recoverable_failure_is_not_restarted(cluster, tmp_path):
-    c = cluster(**RESTARTS)
+def test_non_recoverable_failure_is_not_restarted(shared_cluster, tmp_path):
+    c = shared_cluster(**RESTARTS)
     missing = str(tmp_path / "no-such-input")
     with pytest.raises(RestartRefusedError, match="not recoverable") as refused:
         c.rr.run(lambda: c.sc.textFile(missing).count(), name="missing-input")
@@ -103,10 +106,10 @@ def groupby_join(spark, fault_udf):
     return grouped.withColumn("n", fault_udf(F.col("n")))
 
 
-def test_dataframe_groupby_join_write_is_restarted_reusing_its_shuffles(cluster, tmp_path):
+def test_dataframe_groupby_join_write_is_restarted_reusing_its_shuffles(shared_cluster, tmp_path):
     from pyspark.sql.functions import udf
 
-    c = cluster(**DATAFRAME)
+    c = shared_cluster(**DATAFRAME)
     reference = str(tmp_path / "reference")
     groupby_join(c.spark, udf(lambda n: n, "long")).write.parquet(reference)
 
@@ -134,12 +137,13 @@ def test_dataframe_groupby_join_write_is_restarted_reusing_its_shuffles(cluster,
 
 
 @pytest.mark.parametrize("failover", ["full", "region"])
-def test_full_failover_recomputes_every_shuffle_region_failover_none(cluster, tmp_path, failover):
-    c = cluster(**RESTARTS, **{"spark.regionRecovery.failover-strategy": failover})
+def test_full_failover_recomputes_every_shuffle_region_failover_none(shared_cluster, tmp_path, failover):
+    c = shared_cluster(**RESTARTS, **{"spark.regionRecovery.failover-strategy": failover})
+    earlier = len(c.rr.report()["runs"])
     final = three_shuffles(c.sc, faults.transient_failure(str(tmp_path), [0], 3))
     assert sorted(c.rr.run(lambda: final.collect(), name=failover)) == EXPECTED  # identical either way
 
-    (record,) = c.rr.report()["runs"]
+    (record,) = c.rr.report()["runs"][earlier:]
     second = record["attempts"][1]
     (decision,) = record["restart_decisions"]
     assert decision["failover"] == failover and decision["failed_tasks"]

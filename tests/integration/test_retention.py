@@ -226,12 +226,15 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
 
 def run_and_pick_victim(c):
     """Runs the map stage once; returns the RDD, its result, the shuffle, and the executor holding
-    the most of its outputs with their map indexes."""
+    the most of its outputs with their map indexes. The shuffle is the one this call ran: on a shared
+    application, earlier tests' shuffles are left out."""
     c.wait_executors(2)
+    c.rr.sync()
+    known = set(c.model.shuffles)
     pairs = pairs_rdd(c.sc)
     expected = sorted(pairs.collect())
     c.rr.sync()
-    (sid,) = list(c.model.shuffles)
+    (sid,) = [s for s in c.model.shuffles if s not in known]
     on = outputs_by_executor(c.model, sid)
     victim = max(on, key=lambda e: len(on[e]))
     return pairs, expected, sid, victim, on[victim]

@@ -3,7 +3,8 @@
 The query joins two aggregations of one parquet directory: a sum per key and a count per key.
 Attempt 1 fails in the count side's map stage (spark.task.maxFailures=1) after the sum side's
 exchange has materialized, so the run records the sum shuffle for its retry. The expected results
-are computed without Spark, with pyarrow over the directory as the retry sees it.
+are computed without Spark, with pyarrow over the directory as the retry sees it. Tests with the same
+settings share one application, each looking only at the shuffles and runs it started.
 """
 
 from __future__ import annotations
@@ -73,13 +74,13 @@ def rows(df) -> list[tuple[int, int, int]]:
     return sorted((r["k"], r["s"], r["n"]) for r in df.collect())
 
 
-def open_gate_when_a_shuffle_completes(c, gate: Path, timeout: float = 120) -> threading.Thread:
-    """The count side's failing task waits for `gate`; it opens once a shuffle (the sum side's: the
-    count side cannot finish while its task waits) has all its outputs, and AQE has had a moment to
-    take the stage's result."""
+def open_gate_when_a_shuffle_completes(c, gate: Path, known: set[int], timeout: float = 120) -> threading.Thread:
+    """The count side's failing task waits for `gate`; it opens once a shuffle not in `known` (the sum
+    side's: the count side cannot finish while its task waits) has all its outputs, and AQE has had a
+    moment to take the stage's result."""
 
     def complete(m) -> bool:
-        return any(s.num_maps > 0 and not s.missing() for s in m.shuffles.values())
+        return any(s.num_maps > 0 and not s.missing() for k, s in m.shuffles.items() if k not in known)
 
     def run() -> None:
         if c.model.wait_for(complete, timeout):
@@ -105,22 +106,26 @@ def map_tasks_by_shuffle(c) -> dict[int, int]:
     return c.model.read(collect)
 
 
-def the_run(c, name: str) -> dict:
-    (record,) = [r for r in c.rr.report()["runs"] if r["name"] == name]
+def the_run(c, name: str, earlier: int) -> dict:
+    """The run of that name among those started after the first `earlier` runs of the application."""
+    (record,) = [r for r in c.rr.report()["runs"][earlier:] if r["name"] == name]
     return record
 
 
 class Scenario:
     """One cluster, one input directory, and the query with its gated fault."""
 
-    def __init__(self, cluster, tmp_path: Path, **conf):
-        self.c = cluster(**dict(CONF, **conf))
+    def __init__(self, shared_cluster, tmp_path: Path, **conf):
+        self.c = shared_cluster(**dict(CONF, **conf))
+        self.c.rr.sync()
+        known = self.c.model.read(lambda m: set(m.shuffles))  # the shared application's earlier shuffles
+        self.earlier_runs = len(self.c.rr.report()["runs"])
         self.dir = make_input(tmp_path)
         state = tmp_path / "fault-state"
         state.mkdir()
         gate = tmp_path / "gate"
         self.fault = faults.transient_failure_udf(str(state), [0], 1, gate=str(gate))
-        self.opener = open_gate_when_a_shuffle_completes(self.c, gate)
+        self.opener = open_gate_when_a_shuffle_completes(self.c, gate, known)
         self.scopes: list[str | None] = []  # the thread's scope property seen by each attempt
         self.tasks_before_retry: dict[int, int] = {}
 
@@ -144,8 +149,8 @@ class Scenario:
         return sum_shuffle, count_shuffle
 
 
-def test_input_changed_before_the_retry_is_recomputed_not_mixed(cluster, tmp_path):
-    s = Scenario(cluster, tmp_path)
+def test_input_changed_before_the_retry_is_recomputed_not_mixed(shared_cluster, tmp_path):
+    s = Scenario(shared_cluster, tmp_path)
     result = s.c.rr.run(lambda: s.attempt(before_retry=lambda: add_hot_rows(s.dir)), name="sum-join-count")
 
     want = expected(s.dir)  # the directory as the retry saw it
@@ -153,7 +158,7 @@ def test_input_changed_before_the_retry_is_recomputed_not_mixed(cluster, tmp_pat
     hot = next(r for r in result if r[0] == HOT_KEY)
     assert hot == (HOT_KEY, sum(range(HOT_KEY, 800, 10)) + 500 * 1000, 580), "new count and new sum"
 
-    record = the_run(s.c, "sum-join-count")
+    record = the_run(s.c, "sum-join-count", s.earlier_runs)
     assert record["succeeded"] and len(record["attempts"]) == 2
     sum_shuffle, _ = s.check_attempt_1(record)
     second = record["attempts"][1]
@@ -173,12 +178,12 @@ def test_input_changed_before_the_retry_is_recomputed_not_mixed(cluster, tmp_pat
     assert f"shuffle {sum_shuffle} not taken over (input_changed)" in text, text
 
 
-def test_unchanged_input_is_reused_and_nothing_is_rewritten_after_the_run(cluster, tmp_path):
-    s = Scenario(cluster, tmp_path)
+def test_unchanged_input_is_reused_and_nothing_is_rewritten_after_the_run(shared_cluster, tmp_path):
+    s = Scenario(shared_cluster, tmp_path)
     result = s.c.rr.run(s.attempt, name="sum-join-count")
     assert result == expected(s.dir)
 
-    record = the_run(s.c, "sum-join-count")
+    record = the_run(s.c, "sum-join-count", s.earlier_runs)
     sum_shuffle, count_shuffle = s.check_attempt_1(record)
     second = record["attempts"][1]
     assert second["succeeded"] and second["exchanges_reused"] == 1 and second["exchanges_refused"] == []
@@ -207,8 +212,8 @@ def test_unchanged_input_is_reused_and_nothing_is_rewritten_after_the_run(cluste
     assert len(new) == 4 and all(new.values()), f"both queries computed both sides from scratch: {new}"
 
 
-def test_a_query_outside_the_run_is_never_rewritten_while_the_run_waits(cluster, tmp_path):
-    s = Scenario(cluster, tmp_path, **{"spark.regionRecovery.restart-strategy.fixed-delay.delay": "10 s"})
+def test_a_query_outside_the_run_is_never_rewritten_while_the_run_waits(shared_cluster, tmp_path):
+    s = Scenario(shared_cluster, tmp_path, **{"spark.regionRecovery.restart-strategy.fixed-delay.delay": "10 s"})
     done = threading.Event()
     seen: dict = {}
 
@@ -255,7 +260,7 @@ def test_a_query_outside_the_run_is_never_rewritten_while_the_run_waits(cluster,
 
     # the run: its retry sees the new file, refuses the recorded sum shuffle, and is right too
     assert result == want
-    record = the_run(s.c, "sum-join-count")
+    record = the_run(s.c, "sum-join-count", s.earlier_runs)
     sum_shuffle, _ = s.check_attempt_1(record)
     (refusal,) = record["attempts"][1]["exchanges_refused"]
     assert refusal["reason"] == "input_changed" and refusal["shuffle_id"] == sum_shuffle

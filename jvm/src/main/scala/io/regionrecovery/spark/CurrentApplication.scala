@@ -5,7 +5,7 @@ import java.util.concurrent.atomic.AtomicLong
 import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.internal.Logging
 
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.config.PluginSettings
 
 /**
  * The driver JVM's current application: the one [[DriverState]] that Spark's threads (listener,
@@ -30,11 +30,9 @@ object CurrentApplication extends Logging {
     if (s != null && !s.stopped) s.offer(e) else orphans.incrementAndGet()
   }
 
-  private def capacity(conf: SparkConf): Int = ConfigKeys.EventBufferCapacity.read(conf.getOption)
-
   /** The plugin starts a fresh state for its application and owns the listener. */
-  private[spark] def startForPlugin(sc: SparkContext): DriverState = synchronized {
-    val s = new DriverState(capacity(sc.getConf), "plugin")
+  private[spark] def startForPlugin(sc: SparkContext, settings: PluginSettings): DriverState = synchronized {
+    val s = new DriverState(settings.eventBufferCapacity, "plugin")
     s.sparkContext = sc
     state = s
     s
@@ -51,7 +49,7 @@ object CurrentApplication extends Logging {
       logInfo("spark.extraListeners: the region-recovery plugin already listens for this application; skipping")
       throw new UnsupportedOperationException("region-recovery listener already registered by the plugin")
     }
-    val fresh = new DriverState(capacity(conf), "extraListeners")
+    val fresh = new DriverState(PluginSettings(conf.getOption).eventBufferCapacity, "extraListeners")
     fresh.queue = "shared"
     state = fresh
     fresh

@@ -9,7 +9,7 @@ import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext,
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException, SparkGuardActions}
 import io.regionrecovery.spark.jobrecovery.JobRecovery
 import io.regionrecovery.spark.retention.{DriverLossAction, DriverRequest, RetainedStore, RetentionAgent}
@@ -39,34 +39,34 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
    */
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     ConfigKeys.unknownKeyWarnings(sc.getConf.getAll).foreach(w => logWarning(s"region-recovery: $w"))
-    val get = sc.getConf.getOption _
-    if (ConfigKeys.RetainedEnabled.read(get) == "true") RetentionPreconditions.require(get)
-    else if (RetentionPreconditions.isAuto(get) && !RetentionPreconditions.retains(get))
+    val settings = PluginSettings(sc.getConf.getOption)
+    if (settings.retainedEnabled == "true") RetentionPreconditions.require(settings.spark)
+    else if (RetentionPreconditions.isAuto(settings) && !RetentionPreconditions.retains(settings))
       logInfo(s"region-recovery: retained shuffle outputs stay off (${ConfigKeys.RetainedEnabled.name}=auto): " +
-        RetentionPreconditions.autoOffReasons(get).mkString("; "))
-    lazy val rootProblem = RetainedStore.rootProblem(RetainedStore.root(ConfigKeys.RetainedDir.read(get)))
-    if (RetentionPreconditions.retains(get) && rootProblem.nonEmpty) {
-      if (!RetentionPreconditions.isAuto(get)) throw new IllegalArgumentException(rootProblem.get)
+        RetentionPreconditions.autoOffReasons(settings.spark).mkString("; "))
+    lazy val rootProblem = RetainedStore.rootProblem(RetainedStore.root(settings.retention.dir))
+    if (RetentionPreconditions.retains(settings) && rootProblem.nonEmpty) {
+      if (!RetentionPreconditions.isAuto(settings)) throw new IllegalArgumentException(rootProblem.get)
       logInfo(s"region-recovery: retained shuffle outputs stay off (${ConfigKeys.RetainedEnabled.name}=auto): " +
         rootProblem.get)
     }
-    val retained = RetentionPreconditions.retains(get) && rootProblem.isEmpty
-    state = CurrentApplication.startForPlugin(sc)
+    val retained = RetentionPreconditions.retains(settings) && rootProblem.isEmpty
+    state = CurrentApplication.startForPlugin(sc, settings)
     val extraConf = new java.util.HashMap[String, String]()
     if (retained) {
-      val root = RetainedStore.root(ConfigKeys.RetainedDir.read(sc.getConf.getOption))
+      val root = RetainedStore.root(settings.retention.dir)
       val incarnation = RetainedStore.newIncarnation()
       state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state,
-        RetentionPolicy.fromConfig(sc.getConf.getOption), incarnation)
+        RetentionPolicy.fromSettings(settings.retention), incarnation)
       extraConf.put(RetentionProtocol.IncarnationConfKey, incarnation)
       logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root} " +
         s"(this driver's incarnation $incarnation)")
     }
-    state.jobRecovery = JobRecovery.start(sc, state).orNull
+    state.jobRecovery = JobRecovery.start(sc, settings, Option(state.retention), state.offer).orNull
     // the executors keep files on driver loss only if job recovery really runs (not when it was refused)
     DriverLossAction.forExecutors(Option(state.jobRecovery).map(jr => (jr.jobId, jr.windowMs)))
       .foreach(extraConf.put(RetentionProtocol.JobRecoveryConfKey, _))
-    if (ConfigKeys.RestartConsumersOfChangedOutputs.read(sc.getConf.getOption)) {
+    if (settings.changedOutputGuard) {
       val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
       guardTimer = timer
       state.guard = new ChangeGuard(new SparkGuardActions(sc, timer, CurrentApplication.QueueName), state.consumers,
@@ -76,7 +76,7 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     org.apache.spark.regionrecovery.ui.RecoveryUi.start(sc, CurrentApplication.QueueName,
       Json.obj(
         "version" -> Json.str(CurrentApplication.Version),
-        "retained" -> Json.str(ConfigKeys.RetainedEnabled.read(get)),
+        "retained" -> Json.str(settings.retainedEnabled),
         "retaining" -> retained.toString))
     logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +
       s"(event buffer ${state.capacity})")
@@ -120,7 +120,8 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
   override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit =
     try {
       ExecutorSide.context = ctx
-      ExecutorSide.askCommits = ConfigKeys.RestartConsumersOfChangedOutputs.read(ctx.conf().getOption)
+      val settings = PluginSettings(ctx.conf().getOption)
+      ExecutorSide.askCommits = settings.changedOutputGuard
       // PluginContext.hostname() throws on executors in 4.3 (their RpcEnv has no address).
       val env = org.apache.spark.SparkEnv.get
       // In local mode executor plugins start before the block manager has an id.
@@ -129,7 +130,7 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
       val fromDriver = Option(extraConf).map(_.asScala.toMap).getOrElse(Map.empty[String, String])
-      RetentionAgent.start(ctx.conf(), ctx.executorID(), host,
+      RetentionAgent.start(settings, ctx.conf().getAppId, ctx.executorID(), host,
         fromDriver.get(RetentionProtocol.IncarnationConfKey).orNull,
         DriverLossAction.fromDriver(fromDriver.get(RetentionProtocol.JobRecoveryConfKey).orNull))
         .foreach(hello => ctx.send(hello))

@@ -13,8 +13,8 @@ import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.apache.spark.storage.BlockManagerId
 
-import io.regionrecovery.spark.{CurrentApplication, DriverState, JobRecoveryDecidedEvent, Json}
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.{CurrentApplication, Event, JobRecoveryDecidedEvent, Json}
+import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
 import io.regionrecovery.spark.retention.{AgentInfo, RetentionCoordinator}
 import io.regionrecovery.spark.sql.InputFingerprint
@@ -43,12 +43,12 @@ final case class ShuffleDecision(planDigest: String, description: String, outcom
  * every materialized shuffle so that a later crash, including a second one during a recovery,
  * recovers it too.
  */
-final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId: String, val dir: String,
+final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinator, offer: Event => Unit,
+    val jobId: String, val dir: String,
     store: JobEventStore, val replay: Replay, previous: Map[String, ShuffleRecord],
     previousParts: Map[String, IdentityPart], previousApps: Seq[String], val startedAt: Long, workerTimeoutMs: Long,
     val windowMs: Long, val contentDigest: Boolean) extends Logging {
 
-  private def retention: RetentionCoordinator = state.retention
   private val decisions = new ConcurrentHashMap[String, ShuffleDecision]()
   private val recorded = new ConcurrentLinkedQueue[String]()
   private val recordedShuffles = ConcurrentHashMap.newKeySet[Int]()
@@ -75,7 +75,7 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
 
   private def decide(d: ShuffleDecision): Unit = {
     val before = decisions.put(d.planDigest, d)
-    state.offer(JobRecoveryDecidedEvent(d.at, d.planDigest, d.description, d.outcome, d.reason, d.detail, d.shuffleId,
+    offer(JobRecoveryDecidedEvent(d.at, d.planDigest, d.description, d.outcome, d.reason, d.detail, d.shuffleId,
       d.maps, d.mapsRecovered, d.bytesRecovered))
     if (before == null || before.outcome != d.outcome || before.reason != d.reason) {
       val msg = s"region-recovery: job $jobId, shuffle ${d.description}: ${d.outcome}" +
@@ -333,30 +333,29 @@ object JobRecovery extends Logging {
    * segments and opens this driver's. Settings that make recovery unsafe (encryption: its key is
    * per application; shuffle files deleted at query end) turn it off with a warning instead.
    */
-  def start(sc: SparkContext, state: DriverState): Option[JobRecovery] = {
+  def start(sc: SparkContext, settings: PluginSettings, retention: Option[RetentionCoordinator],
+      offer: Event => Unit): Option[JobRecovery] = {
     refusedAtStart = null
-    val get = sc.getConf.getOption _
-    if (!ConfigKeys.JobRecoveryEnabled.read(get)) return None
-    val jobId = ConfigKeys.JobRecoveryJobId.read(get)
+    if (!settings.jobRecoveryEnabled) return None
+    val jr = settings.jobRecovery
+    val jobId = jr.jobId
     if (jobId.isEmpty)
       throw new IllegalArgumentException(s"${ConfigKeys.JobRecoveryEnabled.name}=true needs " +
         s"${ConfigKeys.JobRecoveryJobId.name}: the job's name across its submissions (the resubmission uses the same)")
-    if (state.retention == null)
+    val coordinator = retention.getOrElse(
       throw new IllegalArgumentException(s"${ConfigKeys.JobRecoveryEnabled.name}=true needs " +
-        s"${ConfigKeys.RetainedEnabled.name}=true: recovery reuses the map outputs that executors retained")
-    val configured = ConfigKeys.JobRecoveryDir.read(get)
-    val dir = if (configured.isEmpty) JobEventStore.defaultDir else configured
-    dirProblem(dir, sc.getConf.get("spark.submit.deployMode", "client")).foreach { why =>
+        s"${ConfigKeys.RetainedEnabled.name}=true: recovery reuses the map outputs that executors retained"))
+    val dir = if (jr.dir.isEmpty) JobEventStore.defaultDir else jr.dir
+    dirProblem(dir, settings.spark("spark.submit.deployMode").getOrElse("client")).foreach { why =>
       throw new IllegalArgumentException(why)
     }
-    unsafeSetting(get).foreach { why =>
+    unsafeSetting(settings.spark).foreach { why =>
       logWarning(s"region-recovery: job recovery is off for job $jobId: $why")
       refusedAtStart = why
       return None
     }
-    val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + state.retention.incarnation,
-      sc.hadoopConfiguration,
-      ConfigKeys.JobEventWriteBufferSize.read(get), ConfigKeys.JobEventFlushInterval.read(get))
+    val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + coordinator.incarnation,
+      sc.hadoopConfiguration, jr.writeBufferSize, jr.flushIntervalMs)
     replay.corrupt.foreach { why =>
       logWarning(s"region-recovery: the event store of job $jobId is corrupt ($why): nothing is recovered, the job " +
         "runs as new")
@@ -375,16 +374,15 @@ object JobRecovery extends Logging {
       catch { case NonFatal(ex) => logWarning(s"region-recovery: unreadable identity part skipped: $ex"); None }
     }
     val now = System.currentTimeMillis()
-    val jr = new JobRecovery(sc, state, jobId, dir, store, replay, shuffles.map(s => s.planDigest -> s).toMap,
-      parts.map(p => p.digest -> p).toMap, apps,
-      now, ConfigKeys.JobRecoveryWorkerTimeout.read(get), ConfigKeys.JobRecoveryWindow.read(get),
-      ConfigKeys.JobRecoveryInputDigest.read(get) == "content")
-    store.append(SegmentStart.event(jobId, "driver-" + state.retention.incarnation, SPARK_VERSION,
+    val recovery = new JobRecovery(sc, coordinator, offer, jobId, dir, store, replay,
+      shuffles.map(s => s.planDigest -> s).toMap, parts.map(p => p.digest -> p).toMap, apps,
+      now, jr.workerTimeoutMs, jr.windowMs, jr.contentDigest)
+    store.append(SegmentStart.event(jobId, "driver-" + coordinator.incarnation, SPARK_VERSION,
       CurrentApplication.Version, now))
-    current = jr
+    current = recovery
     logInfo(s"region-recovery: job recovery on for job $jobId (${JobEventStore.jobDir(dir, jobId)}): " +
       s"${replay.segments.size} earlier segments, ${shuffles.map(_.planDigest).distinct.size} recorded shuffles")
-    Some(jr)
+    Some(recovery)
   }
 
   /**

@@ -7,11 +7,10 @@ import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
 
-import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 
 /**
  * Executor side: retains committed outputs (called by the shuffle IO hook on the task thread) and
@@ -29,15 +28,15 @@ object RetentionAgent extends Logging {
    * configuration); never throws (a failure only disables retention here). Refuses to retain under
    * settings the driver refuses too ([[RetentionPreconditions]]), or without a token.
    */
-  private[spark] def start(conf: SparkConf, executorId: String, host: String, incarnation: String,
-      jobRecovery: Option[(String, Long)]): Option[RetentionAgentHello] =
+  private[spark] def start(settings: PluginSettings, appId: String, executorId: String, host: String,
+      incarnation: String, jobRecovery: Option[(String, Long)]): Option[RetentionAgentHello] =
     try {
-      lazy val problems = RetentionPreconditions.problems(conf.getOption)
-      lazy val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
+      lazy val problems = RetentionPreconditions.problems(settings.spark)
+      lazy val root = RetainedStore.root(settings.retention.dir)
       lazy val store = new RetainedStore(root)
-      val auto = RetentionPreconditions.isAuto(conf.getOption)
+      val auto = RetentionPreconditions.isAuto(settings)
       lazy val linkProblem = if (auto) store.linkProblem(SparkInternals.localDirs.map(new java.io.File(_))) else None
-      if (!RetentionPreconditions.retains(conf.getOption)) None // off, or auto and the driver said why
+      if (!RetentionPreconditions.retains(settings)) None // off, or auto and the driver said why
       else if (problems.nonEmpty) {
         logError(s"region-recovery: executor $executorId retains nothing: ${RetentionPreconditions.refusal(problems)}")
         None
@@ -60,8 +59,8 @@ object RetentionAgent extends Logging {
         None
       } else {
         store.linkOnly = auto
-        val a = new RetentionAgent(store, RetainedStore.appKey(conf.getAppId, incarnation),
-          executorId, ConfigKeys.RetainedLeaseTimeout.read(conf.getOption), jobRecovery)
+        val a = new RetentionAgent(store, RetainedStore.appKey(appId, incarnation),
+          executorId, settings.retention.leaseTimeoutMs, jobRecovery)
         a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
         a.startLease()
         agent = a

@@ -8,13 +8,14 @@ import org.apache.spark.SparkContext
 import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext, SparkPlugin}
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
+import org.apache.spark.regionrecovery.ui.{RecoveryUi, RecoveryUiEvent}
 
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
-import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException, SparkGuardActions}
+import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException}
 import io.regionrecovery.spark.jobrecovery.JobRecovery
 import io.regionrecovery.spark.retention.{DriverLossAction, DriverRequest, RetainedStore, RetentionAgent}
-import io.regionrecovery.spark.retention.RetentionCoordinator
-import io.regionrecovery.spark.retention.{RetentionPolicy, RetentionPreconditions, RetentionProtocol}
+import io.regionrecovery.spark.retention.{RetentionCoordinator, RetentionPolicy, RetentionPreconditions}
+import io.regionrecovery.spark.retention.{RetentionProtocol, RetentionRecords}
 
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
@@ -28,14 +29,14 @@ class RegionRecoveryPlugin extends SparkPlugin {
 
 class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   @volatile private var state: DriverState = _
-  @volatile private var guardTimer: java.util.concurrent.ScheduledExecutorService = _
 
   /**
    * Warns about unknown `spark.regionRecovery.*` keys (typos are otherwise silent). With retention
    * on, refuses to start the application under settings where adoption cannot be
    * verified or was never tested ([[RetentionPreconditions]]: the exception fails SparkContext's
-   * start, like other bad configuration), and hands the executors this driver's incarnation token
-   * through the extra configuration Spark passes to each executor plugin's init.
+   * start, like other bad configuration). Builds each feature that is on, once, from the settings
+   * read here, and hands the executors this driver's incarnation token through the extra
+   * configuration Spark passes to each executor plugin's init.
    */
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     ConfigKeys.unknownKeyWarnings(sc.getConf.getAll).foreach(w => logWarning(s"region-recovery: $w"))
@@ -52,28 +53,29 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     }
     val retained = RetentionPreconditions.retains(settings) && rootProblem.isEmpty
     state = CurrentApplication.startForPlugin(sc, settings)
-    val extraConf = new java.util.HashMap[String, String]()
-    if (retained) {
+    val retention = if (!retained) None
+    else {
       val root = RetainedStore.root(settings.retention.dir)
       val incarnation = RetainedStore.newIncarnation()
-      state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state,
+      val coordinator = new RetentionCoordinator(sc, new RetainedStore(root), state.offer, new UiRetentionRecords(sc),
         RetentionPolicy.fromSettings(settings.retention), incarnation)
-      extraConf.put(RetentionProtocol.IncarnationConfKey, incarnation)
-      logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root} " +
+      logInfo(s"region-recovery: retained shuffle outputs on, under ${coordinator.store.root} " +
         s"(this driver's incarnation $incarnation)")
+      Some(coordinator)
     }
-    state.jobRecovery = JobRecovery.start(sc, settings, Option(state.retention), state.offer).orNull
+    val jobRecovery = JobRecovery.start(sc, settings, retention, state.offer)
+    val guard =
+      if (settings.changedOutputGuard)
+        Some(ChangeGuard.start(sc, state.consumers, state.offer, CurrentApplication.QueueName))
+      else None
+    state.features = DriverFeatures(retention, jobRecovery, guard)
+    val extraConf = new java.util.HashMap[String, String]()
+    retention.foreach(r => extraConf.put(RetentionProtocol.IncarnationConfKey, r.incarnation))
     // the executors keep files on driver loss only if job recovery really runs (not when it was refused)
-    DriverLossAction.forExecutors(Option(state.jobRecovery).map(jr => (jr.jobId, jr.windowMs)))
+    DriverLossAction.forExecutors(jobRecovery.map(jr => (jr.jobId, jr.windowMs)))
       .foreach(extraConf.put(RetentionProtocol.JobRecoveryConfKey, _))
-    if (settings.changedOutputGuard) {
-      val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
-      guardTimer = timer
-      state.guard = new ChangeGuard(new SparkGuardActions(sc, timer, CurrentApplication.QueueName), state.consumers,
-        state.offer)
-    }
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
-    org.apache.spark.regionrecovery.ui.RecoveryUi.start(sc, CurrentApplication.QueueName,
+    RecoveryUi.start(sc, CurrentApplication.QueueName,
       Json.obj(
         "version" -> Json.str(CurrentApplication.Version),
         "retained" -> Json.str(settings.retainedEnabled),
@@ -92,27 +94,27 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     message match {
       case e: MapOutputCommittedEvent =>
         state.offer(e)
-        val guard = state.guard
-        if (guard != null) return guard.onCommit(e)
+        return state.features.all.iterator.flatMap(_.outputCommitted(e)).nextOption().orNull
       case e: MapOutputRetainedEvent =>
         state.offer(e)
-        if (state.retention != null) state.retention.outputRetained(e)
+        state.features.all.foreach(_.outputRetained(e))
       case e: Event => state.offer(e)
-      case r: DriverRequest => if (state.retention != null) state.retention.handle(r)
+      case r: DriverRequest => state.features.retention.foreach(_.handle(r))
       case other => logWarning(s"region-recovery: ignoring unknown message $other")
     }
     null
   }
 
   override def shutdown(): Unit = if (state != null) {
-    val jr = state.jobRecovery
-    if (jr != null) JobRecovery.stopped(jr)
-    val r = state.retention
-    if (r != null) r.applicationEnd()
-    val t = guardTimer
-    if (t != null) t.shutdownNow()
+    state.features.all.foreach(_.shutdown())
     state.stopped = true
   }
+}
+
+/** The retention coordinator's records, posted for the Spark UI's Recovery tab and the event log. */
+private final class UiRetentionRecords(sc: SparkContext) extends RetentionRecords {
+  override def executorLost(json: String): Unit = RecoveryUi.post(sc, RecoveryUiEvent.ExecutorLost, json)
+  override def retained(json: String): Unit = RecoveryUi.post(sc, RecoveryUiEvent.Retained, json)
 }
 
 class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {

@@ -31,7 +31,7 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
   override def cleanupApplication(): Unit = {
     val s = CurrentApplication.current
     // SparkContext.stop calls this after it stopped the executors: only the driver host is left to clean.
-    if (s != null && s.retention != null) s.retention.applicationEnd()
+    if (s != null) s.features.all.foreach(_.applicationCleanup())
     delegate.cleanupApplication()
   }
   override def registerShuffle(shuffleId: Int): Unit = {
@@ -44,9 +44,7 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
     val s = CurrentApplication.current
     if (s != null) {
       s.consumers.shuffleRemoved(shuffleId)
-      val guard = s.guard
-      if (guard != null) guard.shuffleRemoved(shuffleId)
-      if (s.retention != null) s.retention.shuffleRemoved(shuffleId)
+      s.features.all.foreach(_.shuffleRemoved(shuffleId))
     }
   }
 
@@ -58,7 +56,7 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
    */
   override def supportsReliableStorage(): Boolean = {
     val s = CurrentApplication.current
-    (s != null && !s.stopped && s.retention != null) || delegate.supportsReliableStorage()
+    (s != null && !s.stopped && s.features.retention.isDefined) || delegate.supportsReliableStorage()
   }
 }
 

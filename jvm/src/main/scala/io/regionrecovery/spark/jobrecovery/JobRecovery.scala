@@ -15,6 +15,7 @@ import org.apache.spark.storage.BlockManagerId
 
 import io.regionrecovery.spark.{CurrentApplication, Event, JobRecoveryDecidedEvent, Json}
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
+import io.regionrecovery.spark.core.DriverFeature
 import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
 import io.regionrecovery.spark.retention.{AgentInfo, RetentionCoordinator}
 import io.regionrecovery.spark.sql.InputFingerprint
@@ -47,7 +48,7 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
     val jobId: String, val dir: String,
     store: JobEventStore, val replay: Replay, previous: Map[String, ShuffleRecord],
     previousParts: Map[String, IdentityPart], previousApps: Seq[String], val startedAt: Long, workerTimeoutMs: Long,
-    val windowMs: Long, val contentDigest: Boolean) extends Logging {
+    val windowMs: Long, val contentDigest: Boolean) extends DriverFeature with Logging {
 
   private val decisions = new ConcurrentHashMap[String, ShuffleDecision]()
   private val recorded = new ConcurrentLinkedQueue[String]()
@@ -129,7 +130,6 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
       return recompute("split_changed",
         s"$numMaps map and $numReduces reduce partitions now, ${rec.numMaps} and " +
           s"${rec.numReduces} recorded")
-    if (retention == null) return recompute("retention_off", "retained outputs are off in this application")
     val partialOk = rec.partialAllowed && rec.splitSignature.isDefined &&
       ShuffleIdentity.splitSignature(x.inner.child) == rec.splitSignature
     val byHost = rec.outputs.groupBy(_.host)
@@ -262,10 +262,13 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
 
   // ---- lifecycle ------------------------------------------------------------------------------------
 
-  def applicationStarted(appId: String): Unit =
-    store.append(ApplicationStarted.event(appId, if (retention == null) null else retention.appKey))
+  override def applicationStarted(appId: String): Unit =
+    store.append(ApplicationStarted.event(appId, retention.appKey))
 
-  def jobEnded(succeeded: Boolean): Unit = lastJobFailed = !succeeded
+  override def jobEnded(jobId: Int, succeeded: Boolean): Unit = lastJobFailed = !succeeded
+
+  /** The driver plugin stops: this driver JVM's job recovery is over. */
+  override def shutdown(): Unit = JobRecovery.stopped(this)
 
   /**
    * The application ends (before its executors stop). Succeeded (stopped by its user, not by the
@@ -274,7 +277,7 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
    * ends in the shutdown hook) this application's retained files are kept for the window, like a
    * crashed driver's, and the store stays for the resubmission.
    */
-  def applicationEnding(exitCode: Option[Int]): Unit = if (!finished) {
+  override def applicationEnding(exitCode: Option[Int]): Unit = if (!finished) {
     finished = true
     val byUser = !SparkInternals.jvmShuttingDown
     recorder.shutdown()
@@ -283,13 +286,13 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
     if (succeeded) {
       try store.deleteJob()
       catch { case NonFatal(e) => logWarning(s"region-recovery: deleting the event store of job $jobId failed: $e") }
-      if (retention != null) previousApps.foreach(retention.purgeOtherApplication)
+      previousApps.foreach(retention.purgeOtherApplication)
       logInfo(s"region-recovery: job $jobId succeeded: its event store and the retained files of " +
         s"${previousApps.size} earlier applications are deleted")
     } else {
       store.close()
       val until = System.currentTimeMillis() + windowMs
-      if (retention != null) retention.keepAtApplicationEnd(until, jobId)
+      retention.keepAtApplicationEnd(until, jobId)
       logWarning(s"region-recovery: job $jobId did not succeed (${if (byUser) "stopped" else "stopped at JVM exit"}, " +
         s"exit code ${exitCode.getOrElse("none")}, last job ${if (lastJobFailed) "failed" else "succeeded"}): its " +
         s"retained files are kept until " +

@@ -13,9 +13,9 @@ import org.apache.spark.regionrecovery.ui.{RecoveryUi, RecoveryUiEvent}
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException}
 import io.regionrecovery.spark.jobrecovery.JobRecovery
-import io.regionrecovery.spark.retention.{DriverLossAction, DriverRequest, RetainedStore, RetentionAgent}
-import io.regionrecovery.spark.retention.{RetentionCoordinator, RetentionPolicy, RetentionPreconditions}
-import io.regionrecovery.spark.retention.{RetentionProtocol, RetentionRecords}
+import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
+import io.regionrecovery.spark.retention.{RetentionDecision, RetentionPolicy, RetentionPreconditions}
+import io.regionrecovery.spark.retention.RetentionRecords
 
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
@@ -35,8 +35,9 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
    * on, refuses to start the application under settings where adoption cannot be
    * verified or was never tested ([[RetentionPreconditions]]: the exception fails SparkContext's
    * start, like other bad configuration). Builds each feature that is on, once, from the settings
-   * read here, and hands the executors this driver's incarnation token through the extra
-   * configuration Spark passes to each executor plugin's init.
+   * read here, and hands the executors what this driver decided (retention with its incarnation
+   * token, job recovery's window, whether the changed-output guard asks about commits) through the
+   * extra configuration Spark passes to each executor plugin's init.
    */
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     ConfigKeys.unknownKeyWarnings(sc.getConf.getAll).foreach(w => logWarning(s"region-recovery: $w"))
@@ -69,11 +70,15 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
         Some(ChangeGuard.start(sc, state.consumers, state.offer, CurrentApplication.QueueName))
       else None
     state.features = DriverFeatures(retention, jobRecovery, guard)
+    // What the executors do follows from what runs here, never from their own reading of the settings:
+    // they keep files on driver loss only if job recovery really runs (not when it was refused).
     val extraConf = new java.util.HashMap[String, String]()
-    retention.foreach(r => extraConf.put(RetentionProtocol.IncarnationConfKey, r.incarnation))
-    // the executors keep files on driver loss only if job recovery really runs (not when it was refused)
-    DriverLossAction.forExecutors(jobRecovery.map(jr => (jr.jobId, jr.windowMs)))
-      .foreach(extraConf.put(RetentionProtocol.JobRecoveryConfKey, _))
+    retention.foreach { r =>
+      RetentionDecision(r.incarnation, settings.retention.dir, RetentionPreconditions.isAuto(settings),
+        settings.retention.leaseTimeoutMs, jobRecovery.map(jr => (jr.jobId, jr.windowMs)))
+        .forExecutors.foreach { case (k, v) => extraConf.put(k, v) }
+    }
+    extraConf.put(ChangeGuard.AskCommitsConfKey, guard.isDefined.toString)
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
     RecoveryUi.start(sc, CurrentApplication.QueueName,
       Json.obj(
@@ -118,12 +123,16 @@ private final class UiRetentionRecords(sc: SparkContext) extends RetentionRecord
 }
 
 class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
-  /** Never throws: an exception here would stop the executor from starting. */
+  /**
+   * Follows the driver's decisions in `extraConf` (what the driver plugin's init returned): whether
+   * to ask about each committed output, whether and how to retain. Never throws: an exception here
+   * would stop the executor from starting.
+   */
   override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit =
     try {
       ExecutorSide.context = ctx
-      val settings = PluginSettings(ctx.conf().getOption)
-      ExecutorSide.askCommits = settings.changedOutputGuard
+      val fromDriver = Option(extraConf).map(_.asScala.toMap).getOrElse(Map.empty[String, String])
+      ExecutorSide.askCommits = ChangeGuard.asksCommits(fromDriver)
       // PluginContext.hostname() throws on executors in 4.3 (their RpcEnv has no address).
       val env = org.apache.spark.SparkEnv.get
       // In local mode executor plugins start before the block manager has an id.
@@ -131,11 +140,8 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
         .map(_.host).getOrElse(java.net.InetAddress.getLocalHost.getHostName)
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
-      val fromDriver = Option(extraConf).map(_.asScala.toMap).getOrElse(Map.empty[String, String])
-      RetentionAgent.start(settings, ctx.conf().getAppId, ctx.executorID(), host,
-        fromDriver.get(RetentionProtocol.IncarnationConfKey).orNull,
-        DriverLossAction.fromDriver(fromDriver.get(RetentionProtocol.JobRecoveryConfKey).orNull))
-        .foreach(hello => ctx.send(hello))
+      RetentionAgent.start(RetentionDecision.fromDriver(fromDriver), ctx.conf().getOption, ctx.conf().getAppId,
+        ctx.executorID(), host).foreach(hello => ctx.send(hello))
     } catch {
       case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
     }

@@ -310,6 +310,15 @@ private[consistency] final class EvidenceArray {
 }
 
 object ChangeGuard {
+  /**
+   * The driver's decision, for its executors (the driver plugin's extra configuration): "true" while
+   * the guard runs, so that every executor asks about each committed output, "false" otherwise.
+   */
+  val AskCommitsConfKey = "changed-output-guard.ask-commits"
+
+  /** An executor's reading of [[AskCommitsConfKey]]: anything but the driver's "true" means do not ask. */
+  def asksCommits(fromDriver: Map[String, String]): Boolean = fromDriver.get(AskCommitsConfKey).contains("true")
+
   /** The guard of a running application, with a timer thread of its own (stopped by [[ChangeGuard.shutdown]]). */
   def start(sc: SparkContext, consumers: ConsumerGraph, offer: Event => Unit, queue: String): ChangeGuard = {
     val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")

@@ -247,4 +247,10 @@ class ChangeGuardSuite extends AnyFunSuite {
     assert(broken.onCommit(commit(10, 0, 2L, digest = 8L)) == null)
     assert(broken.statusJson.contains("\"errors\": 1"))
   }
+
+  test("executors ask about commits exactly when the driver runs the guard") {
+    assert(ChangeGuard.asksCommits(Map(ChangeGuard.AskCommitsConfKey -> "true")))
+    assert(!ChangeGuard.asksCommits(Map(ChangeGuard.AskCommitsConfKey -> "false")))
+    assert(!ChangeGuard.asksCommits(Map.empty), "no decision from the driver: nothing to ask")
+  }
 }

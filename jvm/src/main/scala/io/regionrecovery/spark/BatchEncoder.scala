@@ -3,6 +3,8 @@ package io.regionrecovery.spark
 import java.io.{ByteArrayOutputStream, DataOutputStream}
 import java.nio.charset.StandardCharsets.UTF_8
 
+import io.regionrecovery.spark.core._
+
 /**
  * The compact binary batch that crosses py4j (decoded by python/region_recovery/events.py).
  *

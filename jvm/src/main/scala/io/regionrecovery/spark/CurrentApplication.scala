@@ -5,6 +5,7 @@ import java.util.concurrent.atomic.AtomicLong
 import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.internal.Logging
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.PluginSettings
 
 /**
@@ -16,7 +17,7 @@ import io.regionrecovery.spark.config.PluginSettings
  */
 object CurrentApplication extends Logging {
   val QueueName = "regionRecovery"
-  val Version: String = Option(getClass.getPackage).flatMap(p => Option(p.getImplementationVersion)).getOrElse("dev")
+  val Version: String = PluginVersion.current
 
   @volatile private var state: DriverState = _
   private val orphans = new AtomicLong(0)

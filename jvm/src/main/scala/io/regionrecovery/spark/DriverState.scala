@@ -3,6 +3,7 @@ package io.regionrecovery.spark
 import org.apache.spark.SparkContext
 import org.apache.spark.regionrecovery.SparkInternals
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.consistency.{ChangeGuard, ConsumerGraph}
 import io.regionrecovery.spark.core.DriverFeature
 import io.regionrecovery.spark.jobrecovery.JobRecovery

@@ -2,6 +2,7 @@ package io.regionrecovery.spark
 
 import org.apache.spark.SparkContext
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.retention.{ReleasePolicy, RetentionCoordinator, RetentionPolicy}
 

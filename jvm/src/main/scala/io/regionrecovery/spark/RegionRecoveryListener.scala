@@ -4,7 +4,7 @@ import org.apache.spark._
 import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.scheduler._
 
-import _root_.io.regionrecovery.spark.core.DriverFeature // _root_: org.apache.spark._ brings its own `io`
+import _root_.io.regionrecovery.spark.core._ // _root_: org.apache.spark._ brings its own `io`
 
 /**
  * Copies what the controller needs out of Spark's listener events into the bounded event buffer.

@@ -10,6 +10,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.regionrecovery.ui.{RecoveryUi, RecoveryUiEvent}
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException}
 import io.regionrecovery.spark.jobrecovery.JobRecovery

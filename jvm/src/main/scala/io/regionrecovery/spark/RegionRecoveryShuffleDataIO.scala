@@ -8,6 +8,7 @@ import org.apache.spark.shuffle.api._
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputComparison}
 import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 

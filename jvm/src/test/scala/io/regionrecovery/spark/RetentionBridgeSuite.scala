@@ -9,6 +9,7 @@ import org.apache.spark.{SparkConf, SparkContext}
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.retention.RetainedStore
 

@@ -11,7 +11,8 @@ import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.{ListenerBarrier, SparkInternals}
 
-import io.regionrecovery.spark.{Event, Json, MapOutputCommittedEvent, MapOutputComparedEvent, MapOutputRefusedEvent}
+import io.regionrecovery.spark.core.{Event, Json, MapOutputCommittedEvent, MapOutputComparedEvent}
+import io.regionrecovery.spark.core.MapOutputRefusedEvent
 import io.regionrecovery.spark.core.DriverFeature
 
 /** What the guard does to Spark; a fake in the JVM tests. */

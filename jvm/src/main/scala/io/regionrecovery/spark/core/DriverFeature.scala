@@ -1,7 +1,5 @@
 package io.regionrecovery.spark.core
 
-import io.regionrecovery.spark.{MapOutputCommittedEvent, MapOutputRetainedEvent, StageMeta}
-
 /**
  * One feature of the driver plugin (retained outputs, job recovery, the changed-output guard),
  * built once at plugin start from the settings; a feature that is off is not built at all. The

@@ -13,12 +13,11 @@ import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.apache.spark.storage.BlockManagerId
 
-import io.regionrecovery.spark.{CurrentApplication, Event, JobRecoveryDecidedEvent, Json}
+import io.regionrecovery.spark.core.{Event, JobRecoveryDecidedEvent, Json, PluginVersion}
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.core.DriverFeature
 import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
 import io.regionrecovery.spark.retention.{AgentInfo, RetentionCoordinator}
-import io.regionrecovery.spark.sql.InputFingerprint
 
 /**
  * What job recovery decided for one shuffle (per plan digest, the latest decision): `outcome` is
@@ -381,7 +380,7 @@ object JobRecovery extends Logging {
       shuffles.map(s => s.planDigest -> s).toMap, parts.map(p => p.digest -> p).toMap, apps,
       now, jr.workerTimeoutMs, jr.windowMs, jr.contentDigest)
     store.append(SegmentStart.event(jobId, "driver-" + coordinator.incarnation, SPARK_VERSION,
-      CurrentApplication.Version, now))
+      PluginVersion.current, now))
     current = recovery
     logInfo(s"region-recovery: job recovery on for job $jobId (${JobEventStore.jobDir(dir, jobId)}): " +
       s"${replay.segments.size} earlier segments, ${shuffles.map(_.planDigest).distinct.size} recorded shuffles")

@@ -25,15 +25,14 @@ import org.apache.spark.sql.types.{ArrayType, BinaryType, DataType, Decimal, Map
 import org.apache.spark.unsafe.types.{CalendarInterval, UTF8String}
 import org.apache.spark.util.collection.BitSet
 
-import io.regionrecovery.spark.Json
-import io.regionrecovery.spark.sql.ReusedShuffleExchangeExec
+import io.regionrecovery.spark.core.Json
 
 /**
  * "The same shuffle" across Spark applications: whether an exchange planned by a resubmitted job is
  * provably the exchange a crashed application wrote, so that its shuffle files may be reused.
  *
  * The identity has four parts, and a caller compares all of them (input files are the fifth, from
- * [[io.regionrecovery.spark.sql.InputFingerprint]]):
+ * [[InputFingerprint]]):
  *
  *  - the plan digest: SHA-256 of a rendering of `exchange.canonicalized`, produced by an ALLOWLIST.
  *    Every node renders as its class name and its constructor arguments (`productIterator`, then the
@@ -311,7 +310,7 @@ object ShuffleIdentity {
     // ---- plans
 
     def plan(p: SparkPlan, depth: Int): Unit = p match {
-      case r: ReusedShuffleExchangeExec => inside(r.nodeName)(takenOver(r))
+      case r: TakenOverShuffle => inside(r.nodeName)(takenOver(r))
       // Query stages, reused exchanges/subqueries and adaptive plans canonicalize to what they stand for
       case _: QueryStageExec | _: ReusedExchangeExec | _: ReusedSubqueryExec | _: AdaptiveSparkPlanExec =>
         plan(standsFor(p), depth)
@@ -328,7 +327,7 @@ object ShuffleIdentity {
     /** Checks every leaf, subqueries' included, before anything is rendered. */
     def sources(p: SparkPlan): Unit = {
       p match {
-        case r: ReusedShuffleExchangeExec => inside(r.nodeName)(takenOver(r))
+        case r: TakenOverShuffle => inside(r.nodeName)(takenOver(r))
         case _: QueryStageExec | _: ReusedExchangeExec | _: ReusedSubqueryExec | _: AdaptiveSparkPlanExec =>
           sources(standsFor(p))
         case leaf if leaf.children.isEmpty => inside(leaf.nodeName)(checkLeaf(leaf))
@@ -337,7 +336,7 @@ object ShuffleIdentity {
       p.subqueries.foreach(sources)
     }
 
-    private def takenOver(r: ReusedShuffleExchangeExec): Nothing =
+    private def takenOver(r: TakenOverShuffle): Nothing =
       refuse(Reason.UnsupportedSource, s"${r.nodeName} (a shuffle taken over from an earlier attempt)")
 
     /** What a query stage, a reused exchange or subquery, or an adaptive plan canonicalizes to. */

@@ -12,7 +12,7 @@ import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.{Relocation, SparkInternals}
 
-import io.regionrecovery.spark._
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.core.DriverFeature
 

@@ -1,6 +1,6 @@
 package io.regionrecovery.spark.retention
 
-import io.regionrecovery.spark.Json
+import io.regionrecovery.spark.core.Json
 import io.regionrecovery.spark.config.RetentionSettings
 
 /**

@@ -4,7 +4,7 @@ import scala.collection.mutable
 
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.regionrecovery.spark.{Event, MapOutputCommittedEvent, MapOutputComparedEvent, MapOutputRefusedEvent}
+import io.regionrecovery.spark.core.{Event, MapOutputCommittedEvent, MapOutputComparedEvent, MapOutputRefusedEvent}
 
 /** The driver guard's decisions, with Spark replaced by a recorder. */
 class ChangeGuardSuite extends AnyFunSuite {

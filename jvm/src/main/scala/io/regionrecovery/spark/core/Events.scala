@@ -1,4 +1,4 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.core
 
 /**
  * What the listener copies out of Spark's events: flat, immutable, primitives and strings only,

@@ -93,10 +93,6 @@ object RegionRecoveryBridge {
   def mapOutputRowChecksum(shuffleId: Int, mapIndex: Int, mapId: Long): Long =
     org.apache.spark.regionrecovery.SparkInternals.rowChecksum(shuffleId, mapIndex, mapId)
 
-  /** The driver's changed-output guard: counters as JSON; null when it is off. */
-  def changedOutputGuardJson(): String =
-    Option(CurrentApplication.current).flatMap(_.features.guard).map(_.statusJson).orNull
-
   /** Retained outputs: the last executor losses handled (adopted, unregistered, timings), as JSON; null when off. */
   def retentionJson(): String = runningRetention.map(_.historyJson).orNull
 

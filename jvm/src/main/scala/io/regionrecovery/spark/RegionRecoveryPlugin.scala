@@ -156,9 +156,8 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
 /** The executor JVM's channel to the driver, shared by the executor plugin and the shuffle IO hook. */
 object ExecutorSide extends Logging {
   @volatile private[spark] var context: PluginContext = _
+  /** Reports that could not be sent: only the first is logged. */
   private val unsent = new java.util.concurrent.atomic.AtomicLong(0)
-
-  def unsentReports: Long = unsent.get
 
   /** Whether committed outputs are asked about synchronously (the driver's changed-output guard is on). */
   @volatile private[spark] var askCommits: Boolean = false

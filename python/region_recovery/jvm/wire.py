@@ -1,7 +1,7 @@
 """The decoder of the plugin's compact binary event batches into ``jvm.events``.
 
 The wire format is written by jvm/.../BatchEncoder.scala (see its doc comment); the WIRE_* codes
-here must match Events.scala. Strings travel once per batch in a table and events refer to them by
+here must match core/Events.scala. Strings travel once per batch in a table and events refer to them by
 index; -1 means None, which lands on the None we append to the table (Python negative indexing).
 """
 

@@ -3,8 +3,10 @@ package io.regionrecovery.spark
 import java.io.{ByteArrayOutputStream, DataOutputStream}
 import java.nio.charset.StandardCharsets.UTF_8
 
+import io.regionrecovery.spark.core._
+
 /**
- * The compact binary batch that crosses py4j (decoded by python/region_recovery/events.py).
+ * The compact binary batch that crosses py4j (decoded by python/region_recovery/jvm/events.py).
  *
  * Big-endian. Header: magic "RRB1", u16 version, i64 first sequence number, i64 dropped events
  * so far, i32 string count and the strings (i32 byte length, -1 for null, UTF-8 bytes), i32 event

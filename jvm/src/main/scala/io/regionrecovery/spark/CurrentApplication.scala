@@ -5,7 +5,8 @@ import java.util.concurrent.atomic.AtomicLong
 import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.internal.Logging
 
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.core._
+import io.regionrecovery.spark.config.PluginSettings
 
 /**
  * The driver JVM's current application: the one [[DriverState]] that Spark's threads (listener,
@@ -16,7 +17,7 @@ import io.regionrecovery.spark.config.ConfigKeys
  */
 object CurrentApplication extends Logging {
   val QueueName = "regionRecovery"
-  val Version: String = Option(getClass.getPackage).flatMap(p => Option(p.getImplementationVersion)).getOrElse("dev")
+  val Version: String = PluginVersion.current
 
   @volatile private var state: DriverState = _
   private val orphans = new AtomicLong(0)
@@ -30,11 +31,9 @@ object CurrentApplication extends Logging {
     if (s != null && !s.stopped) s.offer(e) else orphans.incrementAndGet()
   }
 
-  private def capacity(conf: SparkConf): Int = ConfigKeys.EventBufferCapacity.read(conf.getOption)
-
   /** The plugin starts a fresh state for its application and owns the listener. */
-  private[spark] def startForPlugin(sc: SparkContext): DriverState = synchronized {
-    val s = new DriverState(capacity(sc.getConf), "plugin")
+  private[spark] def startForPlugin(sc: SparkContext, settings: PluginSettings): DriverState = synchronized {
+    val s = new DriverState(settings.eventBufferCapacity, "plugin")
     s.sparkContext = sc
     state = s
     s
@@ -51,7 +50,7 @@ object CurrentApplication extends Logging {
       logInfo("spark.extraListeners: the region-recovery plugin already listens for this application; skipping")
       throw new UnsupportedOperationException("region-recovery listener already registered by the plugin")
     }
-    val fresh = new DriverState(capacity(conf), "extraListeners")
+    val fresh = new DriverState(PluginSettings(conf.getOption).eventBufferCapacity, "extraListeners")
     fresh.queue = "shared"
     state = fresh
     fresh

@@ -3,7 +3,10 @@ package io.regionrecovery.spark
 import org.apache.spark.SparkContext
 import org.apache.spark.regionrecovery.SparkInternals
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.consistency.{ChangeGuard, ConsumerGraph}
+import io.regionrecovery.spark.core.DriverFeature
+import io.regionrecovery.spark.jobrecovery.JobRecovery
 import io.regionrecovery.spark.retention.RetentionCoordinator
 
 /**
@@ -16,14 +19,10 @@ final class DriverState(val capacity: Int, val installedBy: String) {
   @volatile var queue: String = CurrentApplication.QueueName
   @volatile var shuffleIoActive: Boolean = false
   @volatile var stopped: Boolean = false
-  /** Retained shuffle outputs (spark.regionRecovery.retained.enabled), driver side; null when off. */
-  @volatile var retention: RetentionCoordinator = _
-  /** Batch job recovery after a driver crash (job-recovery.enabled), driver side; null when off. */
-  @volatile var jobRecovery: io.regionrecovery.spark.jobrecovery.JobRecovery = _
+  /** The features that run in this application: set once by the driver plugin, before its listener runs. */
+  @volatile var features: DriverFeatures = DriverFeatures.empty
   /** Who reads which shuffle, fed by the listener; the changed-output guard's view of the running jobs. */
   val consumers = new ConsumerGraph
-  /** The changed-output guard (failover.restart-consumers-of-changed-outputs), driver side; null when off. */
-  @volatile var guard: ChangeGuard = _
   private val executorsReporting = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
 
   def offer(e: Event): Unit = {
@@ -58,7 +57,8 @@ final class DriverState(val capacity: Int, val installedBy: String) {
 
   /** A small JSON document for Python's status() and error messages. */
   def statusJson: String = {
-    val r = retention
+    val f = features
+    val r = f.retention
     Json.obj(
       "version" -> Json.str(CurrentApplication.Version),
       "app_id" -> Json.str(Option(sparkContext).map(_.applicationId).orNull),
@@ -73,11 +73,29 @@ final class DriverState(val capacity: Int, val installedBy: String) {
       "spark_queue_dropped" -> sparkQueueDropped.toString,
       "stopped" -> stopped.toString,
       "orphan_events" -> CurrentApplication.orphanEvents.toString,
-      "retention" -> (r != null).toString,
-      "job_recovery" -> (jobRecovery != null).toString,
-      "changed_output_guard" -> (if (guard == null) "null" else guard.statusJson),
-      "retention_agents" -> (if (r == null) 0 else r.liveAgents.size).toString,
-      "retained_root" -> Json.str(if (r == null) null else r.store.root.toString),
-      "retained_app_dir" -> Json.str(if (r == null) null else r.appDir.orNull))
+      "retention" -> r.isDefined.toString,
+      "job_recovery" -> f.jobRecovery.isDefined.toString,
+      "changed_output_guard" -> f.guard.map(_.statusJson).getOrElse("null"),
+      "retention_agents" -> r.map(_.liveAgents.size).getOrElse(0).toString,
+      "retained_root" -> Json.str(r.map(_.store.root.toString).orNull),
+      "retained_app_dir" -> Json.str(r.flatMap(_.appDir).orNull))
   }
+}
+
+/**
+ * The driver features of one application, each present only when it runs (built once by the
+ * driver plugin at start from the settings). `all` is the order every hook reaches them in: job
+ * recovery first (it decides, at an application's or a job's end, what retention keeps), then
+ * retention, then the changed-output guard.
+ */
+final case class DriverFeatures(
+    retention: Option[RetentionCoordinator],
+    jobRecovery: Option[JobRecovery],
+    guard: Option[ChangeGuard]) {
+  val all: Seq[DriverFeature] = jobRecovery.toSeq ++ retention ++ guard
+}
+
+object DriverFeatures {
+  /** No feature: the listener alone (spark.extraListeners), or before the plugin built them. */
+  val empty: DriverFeatures = DriverFeatures(None, None, None)
 }

@@ -3,6 +3,8 @@ package io.regionrecovery.spark
 import java.util.concurrent.ConcurrentLinkedQueue
 import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
 
+import io.regionrecovery.spark.core._
+
 /**
  * Bounded hand-off between Spark's threads (listener, plugin RPC, shuffle driver components) and
  * the Python drain thread. Producers never block and never take a lock: a full buffer drops the

@@ -2,6 +2,7 @@ package io.regionrecovery.spark
 
 import org.apache.spark.SparkContext
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.retention.{ReleasePolicy, RetentionCoordinator, RetentionPolicy}
 
@@ -92,23 +93,11 @@ object RegionRecoveryBridge {
   def mapOutputRowChecksum(shuffleId: Int, mapIndex: Int, mapId: Long): Long =
     org.apache.spark.regionrecovery.SparkInternals.rowChecksum(shuffleId, mapIndex, mapId)
 
-  /** The driver's changed-output guard: counters as JSON; null when it is off. */
-  def changedOutputGuardJson(): String = {
-    val s = CurrentApplication.current
-    if (s == null || s.guard == null) null else s.guard.statusJson
-  }
-
   /** Retained outputs: the last executor losses handled (adopted, unregistered, timings), as JSON; null when off. */
-  def retentionJson(): String = {
-    val s = CurrentApplication.current
-    if (s == null || s.retention == null) null else s.retention.historyJson
-  }
+  def retentionJson(): String = runningRetention.map(_.historyJson).orNull
 
   /** The driver's retained-bytes ledger (cap, policy, bytes per host / executor / shuffle, releases); null when off. */
-  def retainedLedgerJson(): String = {
-    val s = CurrentApplication.current
-    if (s == null || s.retention == null) null else s.retention.ledgerJson
-  }
+  def retainedLedgerJson(): String = runningRetention.map(_.ledgerJson).orNull
 
   // ---- the retention policy: Python decides, the driver JVM follows it --------------------------------
   // Each setter replaces one part of the policy on the coordinator's thread and returns the whole new
@@ -116,18 +105,15 @@ object RegionRecoveryBridge {
   // Lists travel as comma-separated strings (py4j passes strings and numbers without conversion).
 
   /** The policy in force, as JSON (see RetentionPolicy.json); null when retention is off. */
-  def retentionPolicyJson(): String = {
-    val s = CurrentApplication.current
-    if (s == null || s.retention == null) null else s.retention.policy.json
-  }
+  def retentionPolicyJson(): String = runningRetention.map(_.policy.json).orNull
 
-  private def retention(): RetentionCoordinator = {
-    val s = CurrentApplication.current
-    if (s == null || s.retention == null)
-      throw new IllegalArgumentException(s"retention is off: set ${ConfigKeys.RetainedEnabled.name}=true (and " +
-        "spark.plugins to the region-recovery plugin) before the application starts")
-    s.retention
-  }
+  /** The current application's retention coordinator, if retention runs. */
+  private def runningRetention: Option[RetentionCoordinator] =
+    Option(CurrentApplication.current).flatMap(_.features.retention)
+
+  private def retention(): RetentionCoordinator = runningRetention.getOrElse(
+    throw new IllegalArgumentException(s"retention is off: set ${ConfigKeys.RetainedEnabled.name}=true (and " +
+      "spark.plugins to the region-recovery plugin) before the application starts"))
 
   /** Hosts whose lost executors' outputs are not adopted (Spark recomputes them). Replaces the list. */
   def setAvoidedHosts(csv: String): String = {

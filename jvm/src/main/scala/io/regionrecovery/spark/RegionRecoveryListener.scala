@@ -4,6 +4,8 @@ import org.apache.spark._
 import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.scheduler._
 
+import _root_.io.regionrecovery.spark.core._ // _root_: org.apache.spark._ brings its own `io`
+
 /**
  * Copies what the controller needs out of Spark's listener events into the bounded event buffer.
  *
@@ -19,18 +21,17 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
 
   private def offer(e: Event): Unit = state.offer(e)
 
+  /** The features that run, in their order (none for a listener of spark.extraListeners). */
+  private def features: Seq[DriverFeature] = state.features.all
+
   override def onApplicationStart(e: SparkListenerApplicationStart): Unit = {
     offer(AppStartEvent(e.time, e.appId.orNull, e.appName, e.sparkUser))
-    val jr = state.jobRecovery
-    if (jr != null) e.appId.foreach(jr.applicationStarted)
+    e.appId.foreach(id => features.foreach(_.applicationStarted(id)))
   }
 
   override def onApplicationEnd(e: SparkListenerApplicationEnd): Unit = {
     offer(AppEndEvent(e.time, e.exitCode.getOrElse(Int.MinValue)))
-    val jr = state.jobRecovery
-    if (jr != null) jr.applicationEnding(e.exitCode)
-    val retention = state.retention
-    if (retention != null) retention.applicationEnding()
+    features.foreach(_.applicationEnding(e.exitCode))
     state.stopped = true
   }
 
@@ -45,8 +46,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     val sqlExecutionId = if (sqlId == null) -1L else sqlId.toLong
     offer(JobStartEvent(e.time, e.jobId, sqlExecutionId, prop("spark.jobGroup.id"), stages))
     state.consumers.jobStarted(e.jobId, stages.toSeq.map(m => (m.stageId, m.shuffleId, m.parents, m.determinism)))
-    val retention = state.retention
-    if (retention != null) retention.jobStarted(e.jobId, sqlExecutionId, stages)
+    features.foreach(_.jobStarted(e.jobId, sqlExecutionId, stages))
   }
 
   override def onJobEnd(e: SparkListenerJobEnd): Unit = {
@@ -56,20 +56,14 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
       case other => offer(JobEndEvent(e.time, e.jobId, succeeded = false, String.valueOf(other)))
     }
     state.consumers.jobEnded(e.jobId)
-    val jr = state.jobRecovery
-    if (jr != null) jr.jobEnded(e.jobResult == JobSucceeded)
-    val retention = state.retention
-    if (retention != null) retention.jobEnded(e.jobId, e.jobResult == JobSucceeded)
+    features.foreach(_.jobEnded(e.jobId, e.jobResult == JobSucceeded))
   }
 
   /** The end of a DataFrame action (all its AQE jobs): what the job-end release policy waits for. */
   override def onOtherEvent(e: SparkListenerEvent): Unit = e match {
-    case b: org.apache.spark.regionrecovery.ListenerBarrier =>
-      val guard = state.guard
-      if (guard != null) guard.barrierReached(b.id)
+    case b: org.apache.spark.regionrecovery.ListenerBarrier => features.foreach(_.barrierReached(b.id))
     case end: org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd =>
-      val retention = state.retention
-      if (retention != null) retention.sqlExecutionEnded(end.executionId, end.errorMessage.forall(_.isEmpty))
+      features.foreach(_.sqlExecutionEnded(end.executionId, end.errorMessage.forall(_.isEmpty)))
     case _ =>
   }
 
@@ -85,8 +79,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     offer(StageCompletedEvent(s.completionTime.getOrElse(System.currentTimeMillis()), s.stageId,
       s.attemptNumber(), s.numTasks, SparkInternals.shuffleId(s), s.failureReason.orNull))
     state.consumers.stageCompleted(s.stageId)
-    val retention = state.retention
-    if (retention != null) retention.stageCompleted(s.stageId, s.failureReason.isEmpty)
+    features.foreach(_.stageCompleted(s.stageId, s.failureReason.isEmpty))
   }
 
   override def onTaskStart(e: SparkListenerTaskStart): Unit = {
@@ -135,8 +128,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
       if (t.finishTime > 0) t.finishTime - t.launchTime else 0L, bytes, records,
       reason, fShuffle, fMapId, fMapIndex, fReduce, lostExec, bmHost, exClass, message, byApp, counts))
     state.consumers.taskEnded(e.stageId, reason == Event.Reason.Success)
-    val guard = state.guard
-    if (guard != null && e.taskType == "ShuffleMapTask") guard.mapTaskEnded(t.taskId)
+    if (e.taskType == "ShuffleMapTask") features.foreach(_.mapTaskEnded(t.taskId))
   }
 
   override def onExecutorAdded(e: SparkListenerExecutorAdded): Unit =
@@ -145,8 +137,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
   override def onExecutorRemoved(e: SparkListenerExecutorRemoved): Unit = {
     offer(ExecutorRemovedEvent(e.time, e.executorId, e.reason))
     // After the event, so Python sees the loss before any adoption it causes. Hands off at once.
-    val retention = state.retention
-    if (retention != null) retention.executorRemoved(e.executorId, e.reason, e.time)
+    features.foreach(_.executorRemoved(e.executorId, e.reason, e.time))
   }
 
   override def onBlockManagerRemoved(e: SparkListenerBlockManagerRemoved): Unit = {

@@ -8,13 +8,15 @@ import org.apache.spark.SparkContext
 import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext, SparkPlugin}
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
+import org.apache.spark.regionrecovery.ui.{RecoveryUi, RecoveryUiEvent}
 
-import io.regionrecovery.spark.config.ConfigKeys
-import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException, SparkGuardActions}
+import io.regionrecovery.spark.core._
+import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
+import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException}
 import io.regionrecovery.spark.jobrecovery.JobRecovery
-import io.regionrecovery.spark.retention.{DriverLossAction, DriverRequest, RetainedStore, RetentionAgent}
-import io.regionrecovery.spark.retention.RetentionCoordinator
-import io.regionrecovery.spark.retention.{RetentionPolicy, RetentionPreconditions, RetentionProtocol}
+import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
+import io.regionrecovery.spark.retention.{RetentionDecision, RetentionPolicy, RetentionPreconditions}
+import io.regionrecovery.spark.retention.RetentionRecords
 
 /**
  * Entry point for `spark.plugins`: the driver part puts the listener on a listener-bus queue of its
@@ -28,55 +30,61 @@ class RegionRecoveryPlugin extends SparkPlugin {
 
 class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
   @volatile private var state: DriverState = _
-  @volatile private var guardTimer: java.util.concurrent.ScheduledExecutorService = _
 
   /**
    * Warns about unknown `spark.regionRecovery.*` keys (typos are otherwise silent). With retention
    * on, refuses to start the application under settings where adoption cannot be
    * verified or was never tested ([[RetentionPreconditions]]: the exception fails SparkContext's
-   * start, like other bad configuration), and hands the executors this driver's incarnation token
-   * through the extra configuration Spark passes to each executor plugin's init.
+   * start, like other bad configuration). Builds each feature that is on, once, from the settings
+   * read here, and hands the executors what this driver decided (retention with its incarnation
+   * token, job recovery's window, whether the changed-output guard asks about commits) through the
+   * extra configuration Spark passes to each executor plugin's init.
    */
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     ConfigKeys.unknownKeyWarnings(sc.getConf.getAll).foreach(w => logWarning(s"region-recovery: $w"))
-    val get = sc.getConf.getOption _
-    if (ConfigKeys.RetainedEnabled.read(get) == "true") RetentionPreconditions.require(get)
-    else if (RetentionPreconditions.isAuto(get) && !RetentionPreconditions.retains(get))
+    val settings = PluginSettings(sc.getConf.getOption)
+    if (settings.retainedEnabled == "true") RetentionPreconditions.require(settings.spark)
+    else if (RetentionPreconditions.isAuto(settings) && !RetentionPreconditions.retains(settings))
       logInfo(s"region-recovery: retained shuffle outputs stay off (${ConfigKeys.RetainedEnabled.name}=auto): " +
-        RetentionPreconditions.autoOffReasons(get).mkString("; "))
-    lazy val rootProblem = RetainedStore.rootProblem(RetainedStore.root(ConfigKeys.RetainedDir.read(get)))
-    if (RetentionPreconditions.retains(get) && rootProblem.nonEmpty) {
-      if (!RetentionPreconditions.isAuto(get)) throw new IllegalArgumentException(rootProblem.get)
+        RetentionPreconditions.autoOffReasons(settings.spark).mkString("; "))
+    lazy val rootProblem = RetainedStore.rootProblem(RetainedStore.root(settings.retention.dir))
+    if (RetentionPreconditions.retains(settings) && rootProblem.nonEmpty) {
+      if (!RetentionPreconditions.isAuto(settings)) throw new IllegalArgumentException(rootProblem.get)
       logInfo(s"region-recovery: retained shuffle outputs stay off (${ConfigKeys.RetainedEnabled.name}=auto): " +
         rootProblem.get)
     }
-    val retained = RetentionPreconditions.retains(get) && rootProblem.isEmpty
-    state = CurrentApplication.startForPlugin(sc)
-    val extraConf = new java.util.HashMap[String, String]()
-    if (retained) {
-      val root = RetainedStore.root(ConfigKeys.RetainedDir.read(sc.getConf.getOption))
+    val retained = RetentionPreconditions.retains(settings) && rootProblem.isEmpty
+    state = CurrentApplication.startForPlugin(sc, settings)
+    val retention = if (!retained) None
+    else {
+      val root = RetainedStore.root(settings.retention.dir)
       val incarnation = RetainedStore.newIncarnation()
-      state.retention = new RetentionCoordinator(sc, new RetainedStore(root), state,
-        RetentionPolicy.fromConfig(sc.getConf.getOption), incarnation)
-      extraConf.put(RetentionProtocol.IncarnationConfKey, incarnation)
-      logInfo(s"region-recovery: retained shuffle outputs on, under ${state.retention.store.root} " +
+      val coordinator = new RetentionCoordinator(sc, new RetainedStore(root), state.offer, new UiRetentionRecords(sc),
+        RetentionPolicy.fromSettings(settings.retention), incarnation)
+      logInfo(s"region-recovery: retained shuffle outputs on, under ${coordinator.store.root} " +
         s"(this driver's incarnation $incarnation)")
+      Some(coordinator)
     }
-    state.jobRecovery = JobRecovery.start(sc, state).orNull
-    // the executors keep files on driver loss only if job recovery really runs (not when it was refused)
-    DriverLossAction.forExecutors(Option(state.jobRecovery).map(jr => (jr.jobId, jr.windowMs)))
-      .foreach(extraConf.put(RetentionProtocol.JobRecoveryConfKey, _))
-    if (ConfigKeys.RestartConsumersOfChangedOutputs.read(sc.getConf.getOption)) {
-      val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
-      guardTimer = timer
-      state.guard = new ChangeGuard(new SparkGuardActions(sc, timer, CurrentApplication.QueueName), state.consumers,
-        state.offer)
+    val jobRecovery = JobRecovery.start(sc, settings, retention, state.offer)
+    val guard =
+      if (settings.changedOutputGuard)
+        Some(ChangeGuard.start(sc, state.consumers, state.offer, CurrentApplication.QueueName))
+      else None
+    state.features = DriverFeatures(retention, jobRecovery, guard)
+    // What the executors do follows from what runs here, never from their own reading of the settings:
+    // they keep files on driver loss only if job recovery really runs (not when it was refused).
+    val extraConf = new java.util.HashMap[String, String]()
+    retention.foreach { r =>
+      RetentionDecision(r.incarnation, settings.retention.dir, RetentionPreconditions.isAuto(settings),
+        settings.retention.leaseTimeoutMs, jobRecovery.map(jr => (jr.jobId, jr.windowMs)))
+        .forExecutors.foreach { case (k, v) => extraConf.put(k, v) }
     }
+    extraConf.put(ChangeGuard.AskCommitsConfKey, guard.isDefined.toString)
     SparkInternals.addToQueue(sc, new RegionRecoveryListener(state), CurrentApplication.QueueName)
-    org.apache.spark.regionrecovery.ui.RecoveryUi.start(sc, CurrentApplication.QueueName,
+    RecoveryUi.start(sc, CurrentApplication.QueueName,
       Json.obj(
         "version" -> Json.str(CurrentApplication.Version),
-        "retained" -> Json.str(ConfigKeys.RetainedEnabled.read(get)),
+        "retained" -> Json.str(settings.retainedEnabled),
         "retaining" -> retained.toString))
     logInfo(s"region-recovery ${CurrentApplication.Version}: listening on queue '${CurrentApplication.QueueName}' " +
       s"(event buffer ${state.capacity})")
@@ -92,35 +100,40 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     message match {
       case e: MapOutputCommittedEvent =>
         state.offer(e)
-        val guard = state.guard
-        if (guard != null) return guard.onCommit(e)
+        return state.features.all.iterator.flatMap(_.outputCommitted(e)).nextOption().orNull
       case e: MapOutputRetainedEvent =>
         state.offer(e)
-        if (state.retention != null) state.retention.outputRetained(e)
+        state.features.all.foreach(_.outputRetained(e))
       case e: Event => state.offer(e)
-      case r: DriverRequest => if (state.retention != null) state.retention.handle(r)
+      case r: DriverRequest => state.features.retention.foreach(_.handle(r))
       case other => logWarning(s"region-recovery: ignoring unknown message $other")
     }
     null
   }
 
   override def shutdown(): Unit = if (state != null) {
-    val jr = state.jobRecovery
-    if (jr != null) JobRecovery.stopped(jr)
-    val r = state.retention
-    if (r != null) r.applicationEnd()
-    val t = guardTimer
-    if (t != null) t.shutdownNow()
+    state.features.all.foreach(_.shutdown())
     state.stopped = true
   }
 }
 
+/** The retention coordinator's records, posted for the Spark UI's Recovery tab and the event log. */
+private final class UiRetentionRecords(sc: SparkContext) extends RetentionRecords {
+  override def executorLost(json: String): Unit = RecoveryUi.post(sc, RecoveryUiEvent.ExecutorLost, json)
+  override def retained(json: String): Unit = RecoveryUi.post(sc, RecoveryUiEvent.Retained, json)
+}
+
 class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
-  /** Never throws: an exception here would stop the executor from starting. */
+  /**
+   * Follows the driver's decisions in `extraConf` (what the driver plugin's init returned): whether
+   * to ask about each committed output, whether and how to retain. Never throws: an exception here
+   * would stop the executor from starting.
+   */
   override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit =
     try {
       ExecutorSide.context = ctx
-      ExecutorSide.askCommits = ConfigKeys.RestartConsumersOfChangedOutputs.read(ctx.conf().getOption)
+      val fromDriver = Option(extraConf).map(_.asScala.toMap).getOrElse(Map.empty[String, String])
+      ExecutorSide.askCommits = ChangeGuard.asksCommits(fromDriver)
       // PluginContext.hostname() throws on executors in 4.3 (their RpcEnv has no address).
       val env = org.apache.spark.SparkEnv.get
       // In local mode executor plugins start before the block manager has an id.
@@ -128,11 +141,8 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
         .map(_.host).getOrElse(java.net.InetAddress.getLocalHost.getHostName)
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
-      val fromDriver = Option(extraConf).map(_.asScala.toMap).getOrElse(Map.empty[String, String])
-      RetentionAgent.start(ctx.conf(), ctx.executorID(), host,
-        fromDriver.get(RetentionProtocol.IncarnationConfKey).orNull,
-        DriverLossAction.fromDriver(fromDriver.get(RetentionProtocol.JobRecoveryConfKey).orNull))
-        .foreach(hello => ctx.send(hello))
+      RetentionAgent.start(RetentionDecision.fromDriver(fromDriver), ctx.conf().getOption, ctx.conf().getAppId,
+        ctx.executorID(), host).foreach(hello => ctx.send(hello))
     } catch {
       case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
     }
@@ -146,9 +156,8 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
 /** The executor JVM's channel to the driver, shared by the executor plugin and the shuffle IO hook. */
 object ExecutorSide extends Logging {
   @volatile private[spark] var context: PluginContext = _
+  /** Reports that could not be sent: only the first is logged. */
   private val unsent = new java.util.concurrent.atomic.AtomicLong(0)
-
-  def unsentReports: Long = unsent.get
 
   /** Whether committed outputs are asked about synchronously (the driver's changed-output guard is on). */
   @volatile private[spark] var askCommits: Boolean = false

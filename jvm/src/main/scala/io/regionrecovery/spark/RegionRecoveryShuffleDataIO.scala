@@ -8,6 +8,7 @@ import org.apache.spark.shuffle.api._
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputComparison}
 import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 
@@ -31,7 +32,7 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
   override def cleanupApplication(): Unit = {
     val s = CurrentApplication.current
     // SparkContext.stop calls this after it stopped the executors: only the driver host is left to clean.
-    if (s != null && s.retention != null) s.retention.applicationEnd()
+    if (s != null) s.features.all.foreach(_.applicationCleanup())
     delegate.cleanupApplication()
   }
   override def registerShuffle(shuffleId: Int): Unit = {
@@ -44,9 +45,7 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
     val s = CurrentApplication.current
     if (s != null) {
       s.consumers.shuffleRemoved(shuffleId)
-      val guard = s.guard
-      if (guard != null) guard.shuffleRemoved(shuffleId)
-      if (s.retention != null) s.retention.shuffleRemoved(shuffleId)
+      s.features.all.foreach(_.shuffleRemoved(shuffleId))
     }
   }
 
@@ -58,7 +57,7 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
    */
   override def supportsReliableStorage(): Boolean = {
     val s = CurrentApplication.current
-    (s != null && !s.stopped && s.retention != null) || delegate.supportsReliableStorage()
+    (s != null && !s.stopped && s.features.retention.isDefined) || delegate.supportsReliableStorage()
   }
 }
 

@@ -7,6 +7,8 @@ import scala.jdk.CollectionConverters._
 
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.regionrecovery.spark.core._
+
 /**
  * A test-only reader of BatchEncoder's wire format, written from its doc comment: big-endian;
  * magic "RRB1", u16 version, i64 first sequence number, i64 dropped, i32 string count and the

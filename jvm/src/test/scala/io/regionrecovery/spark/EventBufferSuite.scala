@@ -7,6 +7,8 @@ import scala.collection.mutable
 
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.regionrecovery.spark.core._
+
 class EventBufferSuite extends AnyFunSuite {
   import WireReader.decode
 

@@ -8,6 +8,7 @@ import org.apache.spark.regionrecovery.SparkInternals
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 
 /** The plugin, the listener and the shuffle IO hook in a real local[2] SparkContext. */

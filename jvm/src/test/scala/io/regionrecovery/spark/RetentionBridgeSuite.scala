@@ -9,6 +9,7 @@ import org.apache.spark.{SparkConf, SparkContext}
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.retention.RetainedStore
 
@@ -51,14 +52,15 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   /** A retained copy as an executor's hook leaves it: <root>/<app>/<executor>/shuffle_<s>_<m>_0.data. */
   private def retainedFile(executorId: String, shuffleId: Int, mapId: Long, bytes: Int): Path = {
-    val dir = root.resolve(CurrentApplication.current.retention.appKey).resolve(executorId)
+    val dir = root.resolve(CurrentApplication.current.features.retention.get.appKey).resolve(executorId)
     Files.createDirectories(dir)
     Files.write(dir.resolve(RetainedStore.fileBase(shuffleId, mapId) + ".data"), new Array[Byte](bytes))
   }
 
   private def retained(state: DriverState, shuffleId: Int, mapId: Long, bytes: Int): Path = {
     val f = retainedFile("1", shuffleId, mapId, bytes)
-    state.retention.outputRetained(MapOutputRetainedEvent(1L, shuffleId, mapId, 0, "1", "h", bytes.toLong, 1, 0L))
+    state.features.retention.get.outputRetained(MapOutputRetainedEvent(1L, shuffleId, mapId, 0, "1", "h", bytes.toLong,
+      1, 0L))
     f
   }
 
@@ -87,7 +89,7 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
     val p = json(RegionRecoveryBridge.setAvoidedExecutors("2"))
     assert(texts(p.get("avoided_executors")) == Seq("2") && texts(p.get("avoided_hosts")) == Seq("h1", "h2"))
     assert(json(RegionRecoveryBridge.setReleasePolicy("Job-End")).get("release").asText == "job-end")
-    assert(CurrentApplication.current.retention.ledger.policy.name == "job-end")
+    assert(CurrentApplication.current.features.retention.get.ledger.policy.name == "job-end")
     assert(texts(json(RegionRecoveryBridge.setAvoidedHosts("")).get("avoided_hosts")).isEmpty)
 
     val badPolicy = intercept[IllegalArgumentException](RegionRecoveryBridge.setReleasePolicy("sometimes"))
@@ -108,7 +110,7 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
     val p = json(RegionRecoveryBridge.setRetentionExcluded(7, excluded = true)) // waits for the coordinator
     assert(p.get("excluded_shuffles").get(0).asInt == 7)
     assert(gone.forall(f => !Files.exists(f)) && Files.exists(kept))
-    assert(json(state.retention.ledgerJson).get("outputs").asInt == 1, "the ledger forgets shuffle 7")
+    assert(json(state.features.retention.get.ledgerJson).get("outputs").asInt == 1, "the ledger forgets shuffle 7")
     events(state, seen)(_.exists {
       case d: RetainedFilesDeletedEvent => d.reason == "shuffle 7 is excluded from retention" && d.files == 2
       case _ => false
@@ -119,7 +121,7 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
       case d: RetainedFilesDeletedEvent => d.host == "h" && d.executorId == null && d.files == 1
       case _ => false
     })
-    assert(!Files.exists(later) && json(state.retention.ledgerJson).get("outputs").asInt == 1)
+    assert(!Files.exists(later) && json(state.features.retention.get.ledgerJson).get("outputs").asInt == 1)
     assert(!seen.exists(_.isInstanceOf[MapOutputReleasedEvent]),
       "excluded outputs are not released: they stay registered")
 
@@ -135,7 +137,7 @@ class RetentionBridgeSuite extends AnyFunSuite with BeforeAndAfterEach {
       .collect { case r: MapOutputReleasedEvent => r }
     assert(released.map(_.shuffleId) == Seq(1, 2) && released.forall(_.reason.contains("capped at 400")))
     assert(files.map(Files.exists(_)) == Seq(false, false, true))
-    val ledger = json(state.retention.ledgerJson)
+    val ledger = json(state.features.retention.get.ledgerJson)
     assert(ledger.get("max_bytes_per_host").asLong == 400L && ledger.get("hosts").get("h").asLong == 300L)
   }
 }

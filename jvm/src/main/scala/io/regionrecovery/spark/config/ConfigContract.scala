@@ -3,7 +3,7 @@ package io.regionrecovery.spark.config
 import java.io.{BufferedReader, InputStream, InputStreamReader, OutputStream, PrintStream}
 import java.nio.charset.StandardCharsets.UTF_8
 
-import io.regionrecovery.spark.Json
+import io.regionrecovery.spark.core.Json
 
 /**
  * The JVM side of the configuration contract, for a test that runs it next to the Python

@@ -134,7 +134,7 @@ object ConfigType {
   final case class ChoiceType(aliases: Seq[(String, String)]) extends ConfigType[String]("choice") {
     private val byAlias = aliases.toMap
     def parse(raw: String): String = byAlias.getOrElse(clean(raw), throw new IllegalArgumentException("unknown value"))
-    def json(value: String): String = io.regionrecovery.spark.Json.str(value)
+    def json(value: String): String = io.regionrecovery.spark.core.Json.str(value)
     override def choices: Option[Seq[(String, String)]] = Some(aliases)
   }
 
@@ -154,7 +154,7 @@ object ConfigType {
       if (path.nonEmpty && !path.startsWith("/")) throw new IllegalArgumentException("not an absolute path")
       path
     }
-    def json(value: String): String = io.regionrecovery.spark.Json.str(value)
+    def json(value: String): String = io.regionrecovery.spark.core.Json.str(value)
   }
   /** A job identifier (it names a directory) or a code version: 1 to 128 letters, digits, '.', '_' or '-'; empty means unset. */
   case object JobIdType extends ConfigType[String]("job-id") {
@@ -165,7 +165,7 @@ object ConfigType {
         throw new IllegalArgumentException("not a name: 1 to 128 letters, digits, '.', '_' or '-'")
       id
     }
-    def json(value: String): String = io.regionrecovery.spark.Json.str(value)
+    def json(value: String): String = io.regionrecovery.spark.core.Json.str(value)
   }
 
   /**
@@ -183,7 +183,7 @@ object ConfigType {
         }
         names
     }
-    def json(value: Seq[String]): String = io.regionrecovery.spark.Json.strings(value)
+    def json(value: Seq[String]): String = io.regionrecovery.spark.core.Json.strings(value)
   }
 
   /** A Hadoop FileSystem URI (scheme:...) or an absolute local path; empty means "the default". */
@@ -195,6 +195,6 @@ object ConfigType {
         throw new IllegalArgumentException("not an absolute path or a URI with a scheme")
       uri
     }
-    def json(value: String): String = io.regionrecovery.spark.Json.str(value)
+    def json(value: String): String = io.regionrecovery.spark.core.Json.str(value)
   }
 }

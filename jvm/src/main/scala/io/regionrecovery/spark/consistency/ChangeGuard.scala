@@ -11,7 +11,9 @@ import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.{ListenerBarrier, SparkInternals}
 
-import io.regionrecovery.spark.{Event, Json, MapOutputCommittedEvent, MapOutputComparedEvent, MapOutputRefusedEvent}
+import io.regionrecovery.spark.core.{Event, Json, MapOutputCommittedEvent, MapOutputComparedEvent}
+import io.regionrecovery.spark.core.MapOutputRefusedEvent
+import io.regionrecovery.spark.core.DriverFeature
 
 /** What the guard does to Spark; a fake in the JVM tests. */
 trait GuardActions {
@@ -30,6 +32,8 @@ trait GuardActions {
   /** Events Spark dropped from the listener's queue so far: the listener's view has holes. */
   def listenerDropped(): Long
   def schedule(delayMs: Long)(body: => Unit): Unit
+  /** The driver plugin stops: release what scheduling holds. */
+  def stop(): Unit = ()
 }
 
 /** The real thing: Spark's MapOutputTrackerMaster, DAGScheduler (job cancellation) and listener bus. */
@@ -48,6 +52,7 @@ final class SparkGuardActions(sc: SparkContext, timer: ScheduledExecutorService,
   override def listenerDropped(): Long = SparkInternals.droppedOnQueue(sc, queue)
   override def schedule(delayMs: Long)(body: => Unit): Unit =
     timer.schedule(new Runnable { def run(): Unit = body }, delayMs, TimeUnit.MILLISECONDS)
+  override def stop(): Unit = timer.shutdownNow()
 }
 
 /**
@@ -71,7 +76,8 @@ final class SparkGuardActions(sc: SparkContext, timer: ScheduledExecutorService,
  * Every decision is offered as an event (MapOutputCompared / MapOutputRefused) for Python's records.
  */
 final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Event => Unit,
-    now: () => Long = () => System.currentTimeMillis(), barrierTimeoutMs: Long = 2000L) extends Logging {
+    now: () => Long = () => System.currentTimeMillis(), barrierTimeoutMs: Long = 2000L)
+    extends DriverFeature with Logging {
   import ChangeGuard._
 
   /** The latest accepted output of every (shuffle, map index): 48 bytes each, no object per output. */
@@ -85,6 +91,8 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
   private val counters = mutable.LinkedHashMap(
     "reports" -> 0L, "compared" -> 0L, "changed" -> 0L, "refused" -> 0L, "jobs_cancelled" -> 0L,
     "swept" -> 0L, "barrier_timeouts" -> 0L, "errors" -> 0L)
+
+  override def outputCommitted(e: MapOutputCommittedEvent): Option[String] = Option(onCommit(e))
 
   /** The executor's question; null accepts the output, a string refuses it with that reason. */
   def onCommit(e: MapOutputCommittedEvent): String =
@@ -255,20 +263,22 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
 
   // ---- from the listener thread (never blocks, never takes the guard's lock) --------------------------
 
-  def barrierReached(id: Long): Unit = {
+  override def barrierReached(id: Long): Unit = {
     val latch = barriers.get(id)
     if (latch != null) latch.countDown()
   }
 
-  def mapTaskEnded(taskId: Long): Unit = open.remove(taskId)
+  override def mapTaskEnded(taskId: Long): Unit = open.remove(taskId)
 
-  def shuffleRemoved(shuffleId: Int): Unit = {
+  override def shuffleRemoved(shuffleId: Int): Unit = {
     synchronized {
       outputs.remove(shuffleId)
       taints.remove(shuffleId)
     }
     open.values.removeIf(_.intValue == shuffleId)
   }
+
+  override def shutdown(): Unit = actions.stop()
 
   def statusJson: String = synchronized {
     Json.obj((counters.toSeq.map { case (k, v) => k -> v.toString } ++ Seq(
@@ -301,6 +311,21 @@ private[consistency] final class EvidenceArray {
 }
 
 object ChangeGuard {
+  /**
+   * The driver's decision, for its executors (the driver plugin's extra configuration): "true" while
+   * the guard runs, so that every executor asks about each committed output, "false" otherwise.
+   */
+  val AskCommitsConfKey = "changed-output-guard.ask-commits"
+
+  /** An executor's reading of [[AskCommitsConfKey]]: anything but the driver's "true" means do not ask. */
+  def asksCommits(fromDriver: Map[String, String]): Boolean = fromDriver.get(AskCommitsConfKey).contains("true")
+
+  /** The guard of a running application, with a timer thread of its own (stopped by [[ChangeGuard.shutdown]]). */
+  def start(sc: SparkContext, consumers: ConsumerGraph, offer: Event => Unit, queue: String): ChangeGuard = {
+    val timer = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-changed-output-guard")
+    new ChangeGuard(new SparkGuardActions(sc, timer, queue), consumers, offer)
+  }
+
   /** Starts every reason the guard gives (job cancellations, refused outputs); the Python classifier matches it. */
   val CancelMarker = "region-recovery: changed-output:"
 

@@ -8,7 +8,7 @@ import scala.jdk.CollectionConverters._
 
 import com.fasterxml.jackson.databind.ObjectMapper
 
-import io.regionrecovery.spark.Json
+import io.regionrecovery.spark.core.Json
 
 /**
  * One part of a shuffle's identity that is not in its plan: the settings it ran under

@@ -2,19 +2,12 @@ package io.regionrecovery.spark.jobrecovery
 
 import java.io.{ByteArrayOutputStream, FileNotFoundException, IOException}
 import java.net.URI
-import java.nio.ByteBuffer
-import java.nio.channels.{FileChannel, FileLock, OverlappingFileLockException}
-import java.nio.charset.{CharacterCodingException, CodingErrorAction, StandardCharsets}
-import java.nio.file.{FileAlreadyExistsException, Files, Paths, StandardOpenOption}
-import java.nio.file.attribute.{BasicFileAttributes, PosixFilePermissions}
-import java.util.UUID
-import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
+import java.nio.file.{FileAlreadyExistsException, Paths}
+import java.util.concurrent.{Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
 import java.util.concurrent.atomic.AtomicBoolean
-import java.util.zip.CRC32
 
 import scala.util.control.NonFatal
 
-import com.fasterxml.jackson.core.{JsonFactoryBuilder, JsonToken, StreamReadConstraints}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FSDataOutputStream, FileSystem, Path, RawLocalFileSystem}
 import org.apache.spark.internal.Logging
@@ -89,9 +82,6 @@ object JobEventStore extends Logging {
   val LockName: String = "driver.lock"
   val SegmentPrefix: String = "segment-"
   val CorruptPrefix: String = "corrupt-"
-
-  /** Record bytes besides kind and payload: magic, version, kind length, payload length, CRC. */
-  private[jobrecovery] val Overhead: Int = 4 + 4 + 2 + 4 + 4
 
   private val JobIdPattern = "[A-Za-z0-9._-]{1,128}".r
 
@@ -185,7 +175,7 @@ object JobEventStore extends Logging {
       read += p.getName
       val in = fs.open(p)
       val parsed =
-        try parseSegment(p.getName, in.readAllBytes())
+        try JobEventFormat.parseSegment(p.getName, in.readAllBytes())
         finally in.close()
       events ++= parsed.events
       ignored ++= parsed.torn
@@ -223,288 +213,11 @@ object JobEventStore extends Logging {
     throw new IllegalStateException("unreachable")
   }
 
-  /** The bytes of one record. */
-  private[jobrecovery] def encode(event: JobEvent): Array[Byte] = {
-    val kind = event.kind.getBytes(StandardCharsets.UTF_8)
-    val payload = event.json.getBytes(StandardCharsets.UTF_8)
-    val buf = ByteBuffer.allocate(Overhead + kind.length + payload.length)
-    buf.putInt(Magic).putInt(FormatVersion).putShort(kind.length.toShort).put(kind)
-    buf.putInt(payload.length).put(payload)
-    val crc = new CRC32()
-    crc.update(buf.array(), 0, buf.position())
-    buf.putInt(crc.getValue.toInt)
-    buf.array()
-  }
-
-  /** Why an event cannot be written (a reader would refuse its record), if it cannot. */
-  private[jobrecovery] def invalid(event: JobEvent): Option[String] = {
-    val kindBytes = event.kind.getBytes(StandardCharsets.UTF_8).length
-    if (event.kind.isEmpty || kindBytes > MaxKindBytes || !event.kind.forall(c => c >= ' ' && c <= '~'))
-      Some(s"kind '${event.kind.take(MaxKindBytes)}': 1 to $MaxKindBytes printable ASCII characters")
-    else if (event.json.length > MaxPayloadBytes ||
-      event.json.getBytes(StandardCharsets.UTF_8).length > MaxPayloadBytes)
-      Some(s"payload over $MaxPayloadBytes bytes")
-    else if (!isJsonObject(event.json)) Some("payload is not a JSON object")
-    else None
-  }
-
-  private[jobrecovery] final case class Parsed(events: Vector[JobEvent], torn: Option[String], corrupt: Option[String])
-
-  private val json = new JsonFactoryBuilder()
-    .streamReadConstraints(StreamReadConstraints.builder().maxStringLength(MaxPayloadBytes).build()).build()
-
-  private def isJsonObject(text: String): Boolean =
-    try {
-      val p = json.createParser(text)
-      try p.nextToken() == JsonToken.START_OBJECT && { p.skipChildren(); p.nextToken() == null }
-      finally p.close()
-    } catch { case _: IOException => false }
-
-  private def utf8(bytes: Array[Byte]): Option[String] =
-    try
-      Some(StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
-          .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(bytes)).toString)
-    catch { case _: CharacterCodingException => None }
-
-  /** What is at one offset of a segment. */
-  private sealed trait At
-  private final case class Whole(kind: Array[Byte], payload: Array[Byte], end: Int) extends At
-  private final case class Short(why: String) extends At
-  private final case class BadChecksum(end: Int) extends At
-  private final case class Bad(why: String) extends At
-
-  private def recordAt(b: Array[Byte], at: Int): At = {
-    val buf = ByteBuffer.wrap(b)
-    def left(from: Long) = b.length - from
-    if (left(at) < 10) return Short("the segment ends inside its header")
-    val magic = buf.getInt(at)
-    if (magic != Magic) return Bad(f"bad magic 0x$magic%08x")
-    val version = buf.getInt(at + 4)
-    if (version > FormatVersion)
-      return Bad(s"format version $version, newer than this reader's $FormatVersion (written by a newer " +
-        "spark-region-recovery)")
-    if (version != FormatVersion) return Bad(s"bad format version $version")
-    val kindLength = buf.getShort(at + 8) & 0xffff
-    if (kindLength > MaxKindBytes) return Bad(s"kind length $kindLength over $MaxKindBytes")
-    val lengthAt = at + 10L + kindLength
-    if (left(lengthAt) < 4) return Short("the segment ends inside its kind or payload length")
-    val payloadLength = buf.getInt(lengthAt.toInt)
-    if (payloadLength < 0 || payloadLength > MaxPayloadBytes)
-      return Bad(s"payload length $payloadLength outside 0 to $MaxPayloadBytes")
-    val crcAt = lengthAt + 4 + payloadLength
-    if (left(crcAt) < 4) return Short("the segment ends inside its payload or checksum")
-    val crc = new CRC32()
-    crc.update(b, at, (crcAt - at).toInt)
-    val end = (crcAt + 4).toInt
-    if (crc.getValue.toInt != buf.getInt(crcAt.toInt)) BadChecksum(end)
-    else Whole(java.util.Arrays.copyOfRange(b, at + 10, at + 10 + kindLength),
-      java.util.Arrays.copyOfRange(b, (lengthAt + 4).toInt, crcAt.toInt), end)
-  }
-
-  /**
-   * Whether a whole, valid record starts after `at`. A record that a crash cut short contains none (its
-   * kind is printable, its payload JSON text, neither holds the magic and version bytes with the NUL
-   * bytes between), so one found there means a corrupt length, not a torn write.
-   */
-  private def wholeRecordAfter(b: Array[Byte], at: Int): Boolean = (at + 1 to b.length - Overhead).exists { p =>
-    b(p) == 0x52 && b(p + 1) == 0x52 && recordAt(b, p).isInstanceOf[Whole]
-  }
-
-  /** Reads one segment by the rules in this object's docstring. */
-  private[jobrecovery] def parseSegment(name: String, bytes: Array[Byte]): Parsed = {
-    val events = Vector.newBuilder[JobEvent]
-    var offset = 0
-    def torn(why: String) =
-      Parsed(events.result(), Some(s"$name: ignored the torn last record at byte $offset ($why)"), None)
-    def corrupt(why: String) = Parsed(Vector.empty, None, Some(s"$name: $why in the record at byte $offset"))
-    while (offset < bytes.length) {
-      recordAt(bytes, offset) match {
-        case Short(why) =>
-          return if (wholeRecordAfter(bytes, offset)) corrupt(s"a length past the end of the segment ($why)")
-          else torn(why)
-        case BadChecksum(end) =>
-          return if (end == bytes.length && !wholeRecordAfter(bytes, offset))
-            torn("checksum mismatch at the end of the segment")
-          else corrupt("checksum mismatch")
-        case Bad(why) => return corrupt(why)
-        case Whole(kind, payload, end) =>
-          val event = for (k <- utf8(kind); p <- utf8(payload) if isJsonObject(p)) yield JobEvent(k, p)
-          if (event.isEmpty) return corrupt("kind or payload that cannot be parsed (not UTF-8, or not a JSON object)")
-          events += event.get
-          offset = end
-      }
-    }
-    Parsed(events.result(), None, None)
-  }
-
-  private[jobrecovery] def running(jobId: String, holder: String, lock: String, more: String = ""): Exception =
-    new JobAlreadyRunningException(s"job $jobId is already running in application $holder (lock $lock)$more; " +
-      "wait for it to finish or stop it")
-
-  /** The driver's hold on a job: renewed by the flush thread, released or deleted at the end. */
-  private[jobrecovery] sealed trait DriverLock {
-    /** None while the lock is ours, else why it is no longer. */
-    def renew(): Option[String]
-    def release(): Unit
-    /** Deletes the lock file, then releases. */
-    def deleteAndRelease(): Unit
-  }
-
-  /**
-   * Locks held by this JVM. An OS lock belongs to the process, and closing any channel on the file
-   * can drop it: a second open of a held job must be refused before it opens the file at all.
-   */
-  private val heldHere = new ConcurrentHashMap[String, String]()
-
-  private object LocalLock {
-    private val ownerOnly = PosixFilePermissions.fromString("rwx------")
-
-    /** Creates `dir` and its missing parents, each new one owner-only. */
-    def ensureDir(dir: java.nio.file.Path): Unit =
-      if (!Files.isDirectory(dir)) {
-        val parent = dir.getParent
-        if (parent != null) ensureDir(parent)
-        try {
-          Files.createDirectory(dir)
-          try Files.setPosixFilePermissions(dir, ownerOnly)
-          catch { case _: UnsupportedOperationException => }
-        } catch { case _: FileAlreadyExistsException => }
-      }
-
-    def acquire(file: java.nio.file.Path, jobId: String, appId: String): DriverLock = {
-      val key = file.getParent.toRealPath().resolve(file.getFileName).toString
-      val other = heldHere.putIfAbsent(key, appId)
-      if (other != null) throw running(jobId, other, key)
-      try attempt(file, key, jobId, appId, 3)
-      catch { case e: Throwable => heldHere.remove(key, appId); throw e }
-    }
-
-    private def fileKey(file: java.nio.file.Path): Option[AnyRef] =
-      try Option(Files.readAttributes(file, classOf[BasicFileAttributes]).fileKey())
-      catch { case _: IOException => None }
-
-    private def attempt(file: java.nio.file.Path, key: String, jobId: String, appId: String, left: Int): DriverLock = {
-      val ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE)
-      try {
-        val opened = fileKey(file)
-        val lock =
-          try ch.tryLock()
-          catch { case _: OverlappingFileLockException => null }
-        if (lock == null) throw running(jobId, holder(ch), key)
-        // the previous holder's deleteJob may have removed the file we opened: lock the one at the path
-        if (opened.isEmpty || fileKey(file) != opened) {
-          lock.release(); ch.close()
-          if (left > 0) attempt(file, key, jobId, appId, left - 1)
-          else throw new IOException(s"the lock file $file keeps being replaced")
-        } else {
-          ch.truncate(0)
-          ch.write(ByteBuffer.wrap((appId + "\n").getBytes(StandardCharsets.UTF_8)), 0)
-          ch.force(false)
-          new Held(file, key, ch, lock)
-        }
-      } catch { case e: Throwable => if (ch.isOpen) ch.close(); throw e }
-    }
-
-    /** The application id the holder wrote, read through our own channel (never a second one). */
-    private def holder(ch: FileChannel): String = {
-      val buf = ByteBuffer.allocate(1024)
-      try {
-        while (buf.hasRemaining && ch.read(buf, buf.position().toLong) > 0) {}
-        buf.flip()
-        val text = StandardCharsets.UTF_8.decode(buf).toString.linesIterator.nextOption().getOrElse("").trim
-        if (text.isEmpty) "(unknown)" else text
-      } catch { case NonFatal(_) => "(unknown)" }
-    }
-
-    private final class Held(file: java.nio.file.Path, key: String, ch: FileChannel, lock: FileLock)
-        extends DriverLock {
-      private val released = new AtomicBoolean(false)
-      def renew(): Option[String] = None
-      def release(): Unit = if (released.compareAndSet(false, true)) {
-        try { lock.release(); ch.close() }
-        catch { case NonFatal(e) => logWarning(s"region-recovery: releasing $file: $e") }
-        finally heldHere.remove(key)
-      }
-      def deleteAndRelease(): Unit = {
-        try Files.deleteIfExists(file)
-        catch { case NonFatal(e) => logWarning(s"region-recovery: deleting $file: $e") }
-        release()
-      }
-    }
-  }
-
-  /** The lease on file systems without locks: `<appId>\n<renewed at, epoch ms>\n<token>\n`. */
-  private object LeaseLock {
-    final case class Lease(appId: String, renewedAt: Long, token: String)
-
-    def read(fs: FileSystem, path: Path): Option[Lease] =
-      try {
-        val in = fs.open(path)
-        val text =
-          try new String(in.readNBytes(4096), StandardCharsets.UTF_8)
-          finally in.close()
-        text.split("\n").toSeq match {
-          case Seq(app, at, token, _*) if at.trim.matches("\\d+") => Some(Lease(app.trim, at.trim.toLong, token.trim))
-          // half written (create, then write): as fresh as the file
-          case _ => Some(Lease("(unknown)", fs.getFileStatus(path).getModificationTime, ""))
-        }
-      } catch { case _: FileNotFoundException => None }
-
-    def write(fs: FileSystem, path: Path, lease: Lease): Unit = {
-      val out = fs.create(path, true)
-      try out.write(s"${lease.appId}\n${lease.renewedAt}\n${lease.token}\n".getBytes(StandardCharsets.UTF_8))
-      finally out.close()
-    }
-
-    def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, flushIntervalMs: Long): DriverLock = {
-      val key = path.toString
-      val other = heldHere.putIfAbsent(key, appId)
-      if (other != null) throw running(jobId, other, key)
-      try {
-        val timeout = math.max(30000L, 10 * flushIntervalMs)
-        read(fs, path).foreach { l =>
-          val age = System.currentTimeMillis() - l.renewedAt
-          if (age < timeout)
-            throw running(jobId, l.appId, key, s", renewed $age ms ago (a lease is taken over after $timeout ms)")
-          logWarning(s"region-recovery: taking over the lease of job $jobId from application ${l.appId}, " +
-            s"not renewed for $age ms ($path)")
-        }
-        val mine = Lease(appId, System.currentTimeMillis(), UUID.randomUUID().toString)
-        write(fs, path, mine)
-        read(fs, path) match {
-          case Some(l) if l.token == mine.token => new Held(fs, path, key, mine, timeout)
-          case found => throw running(jobId, found.fold("(unknown)")(_.appId), key, " (taken at the same time)")
-        }
-      } catch { case e: Throwable => heldHere.remove(key, appId); throw e }
-    }
-
-    private final class Held(fs: FileSystem, path: Path, key: String, mine: Lease, timeout: Long)
-        extends DriverLock {
-      private val released = new AtomicBoolean(false)
-      @volatile private var renewedAt = mine.renewedAt
-      def renew(): Option[String] = {
-        val now = System.currentTimeMillis()
-        if (now - renewedAt < timeout / 10) None
-        else
-          read(fs, path) match {
-            case Some(l) if l.token == mine.token =>
-              write(fs, path, mine.copy(renewedAt = now)); renewedAt = now; None
-            case found => Some(s"lost the job's lease $path to application ${found.fold("(none)")(_.appId)}")
-          }
-      }
-      def release(): Unit = if (released.compareAndSet(false, true)) {
-        try if (read(fs, path).exists(_.token == mine.token)) fs.delete(path, false)
-        catch { case NonFatal(e) => logWarning(s"region-recovery: releasing the lease $path: $e") }
-        finally heldHere.remove(key)
-      }
-      def deleteAndRelease(): Unit = release()
-    }
-  }
 }
 
 /** A job's event store as one application writes it: see the companion object. */
 final class JobEventStore private (val segment: String, jobId: String, fs: FileSystem, ownsFs: Boolean,
-    dir: Path, out: FSDataOutputStream, lock: JobEventStore.DriverLock, writeBufferBytes: Long,
+    dir: Path, out: FSDataOutputStream, lock: DriverLock, writeBufferBytes: Long,
     flushIntervalMs: Long)
     extends Logging {
   import JobEventStore._
@@ -546,12 +259,12 @@ final class JobEventStore private (val segment: String, jobId: String, fs: FileS
       logWarning(s"region-recovery: job event store of $jobId is closed; dropped a ${event.kind} event")
       false
     } else
-      invalid(event) match {
+      JobEventFormat.invalid(event) match {
         case Some(why) =>
           markFailed(s"refused a ${event.kind.take(MaxKindBytes)} event: $why", null); false
         case None =>
           val record =
-            try encode(event)
+            try JobEventFormat.encode(event)
             catch { case NonFatal(e) => markFailed(s"encoding a ${event.kind} event: $e", e); null }
           record != null && bufLock.synchronized { buffer.write(record); true }
       }

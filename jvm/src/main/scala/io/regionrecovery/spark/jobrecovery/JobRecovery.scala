@@ -13,11 +13,11 @@ import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.apache.spark.storage.BlockManagerId
 
-import io.regionrecovery.spark.{CurrentApplication, DriverState, JobRecoveryDecidedEvent, Json}
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.core.{Event, JobRecoveryDecidedEvent, Json, PluginVersion}
+import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
+import io.regionrecovery.spark.core.DriverFeature
 import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
 import io.regionrecovery.spark.retention.{AgentInfo, RetentionCoordinator}
-import io.regionrecovery.spark.sql.InputFingerprint
 
 /**
  * What job recovery decided for one shuffle (per plan digest, the latest decision): `outcome` is
@@ -43,12 +43,12 @@ final case class ShuffleDecision(planDigest: String, description: String, outcom
  * every materialized shuffle so that a later crash, including a second one during a recovery,
  * recovers it too.
  */
-final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId: String, val dir: String,
+final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinator, offer: Event => Unit,
+    val jobId: String, val dir: String,
     store: JobEventStore, val replay: Replay, previous: Map[String, ShuffleRecord],
     previousParts: Map[String, IdentityPart], previousApps: Seq[String], val startedAt: Long, workerTimeoutMs: Long,
-    val windowMs: Long, val contentDigest: Boolean) extends Logging {
+    val windowMs: Long, val contentDigest: Boolean) extends DriverFeature with Logging {
 
-  private def retention: RetentionCoordinator = state.retention
   private val decisions = new ConcurrentHashMap[String, ShuffleDecision]()
   private val recorded = new ConcurrentLinkedQueue[String]()
   private val recordedShuffles = ConcurrentHashMap.newKeySet[Int]()
@@ -75,7 +75,7 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
 
   private def decide(d: ShuffleDecision): Unit = {
     val before = decisions.put(d.planDigest, d)
-    state.offer(JobRecoveryDecidedEvent(d.at, d.planDigest, d.description, d.outcome, d.reason, d.detail, d.shuffleId,
+    offer(JobRecoveryDecidedEvent(d.at, d.planDigest, d.description, d.outcome, d.reason, d.detail, d.shuffleId,
       d.maps, d.mapsRecovered, d.bytesRecovered))
     if (before == null || before.outcome != d.outcome || before.reason != d.reason) {
       val msg = s"region-recovery: job $jobId, shuffle ${d.description}: ${d.outcome}" +
@@ -129,7 +129,6 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
       return recompute("split_changed",
         s"$numMaps map and $numReduces reduce partitions now, ${rec.numMaps} and " +
           s"${rec.numReduces} recorded")
-    if (retention == null) return recompute("retention_off", "retained outputs are off in this application")
     val partialOk = rec.partialAllowed && rec.splitSignature.isDefined &&
       ShuffleIdentity.splitSignature(x.inner.child) == rec.splitSignature
     val byHost = rec.outputs.groupBy(_.host)
@@ -262,10 +261,13 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
 
   // ---- lifecycle ------------------------------------------------------------------------------------
 
-  def applicationStarted(appId: String): Unit =
-    store.append(ApplicationStarted.event(appId, if (retention == null) null else retention.appKey))
+  override def applicationStarted(appId: String): Unit =
+    store.append(ApplicationStarted.event(appId, retention.appKey))
 
-  def jobEnded(succeeded: Boolean): Unit = lastJobFailed = !succeeded
+  override def jobEnded(jobId: Int, succeeded: Boolean): Unit = lastJobFailed = !succeeded
+
+  /** The driver plugin stops: this driver JVM's job recovery is over. */
+  override def shutdown(): Unit = JobRecovery.stopped(this)
 
   /**
    * The application ends (before its executors stop). Succeeded (stopped by its user, not by the
@@ -274,7 +276,7 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
    * ends in the shutdown hook) this application's retained files are kept for the window, like a
    * crashed driver's, and the store stays for the resubmission.
    */
-  def applicationEnding(exitCode: Option[Int]): Unit = if (!finished) {
+  override def applicationEnding(exitCode: Option[Int]): Unit = if (!finished) {
     finished = true
     val byUser = !SparkInternals.jvmShuttingDown
     recorder.shutdown()
@@ -283,13 +285,13 @@ final class JobRecovery private (sc: SparkContext, state: DriverState, val jobId
     if (succeeded) {
       try store.deleteJob()
       catch { case NonFatal(e) => logWarning(s"region-recovery: deleting the event store of job $jobId failed: $e") }
-      if (retention != null) previousApps.foreach(retention.purgeOtherApplication)
+      previousApps.foreach(retention.purgeOtherApplication)
       logInfo(s"region-recovery: job $jobId succeeded: its event store and the retained files of " +
         s"${previousApps.size} earlier applications are deleted")
     } else {
       store.close()
       val until = System.currentTimeMillis() + windowMs
-      if (retention != null) retention.keepAtApplicationEnd(until, jobId)
+      retention.keepAtApplicationEnd(until, jobId)
       logWarning(s"region-recovery: job $jobId did not succeed (${if (byUser) "stopped" else "stopped at JVM exit"}, " +
         s"exit code ${exitCode.getOrElse("none")}, last job ${if (lastJobFailed) "failed" else "succeeded"}): its " +
         s"retained files are kept until " +
@@ -333,30 +335,29 @@ object JobRecovery extends Logging {
    * segments and opens this driver's. Settings that make recovery unsafe (encryption: its key is
    * per application; shuffle files deleted at query end) turn it off with a warning instead.
    */
-  def start(sc: SparkContext, state: DriverState): Option[JobRecovery] = {
+  def start(sc: SparkContext, settings: PluginSettings, retention: Option[RetentionCoordinator],
+      offer: Event => Unit): Option[JobRecovery] = {
     refusedAtStart = null
-    val get = sc.getConf.getOption _
-    if (!ConfigKeys.JobRecoveryEnabled.read(get)) return None
-    val jobId = ConfigKeys.JobRecoveryJobId.read(get)
+    if (!settings.jobRecoveryEnabled) return None
+    val jr = settings.jobRecovery
+    val jobId = jr.jobId
     if (jobId.isEmpty)
       throw new IllegalArgumentException(s"${ConfigKeys.JobRecoveryEnabled.name}=true needs " +
         s"${ConfigKeys.JobRecoveryJobId.name}: the job's name across its submissions (the resubmission uses the same)")
-    if (state.retention == null)
+    val coordinator = retention.getOrElse(
       throw new IllegalArgumentException(s"${ConfigKeys.JobRecoveryEnabled.name}=true needs " +
-        s"${ConfigKeys.RetainedEnabled.name}=true: recovery reuses the map outputs that executors retained")
-    val configured = ConfigKeys.JobRecoveryDir.read(get)
-    val dir = if (configured.isEmpty) JobEventStore.defaultDir else configured
-    dirProblem(dir, sc.getConf.get("spark.submit.deployMode", "client")).foreach { why =>
+        s"${ConfigKeys.RetainedEnabled.name}=true: recovery reuses the map outputs that executors retained"))
+    val dir = if (jr.dir.isEmpty) JobEventStore.defaultDir else jr.dir
+    dirProblem(dir, settings.spark("spark.submit.deployMode").getOrElse("client")).foreach { why =>
       throw new IllegalArgumentException(why)
     }
-    unsafeSetting(get).foreach { why =>
+    unsafeSetting(settings.spark).foreach { why =>
       logWarning(s"region-recovery: job recovery is off for job $jobId: $why")
       refusedAtStart = why
       return None
     }
-    val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + state.retention.incarnation,
-      sc.hadoopConfiguration,
-      ConfigKeys.JobEventWriteBufferSize.read(get), ConfigKeys.JobEventFlushInterval.read(get))
+    val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + coordinator.incarnation,
+      sc.hadoopConfiguration, jr.writeBufferSize, jr.flushIntervalMs)
     replay.corrupt.foreach { why =>
       logWarning(s"region-recovery: the event store of job $jobId is corrupt ($why): nothing is recovered, the job " +
         "runs as new")
@@ -375,16 +376,15 @@ object JobRecovery extends Logging {
       catch { case NonFatal(ex) => logWarning(s"region-recovery: unreadable identity part skipped: $ex"); None }
     }
     val now = System.currentTimeMillis()
-    val jr = new JobRecovery(sc, state, jobId, dir, store, replay, shuffles.map(s => s.planDigest -> s).toMap,
-      parts.map(p => p.digest -> p).toMap, apps,
-      now, ConfigKeys.JobRecoveryWorkerTimeout.read(get), ConfigKeys.JobRecoveryWindow.read(get),
-      ConfigKeys.JobRecoveryInputDigest.read(get) == "content")
-    store.append(SegmentStart.event(jobId, "driver-" + state.retention.incarnation, SPARK_VERSION,
-      CurrentApplication.Version, now))
-    current = jr
+    val recovery = new JobRecovery(sc, coordinator, offer, jobId, dir, store, replay,
+      shuffles.map(s => s.planDigest -> s).toMap, parts.map(p => p.digest -> p).toMap, apps,
+      now, jr.workerTimeoutMs, jr.windowMs, jr.contentDigest)
+    store.append(SegmentStart.event(jobId, "driver-" + coordinator.incarnation, SPARK_VERSION,
+      PluginVersion.current, now))
+    current = recovery
     logInfo(s"region-recovery: job recovery on for job $jobId (${JobEventStore.jobDir(dir, jobId)}): " +
       s"${replay.segments.size} earlier segments, ${shuffles.map(_.planDigest).distinct.size} recorded shuffles")
-    Some(jr)
+    Some(recovery)
   }
 
   /**

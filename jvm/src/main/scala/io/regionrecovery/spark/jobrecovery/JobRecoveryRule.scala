@@ -8,8 +8,7 @@ import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 
-import io.regionrecovery.spark.CurrentApplication
-import io.regionrecovery.spark.sql.InputFingerprint
+import io.regionrecovery.spark.core.PluginVersion
 
 /**
  * A query-stage preparation rule, active while job recovery is on: every planned shuffle exchange
@@ -27,7 +26,7 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
     case Some(jr) =>
       // the settings the session plans and runs this query with (read once per planning)
       lazy val settings = SettingsIdentity.of(session.sparkContext.getConf, session.sessionState.conf,
-        CurrentApplication.Version)
+        PluginVersion.current)
       plan.transformDown { case e: ShuffleExchangeExec =>
         try wrap(jr, e, settings)
         catch {
@@ -74,8 +73,8 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
 
 object JobRecoveryRule {
   // the report's vocabulary, shared with exchange reuse within a run
-  val NotFingerprintable: String = io.regionrecovery.spark.sql.ExchangeReuse.Reason.NotFingerprintable
-  val InputChanged: String = io.regionrecovery.spark.sql.ExchangeReuse.Reason.InputChanged
+  val NotFingerprintable: String = InputFingerprint.NotFingerprintableReason
+  val InputChanged: String = InputFingerprint.InputChangedReason
   val SettingsChanged = "settings_changed"
   val CodeChanged = "code_changed"
 }

@@ -4,7 +4,7 @@ import scala.jdk.CollectionConverters._
 
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
-import io.regionrecovery.spark.Json
+import io.regionrecovery.spark.core.Json
 
 /**
  * One map output of a recorded shuffle: where its retained files are (the application directory

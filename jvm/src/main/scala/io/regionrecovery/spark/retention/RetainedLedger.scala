@@ -2,7 +2,7 @@ package io.regionrecovery.spark.retention
 
 import scala.collection.mutable
 
-import io.regionrecovery.spark.Json
+import io.regionrecovery.spark.core.Json
 
 /** When retained outputs are released before Spark cleans their shuffle, or the application ends. */
 sealed abstract class ReleasePolicy(val name: String)

@@ -7,7 +7,6 @@ import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
 
-import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
@@ -25,52 +24,47 @@ object RetentionAgent extends Logging {
   private[retention] def installForTests(a: RetentionAgent): Unit = agent = a
 
   /**
-   * Called by the executor plugin with the driver's incarnation token (from the plugin's extra
-   * configuration); never throws (a failure only disables retention here). Refuses to retain under
-   * settings the driver refuses too ([[RetentionPreconditions]]), or without a token.
+   * Called by the executor plugin with what the driver decided (from the plugin's extra
+   * configuration; None: the driver runs no retention, and its log says why); never throws (a
+   * failure only disables retention here). Still refuses to retain under settings the driver
+   * refuses too ([[RetentionPreconditions]], defence in depth), and where this host's retained root
+   * or its filesystem does not fit.
    */
-  private[spark] def start(conf: SparkConf, executorId: String, host: String, incarnation: String,
-      jobRecovery: Option[(String, Long)]): Option[RetentionAgentHello] =
-    try {
-      lazy val problems = RetentionPreconditions.problems(conf.getOption)
-      lazy val root = RetainedStore.root(ConfigKeys.RetainedDir.read(conf.getOption))
-      lazy val store = new RetainedStore(root)
-      val auto = RetentionPreconditions.isAuto(conf.getOption)
-      lazy val linkProblem = if (auto) store.linkProblem(SparkInternals.localDirs.map(new java.io.File(_))) else None
-      if (!RetentionPreconditions.retains(conf.getOption)) None // off, or auto and the driver said why
-      else if (problems.nonEmpty) {
-        logError(s"region-recovery: executor $executorId retains nothing: ${RetentionPreconditions.refusal(problems)}")
-        None
-      } else if ((incarnation == null || incarnation.isEmpty) && auto) {
-        logInfo(s"region-recovery: executor $executorId retains nothing: the driver keeps retention off " +
-          s"(${ConfigKeys.RetainedEnabled.name}=auto; the driver's log says why)")
-        None
-      } else if (incarnation == null || incarnation.isEmpty) {
-        logError(s"region-recovery: executor $executorId retains nothing: the driver plugin handed it no " +
-          s"incarnation token (is io.regionrecovery.spark.RegionRecoveryPlugin in spark.plugins on the driver?)")
-        None
-      } else if (RetainedStore.rootProblem(root).nonEmpty) {
-        val why = s"region-recovery: executor $executorId retains nothing: ${RetainedStore.rootProblem(root).get}"
-        if (auto) logInfo(why) else logError(why)
-        None
-      } else if (linkProblem.nonEmpty) {
-        logInfo(s"region-recovery: executor $executorId retains nothing (${ConfigKeys.RetainedEnabled.name}=auto " +
-          s"retains by hard link only): ${linkProblem.get}. Put ${ConfigKeys.RetainedDir.name} on the filesystem " +
-          s"of spark.local.dir, or set ${ConfigKeys.RetainedEnabled.name}=true to copy.")
-        None
-      } else {
-        store.linkOnly = auto
-        val a = new RetentionAgent(store, RetainedStore.appKey(conf.getAppId, incarnation),
-          executorId, ConfigKeys.RetainedLeaseTimeout.read(conf.getOption), jobRecovery)
-        a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
-        a.startLease()
-        agent = a
-        a.shutdownHook = SparkInternals.addEarlyShutdownHook(() => stop())
-        logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
-          a.store.executorDir(a.appKey, executorId))
-        Some(RetentionAgentHello(executorId, host, a.ref))
+  private[spark] def start(decision: Option[RetentionDecision], sparkConf: String => Option[String], appId: String,
+      executorId: String, host: String): Option[RetentionAgentHello] =
+    try decision.flatMap { d =>
+        lazy val problems = RetentionPreconditions.problems(sparkConf)
+        lazy val root = RetainedStore.root(d.dir)
+        lazy val store = new RetainedStore(root)
+        val auto = d.linkOnly
+        lazy val linkProblem = if (auto) store.linkProblem(SparkInternals.localDirs.map(new java.io.File(_))) else None
+        if (problems.nonEmpty) {
+          logError(
+            s"region-recovery: executor $executorId retains nothing: ${RetentionPreconditions.refusal(problems)}")
+          None
+        } else if (RetainedStore.rootProblem(root).nonEmpty) {
+          val why = s"region-recovery: executor $executorId retains nothing: ${RetainedStore.rootProblem(root).get}"
+          if (auto) logInfo(why) else logError(why)
+          None
+        } else if (linkProblem.nonEmpty) {
+          logInfo(s"region-recovery: executor $executorId retains nothing (${ConfigKeys.RetainedEnabled.name}=auto " +
+            s"retains by hard link only): ${linkProblem.get}. Put ${ConfigKeys.RetainedDir.name} on the filesystem " +
+            s"of spark.local.dir, or set ${ConfigKeys.RetainedEnabled.name}=true to copy.")
+          None
+        } else {
+          store.linkOnly = auto
+          val a = new RetentionAgent(store, RetainedStore.appKey(appId, d.incarnation),
+            executorId, d.leaseTimeoutMs, d.jobRecovery)
+          a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
+          a.startLease()
+          agent = a
+          a.shutdownHook = SparkInternals.addEarlyShutdownHook(() => stop())
+          logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
+            a.store.executorDir(a.appKey, executorId))
+          Some(RetentionAgentHello(executorId, host, a.ref))
+        }
       }
-    } catch {
+    catch {
       case NonFatal(e) =>
         logWarning(s"region-recovery: retention disabled on executor $executorId: $e", e)
         None

@@ -11,10 +11,10 @@ import scala.util.control.NonFatal
 import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.{Relocation, SparkInternals}
-import org.apache.spark.regionrecovery.ui.{RecoveryUi, RecoveryUiEvent}
 
-import io.regionrecovery.spark._
+import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.core.DriverFeature
 
 /**
  * Driver side: on executor loss, adopts or unregisters the executor's outputs at once, in the JVM,
@@ -24,8 +24,9 @@ import io.regionrecovery.spark.config.ConfigKeys
  * the history JSON says why each adopter was chosen, or why none was. A heartbeat timeout is never
  * adopted: the process may come back, so its outputs are not trusted.
  */
-final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, state: DriverState,
-    initialPolicy: RetentionPolicy, val incarnation: String) extends Logging {
+final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, offer: Event => Unit,
+    records: RetentionRecords, initialPolicy: RetentionPolicy, val incarnation: String)
+    extends DriverFeature with Logging {
   @volatile private var currentPolicy = initialPolicy
   val ledger = new RetainedLedger(initialPolicy.maxBytesPerHost, initialPolicy.release)
   private val agents = new AgentDirectory(store, () => appKey)
@@ -64,7 +65,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     val t = now
     if (force || t - lastRetainedPost >= 1000) {
       lastRetainedPost = t
-      RecoveryUi.post(sc, RecoveryUiEvent.Retained, ledgerJson)
+      records.retained(ledgerJson)
     }
   }
 
@@ -80,7 +81,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       "handoff_ms" -> (startedAt - lossTime).toString,
       "ask_ms" -> askMs.toString,
       "total_ms" -> (now - lossTime).toString)
-    RecoveryUi.post(sc, RecoveryUiEvent.ExecutorLost, json) // the Recovery tab and the event log
+    records.executorLost(json) // the Recovery tab and the event log
     postRetained(force = true)
     history.addLast(json)
     while (history.size > 50) history.pollFirst()
@@ -98,7 +99,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   // ---- executor loss -------------------------------------------------------------------------------
 
   /** From the listener thread: hand off, return at once. Spark may report one removal twice. */
-  def executorRemoved(executorId: String, reason: String, time: Long): Unit =
+  override def executorRemoved(executorId: String, reason: String, time: Long): Unit =
     if (!stopped && agents.markRemoved(executorId)) onWorker(s"loss of executor $executorId") {
       handleLoss(executorId, reason, time)
     }
@@ -146,7 +147,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       // Not trusted: the process may come back. Unregister at once, delete, fence.
       SparkInternals.unregisterOutputsOnExecutor(executorId)
       outputs.foreach { case (sid, idx, mapId, _) =>
-        state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId,
+        offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId,
           "heartbeat timeout: retained outputs of a timed-out executor are not trusted"))
       }
       record(executorId, reason, lossTime, startedAt, 0L, 0, outputs.size, null,
@@ -158,7 +159,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       AdoptionDecision.decide(currentPolicy, executorId, host, agents.live, outputs)(_._1, unsafeToAdopt)
     decision.refused.foreach { case ((sid, idx, mapId, location), why) =>
       SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
-      state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, why))
+      offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, why))
     }
     val askStart = now
     var adopterReason = decision.reason
@@ -199,7 +200,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
           case Relocation.Relocated =>
             ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, r.location.host))
             adopted += 1
-            state.offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
+            offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
               r.location.host, r.bytes(i), lossTime))
           case other =>
             val why = other match {
@@ -209,11 +210,11 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
             }
             SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
             notRelocated += OutputRef(sid, mapId, idx)
-            state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not relocated: " + why))
+            offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not relocated: " + why))
         }
       } else {
         SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
-        state.offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not adopted: " + failure))
+        offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not adopted: " + failure))
       }
     }
     val dropped = notRelocated.result()
@@ -248,7 +249,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     fenced.add(executorId)
     val (files, bytes) = agents.purge(host, executorId, fence = true)
     ledger.synchronized(ledger.executorPurged(executorId))
-    state.offer(RetainedFilesDeletedEvent(now, executorId, host, files, bytes, reason))
+    offer(RetainedFilesDeletedEvent(now, executorId, host, files, bytes, reason))
   }
 
   // ---- job recovery: outputs of a crashed driver of the same job ------------------------------------
@@ -327,7 +328,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   private def deleteRetainedCopies(shuffleId: Int): Unit = {
     ledger.synchronized(ledger.dropShuffle(shuffleId))
     val (files, bytes) = agents.releaseShuffle(shuffleId)
-    state.offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, RetentionPolicy.excludedReason(shuffleId)))
+    offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, RetentionPolicy.excludedReason(shuffleId)))
   }
 
   // ---- lifecycle: the ledger, fed from the listener and the plugin, on the coordinator's thread ------
@@ -345,11 +346,11 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
    * An executor retained a committed output (plugin message). Of an excluded shuffle, only the
    * retained copy is deleted (with the executor's id left out of the event: its other outputs stay).
    */
-  def outputRetained(e: MapOutputRetainedEvent): Unit = onWorker("retained") {
+  override def outputRetained(e: MapOutputRetainedEvent): Unit = onWorker("retained") {
     if (currentPolicy.excludes(e.shuffleId)) {
       val ref = OutputRef(e.shuffleId, e.mapId, e.mapIndex)
       val (files, bytes) = agents.releaseOutputs(e.executorId, e.host, Array(ref), served = false)
-      state.offer(RetainedFilesDeletedEvent(now, null, e.host, files, bytes,
+      offer(RetainedFilesDeletedEvent(now, null, e.host, files, bytes,
         RetentionPolicy.excludedReason(e.shuffleId)))
     } else
       release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes,
@@ -358,22 +359,22 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
     postRetained(force = false)
   }
 
-  def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
+  override def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
     stages.foreach(m => if (m.shuffleId >= 0) determinism(m.shuffleId) = m.determinism)
     ledger.synchronized(ledger.jobStarted(jobId, sqlExecutionId,
       stages.map(m => (m.stageId, m.shuffleId, m.parents)).toSeq))
   }
 
-  def stageCompleted(stageId: Int, succeeded: Boolean): Unit = onWorker("stage completed") {
+  override def stageCompleted(stageId: Int, succeeded: Boolean): Unit = onWorker("stage completed") {
     release(ledger.synchronized(ledger.stageCompleted(stageId, succeeded)), "consumers finished")
   }
 
-  def jobEnded(jobId: Int, succeeded: Boolean): Unit = onWorker("job end") {
+  override def jobEnded(jobId: Int, succeeded: Boolean): Unit = onWorker("job end") {
     postRetained(force = true)
     release(ledger.synchronized(ledger.jobEnded(jobId, succeeded)), s"job $jobId ended (${ledger.policy.name})")
   }
 
-  def sqlExecutionEnded(executionId: Long, succeeded: Boolean): Unit = onWorker("SQL execution end") {
+  override def sqlExecutionEnded(executionId: Long, succeeded: Boolean): Unit = onWorker("SQL execution end") {
     release(ledger.synchronized(ledger.sqlExecutionEnded(executionId, succeeded)),
       s"SQL execution $executionId ended (${ledger.policy.name})")
   }
@@ -392,7 +393,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       agents.releaseOutputs(executorId, host, es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray,
         served = true)
       es.foreach(e =>
-        state.offer(MapOutputReleasedEvent(now, e.shuffleId, e.mapId, e.mapIndex, executorId, host,
+        offer(MapOutputReleasedEvent(now, e.shuffleId, e.mapId, e.mapIndex, executorId, host,
           e.bytes, reason)))
     }
     logInfo(
@@ -400,11 +401,11 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
   }
 
   /** ContextCleaner removed a shuffle: its retained files go on every host. */
-  def shuffleRemoved(shuffleId: Int): Unit = onWorker(s"removal of shuffle $shuffleId") {
+  override def shuffleRemoved(shuffleId: Int): Unit = onWorker(s"removal of shuffle $shuffleId") {
     determinism.remove(shuffleId)
     ledger.synchronized(ledger.shuffleRemoved(shuffleId))
     val (files, bytes) = agents.releaseShuffle(shuffleId)
-    state.offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, s"shuffle $shuffleId removed"))
+    offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, s"shuffle $shuffleId removed"))
   }
 
   /**
@@ -412,7 +413,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
    * before it stops the executors; best effort, it races with that): each host's agent deletes the
    * application's retained directory there.
    */
-  def applicationEnding(): Unit = {
+  override def applicationEnding(exitCode: Option[Int]): Unit = {
     if (stopped) return
     postRetained(force = true)
     stopped = true
@@ -429,7 +430,12 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
    * calls after the executors are gone): delete what is left on the driver's own host. Other hosts
    * rely on the executors' safety nets: leases that expire, and cleanup when the driver is gone.
    */
-  def applicationEnd(): Unit = {
+  override def applicationCleanup(): Unit = applicationEnd()
+
+  /** The driver plugin stops: as at [[applicationCleanup]] (a second call finds nothing left). */
+  override def shutdown(): Unit = applicationEnd()
+
+  private def applicationEnd(): Unit = {
     stopped = true
     worker.shutdownNow()
     try SparkInternals.unregisterEndpoint(driverEndpoint)
@@ -443,6 +449,17 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, sta
       catch { case NonFatal(e) => logWarning(s"region-recovery: $e") }
     }
   }
+}
+
+/**
+ * Where the coordinator's records go besides Python's events: the Spark UI's Recovery tab and the
+ * event log. The driver plugin connects it to the UI; the coordinator does not know the UI.
+ */
+trait RetentionRecords {
+  /** An executor loss handled: what was adopted or unregistered, and the timings (one JSON object). */
+  def executorLost(json: String): Unit
+  /** The retained-bytes ledger (one JSON object). */
+  def retained(json: String): Unit
 }
 
 object RetentionCoordinator {

@@ -1,7 +1,7 @@
 package io.regionrecovery.spark.retention
 
-import io.regionrecovery.spark.Json
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.core.Json
+import io.regionrecovery.spark.config.RetentionSettings
 
 /**
  * What the driver JVM follows when it decides on its own (adoption within milliseconds of a loss,
@@ -37,9 +37,8 @@ final case class RetentionPolicy(
 
 object RetentionPolicy {
   /** The policy an application starts with: release and cap from its configuration, nothing avoided. */
-  def fromConfig(lookup: String => Option[String]): RetentionPolicy =
-    RetentionPolicy(ReleasePolicy.byName(ConfigKeys.RetainedRelease.read(lookup)),
-      ConfigKeys.RetainedMaxBytes.read(lookup))
+  def fromSettings(settings: RetentionSettings): RetentionPolicy =
+    RetentionPolicy(ReleasePolicy.byName(settings.release), settings.maxBytesPerHost)
 
   /** The reason recorded for an output of an excluded shuffle (not adopted, retained copy deleted). */
   def excludedReason(shuffleId: Int): String = s"shuffle $shuffleId is excluded from retention"

@@ -2,7 +2,7 @@ package io.regionrecovery.spark.retention
 
 import java.util.Locale
 
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 
 /**
  * The Spark settings under which retention is safe, checked before anything is retained: the driver
@@ -89,14 +89,14 @@ object RetentionPreconditions {
   }
 
   /** Whether this application retains: `true`, or `auto` where [[autoOffReasons]] is empty. */
-  def retains(get: String => Option[String]): Boolean = ConfigKeys.RetainedEnabled.read(get) match {
+  def retains(settings: PluginSettings): Boolean = settings.retainedEnabled match {
     case "true" => true
-    case "auto" => autoOffReasons(get).isEmpty
+    case "auto" => autoOffReasons(settings.spark).isEmpty
     case _ => false
   }
 
   /** Whether retention is the default set by region_recovery.configure(): hard links only, never a refusal. */
-  def isAuto(get: String => Option[String]): Boolean = ConfigKeys.RetainedEnabled.read(get) == "auto"
+  def isAuto(settings: PluginSettings): Boolean = settings.retainedEnabled == "auto"
 
   /** Throws IllegalArgumentException with [[refusal]] when retention may not run under these settings. */
   def require(get: String => Option[String]): Unit = {

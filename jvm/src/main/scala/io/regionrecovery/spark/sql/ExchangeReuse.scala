@@ -13,8 +13,8 @@ import org.apache.spark.sql.execution.{CommandResultExec, SparkPlan}
 import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, QueryStageExec, ShuffleQueryStageExec}
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 
-import io.regionrecovery.spark.Json
-import io.regionrecovery.spark.jobrecovery.IdentityPart
+import io.regionrecovery.spark.core.Json
+import io.regionrecovery.spark.jobrecovery.{IdentityPart, InputFingerprint}
 
 /**
  * Shuffle reuse across the attempts of one restarted DataFrame action, scoped to that action.
@@ -49,8 +49,8 @@ object ExchangeReuse extends Logging {
 
   /** Why an exchange that matched a recorded one by plan was not replaced by it. */
   object Reason {
-    val InputChanged = "input_changed"
-    val NotFingerprintable = "not_fingerprintable"
+    val InputChanged: String = InputFingerprint.InputChangedReason
+    val NotFingerprintable: String = InputFingerprint.NotFingerprintableReason
     val ShuffleGone = "shuffle_gone"
     val OtherScope = "other_scope"
     val OutsideRun = "outside_run"

@@ -4,7 +4,7 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.{SparkPlan, SQLExecution}
 
-import io.regionrecovery.spark.CurrentApplication
+import io.regionrecovery.spark.core.PluginVersion
 import io.regionrecovery.spark.jobrecovery.SettingsIdentity
 
 /**
@@ -20,6 +20,6 @@ class ExchangeReuseRule(session: SparkSession) extends Rule[SparkPlan] {
     val sc = session.sparkContext
     val execution = Option(sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)).getOrElse("-")
     ExchangeReuse.rewrite(plan, sc.getLocalProperty(ExchangeReuse.ScopeProperty), execution,
-      SettingsIdentity.of(sc.getConf, session.sessionState.conf, CurrentApplication.Version))
+      SettingsIdentity.of(sc.getConf, session.sessionState.conf, PluginVersion.current))
   }
 }

@@ -1,13 +1,12 @@
 package io.regionrecovery.spark.sql
 
 import org.apache.spark.sql.SparkSessionExtensions
-import org.apache.spark.sql.execution.QueryExecution
-import org.apache.spark.sql.util.QueryExecutionListener
 
 /**
  * `spark.sql.extensions=io.regionrecovery.spark.sql.RegionRecoverySqlExtension` installs the
- * exchange-reuse rule and the job-recovery rule (inert unless job recovery is on); `spark.sql.queryExecutionListeners=io.regionrecovery.spark.sql.FailedQueryCapture`
- * records what a failed query materialized. `region_recovery.configure(builder)` sets both.
+ * exchange-reuse rule and the job-recovery rule (inert unless job recovery is on);
+ * [[FailedQueryCapture]] records what a failed query materialized. `region_recovery.configure(builder)`
+ * sets both.
  */
 class RegionRecoverySqlExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
@@ -15,17 +14,4 @@ class RegionRecoverySqlExtension extends (SparkSessionExtensions => Unit) {
     // after reuse within a run: an exchange reused from a failed attempt is not wrapped again
     extensions.injectQueryStagePrepRule(session => new io.regionrecovery.spark.jobrecovery.JobRecoveryRule(session))
   }
-}
-
-/**
- * Hands the executed plan of every failed query to [[ExchangeReuse]], which records the shuffles
- * planned under an open scope (a no-op when no scope is open). It runs on the listener-bus thread,
- * which carries no local properties: the scope comes from the tags the rule put on the exchanges.
- */
-class FailedQueryCapture extends QueryExecutionListener {
-  override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit = ()
-
-  override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit =
-    // a query that failed before it was planned (an analysis error) materialized nothing
-    scala.util.Try(qe.executedPlan).foreach(ExchangeReuse.capture)
 }

@@ -8,6 +8,8 @@ import org.apache.spark.sql.catalyst.plans.physical.Partitioning
 import org.apache.spark.sql.execution.{LeafExecNode, ShufflePartitionSpec, SparkPlan}
 import org.apache.spark.sql.execution.exchange.{ShuffleExchangeExec, ShuffleExchangeLike, ShuffleOrigin}
 
+import io.regionrecovery.spark.jobrecovery.{InputFingerprint, TakenOverShuffle}
+
 /**
  * An exchange whose shuffle was already written by an earlier, failed attempt of the same action.
  *
@@ -23,7 +25,7 @@ case class ReusedShuffleExchangeExec(
     override val outputPartitioning: Partitioning,
     done: ShuffleExchangeExec,
     child: SparkPlan,
-    inputs: InputFingerprint.Fingerprint) extends ShuffleExchangeLike {
+    inputs: InputFingerprint.Fingerprint) extends ShuffleExchangeLike with TakenOverShuffle {
 
   override def nodeName: String = "ReusedShuffleExchange"
 

@@ -4,7 +4,7 @@ import scala.collection.mutable
 
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.regionrecovery.spark.{Event, MapOutputCommittedEvent, MapOutputComparedEvent, MapOutputRefusedEvent}
+import io.regionrecovery.spark.core.{Event, MapOutputCommittedEvent, MapOutputComparedEvent, MapOutputRefusedEvent}
 
 /** The driver guard's decisions, with Spark replaced by a recorder. */
 class ChangeGuardSuite extends AnyFunSuite {
@@ -246,5 +246,11 @@ class ChangeGuardSuite extends AnyFunSuite {
     broken.onCommit(commit(10, 0, 1L))
     assert(broken.onCommit(commit(10, 0, 2L, digest = 8L)) == null)
     assert(broken.statusJson.contains("\"errors\": 1"))
+  }
+
+  test("executors ask about commits exactly when the driver runs the guard") {
+    assert(ChangeGuard.asksCommits(Map(ChangeGuard.AskCommitsConfKey -> "true")))
+    assert(!ChangeGuard.asksCommits(Map(ChangeGuard.AskCommitsConfKey -> "false")))
+    assert(!ChangeGuard.asksCommits(Map.empty), "no decision from the driver: nothing to ask")
   }
 }

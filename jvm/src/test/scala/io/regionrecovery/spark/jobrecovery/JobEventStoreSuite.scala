@@ -83,7 +83,7 @@ class JobEventStoreSuite extends AnyFunSuite {
   private def concat(records: Seq[Array[Byte]]): Array[Byte] = records.flatten.toArray
 
   private val three = Seq(ev("a", 1), ev("b", 2), ev("c", 3))
-  private def threeRecords = three.map(JobEventStore.encode)
+  private def threeRecords = three.map(JobEventFormat.encode)
 
   test("jobDir, defaultDir and segment names") {
     assert(JobEventStore.jobDir("hdfs://nn:8020/rr/", "j.1") == "hdfs://nn:8020/rr/j.1")
@@ -97,7 +97,7 @@ class JobEventStoreSuite extends AnyFunSuite {
   }
 
   test("a record is magic, version, kind, payload and a CRC32 of all that, big-endian") {
-    val bytes = JobEventStore.encode(JobEvent("shuffle", "{\"k\":\"\u2713\"}"))
+    val bytes = JobEventFormat.encode(JobEvent("shuffle", "{\"k\":\"\u2713\"}"))
     val b = ByteBuffer.wrap(bytes)
     assert(b.getInt == 0x52524a45 && b.getInt == JobEventStore.FormatVersion)
     val kind = new Array[Byte](b.getShort.toInt); b.get(kind)
@@ -131,7 +131,7 @@ class JobEventStoreSuite extends AnyFunSuite {
   test("a new segment sorts after every existing one even when the clock is behind them") {
     withDir { dir =>
       val job = Files.createDirectories(dir.resolve("job-1"))
-      Files.write(job.resolve("segment-9999999999998-future"), JobEventStore.encode(ev("a", 1)))
+      Files.write(job.resolve("segment-9999999999998-future"), JobEventFormat.encode(ev("a", 1)))
       val (store, replayed) = open(dir, "app-1")
       assert(replayed.events == Seq(ev("a", 1)))
       assert(segmentFile(store).getFileName.toString == "segment-9999999999999-app-1")
@@ -193,15 +193,15 @@ class JobEventStoreSuite extends AnyFunSuite {
 
   test("a record whose payload is not a JSON object, or whose length is over the cap, is corrupt") {
     def raw(kind: String, payload: String): Array[Byte] = {
-      val b = JobEventStore.encode(JobEvent(kind, payload)); b
+      val b = JobEventFormat.encode(JobEvent(kind, payload)); b
     }
     for (bad <- Seq("""[1]""", """{"a":1} x""", """{"a":NaN}""", "{"))
       withSegment(concat(Seq(raw("a", "{}"), raw("b", bad)))) { r =>
         assert(r.events.isEmpty && r.corrupt.nonEmpty, bad)
       }
-    val huge = JobEventStore.encode(ev("a", 1)).clone()
+    val huge = JobEventFormat.encode(ev("a", 1)).clone()
     ByteBuffer.wrap(huge).putInt(11, Int.MaxValue) // payload length of kind "a"
-    withSegment(concat(Seq(huge, JobEventStore.encode(ev("b", 2))))) { r =>
+    withSegment(concat(Seq(huge, JobEventFormat.encode(ev("b", 2))))) { r =>
       assert(r.corrupt.exists(_.contains("payload length")))
     }
   }
@@ -211,7 +211,7 @@ class JobEventStoreSuite extends AnyFunSuite {
       val job = Files.createDirectories(dir.resolve("job-1"))
       val whole = concat(threeRecords)
       Files.write(job.resolve("segment-0000000000001-a"), whole.take(whole.length - 3))
-      Files.write(job.resolve("segment-0000000000002-b"), JobEventStore.encode(ev("d", 4)))
+      Files.write(job.resolve("segment-0000000000002-b"), JobEventFormat.encode(ev("d", 4)))
       val r = replay(dir)
       assert(r.events == three.take(2) :+ ev("d", 4) && r.ignored.size == 1 && r.corrupt.isEmpty)
       assert(r.segments == Seq("segment-0000000000001-a", "segment-0000000000002-b"))
@@ -236,7 +236,7 @@ class JobEventStoreSuite extends AnyFunSuite {
   test("append buffers until the buffer is over its size") {
     withDir { dir =>
       val (store, _) = open(dir, "app-1", buffer = 200L)
-      val size = JobEventStore.encode(ev("a", 1)).length
+      val size = JobEventFormat.encode(ev("a", 1)).length
       val fit = (200 / size).toInt
       (1 to fit).foreach(i => store.append(ev("a", i)))
       assert(replay(dir).events.isEmpty, "nothing written while the buffer holds it")
@@ -392,7 +392,7 @@ class JobEventStoreSuite extends AnyFunSuite {
       assert(replay(dir).events == Seq(ev("a", 1)))
       for (bad <-
           Seq(JobEvent("", "{}"), JobEvent("k" * 257, "{}"), JobEvent("caf\u00e9", "{}"), JobEvent("a\n", "{}")))
-        assert(JobEventStore.invalid(bad).isDefined, bad)
+        assert(JobEventFormat.invalid(bad).isDefined, bad)
     }
   }
 

@@ -28,6 +28,30 @@ class DriverLossActionSuite extends AnyFunSuite {
     assert(DriverLossAction.decide(DriverLossAction.fromDriver(null), 1000L) == Delete)
   }
 
+  test("the driver's retention decision reaches the executors whole: what it runs, they follow") {
+    val onDriver = RetentionDecision("tok3n", "/data/rr", linkOnly = true, 120000L, Some(("etl", 300000L)))
+    val passed = onDriver.forExecutors
+    assert(RetentionDecision.fromDriver(passed) == Some(onDriver))
+    assert(passed(RetentionProtocol.JobRecoveryConfKey) == DriverLossAction.forExecutors(onDriver.jobRecovery).get)
+    val refused = onDriver.copy(jobRecovery = None) // job recovery off, or refused for an unsafe setting
+    assert(!refused.forExecutors.contains(RetentionProtocol.JobRecoveryConfKey))
+    assert(RetentionDecision.fromDriver(refused.forExecutors).get.jobRecovery.isEmpty)
+    assert(DriverLossAction.decide(RetentionDecision.fromDriver(refused.forExecutors).get.jobRecovery, 1000L) == Delete)
+    val default = onDriver.copy(dir = "", linkOnly = false) // the default root: each host resolves its own
+    assert(RetentionDecision.fromDriver(default.forExecutors) == Some(default))
+  }
+
+  test("an executor retains nothing unless the driver handed it a whole retention decision") {
+    val passed = RetentionDecision("tok3n", "", linkOnly = false, 120000L, None).forExecutors
+    assert(RetentionDecision.fromDriver(Map.empty).isEmpty, "retention off on the driver: nothing passed")
+    passed.keys.foreach(k => assert(RetentionDecision.fromDriver(passed - k).isEmpty, s"without $k"))
+    assert(RetentionDecision.fromDriver(passed + (RetentionProtocol.IncarnationConfKey -> "")).isEmpty)
+    assert(RetentionDecision.fromDriver(passed + (RetentionDecision.LinkOnlyKey -> "yes")).isEmpty)
+    Seq("", "-1", "2 min", "99999999999999999999").foreach { bad =>
+      assert(RetentionDecision.fromDriver(passed + (RetentionDecision.LeaseTimeoutKey -> bad)).isEmpty, bad)
+    }
+  }
+
   test("decide: delete without job recovery, else keep until now + window (never wrapping into the past)") {
     assert(DriverLossAction.decide(None, 1000L) == Delete)
     assert(DriverLossAction.decide(Some(("etl", 60000L)), 1000L) == Keep(61000L, "etl"))

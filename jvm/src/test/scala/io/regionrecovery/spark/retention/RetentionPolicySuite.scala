@@ -5,13 +5,14 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.ObjectMapper
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 
 class RetentionPolicySuite extends AnyFunSuite {
   test("the initial policy comes from the configuration: release and cap, nothing avoided or excluded") {
     val conf = Map(ConfigKeys.RetainedRelease.name -> "Job-End", ConfigKeys.RetainedMaxBytes.name -> "2 MiB")
-    assert(RetentionPolicy.fromConfig(conf.get) == RetentionPolicy(ReleasePolicy.JobEnd, 2L << 20))
-    assert(RetentionPolicy.fromConfig(Map.empty[String, String].get) ==
+    assert(RetentionPolicy.fromSettings(PluginSettings(conf.get).retention) == RetentionPolicy(ReleasePolicy.JobEnd,
+      2L << 20))
+    assert(RetentionPolicy.fromSettings(PluginSettings(Map.empty[String, String].get).retention) ==
       RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L))
   }
 

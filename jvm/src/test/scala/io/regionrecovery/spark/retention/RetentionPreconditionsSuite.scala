@@ -3,7 +3,7 @@ package io.regionrecovery.spark.retention
 import org.apache.spark.{SparkConf, SparkContext}
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 
 /** The settings under which retention refuses to start, as a function and through the driver plugin. */
 class RetentionPreconditionsSuite extends AnyFunSuite {
@@ -56,7 +56,7 @@ class RetentionPreconditionsSuite extends AnyFunSuite {
 
   test("auto retains where true would start, stays off where true would refuse or under dynamic allocation") {
     val k = ConfigKeys.RetainedEnabled.name
-    def retains(conf: Map[String, String]): Boolean = RetentionPreconditions.retains(conf.get)
+    def retains(conf: Map[String, String]): Boolean = RetentionPreconditions.retains(PluginSettings(conf.get))
     assert(retains(ours + (k -> "auto")) && retains(ours + (k -> "true")))
     assert(!retains(ours) && !retains(ours + (k -> "false")), "off by default")
     val ess = ours + (k -> "auto") + ("spark.shuffle.service.enabled" -> "true")

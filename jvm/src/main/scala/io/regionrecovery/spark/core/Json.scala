@@ -1,4 +1,4 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.core
 
 /**
  * The little JSON the plugin writes for Python (status documents, the configuration contract).

@@ -1,9 +1,9 @@
-package io.regionrecovery.spark
+package io.regionrecovery.spark.core
 
 /**
  * What the listener copies out of Spark's events: flat, immutable, primitives and strings only,
  * so the listener thread does nothing but allocate one of these and enqueue it. The wire codes
- * below are the contract with python/region_recovery/events.py (WIRE_* constants): change both.
+ * below are the contract with python/region_recovery/jvm/events.py (WIRE_* constants): change both.
  */
 sealed trait Event { def time: Long; def code: Int }
 

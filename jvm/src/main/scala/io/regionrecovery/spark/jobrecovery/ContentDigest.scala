@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.sql
+package io.regionrecovery.spark.jobrecovery
 
 import java.security.MessageDigest
 import java.util.concurrent.ConcurrentHashMap

@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.sql
+package io.regionrecovery.spark.jobrecovery
 
 import java.nio.charset.StandardCharsets
 import java.security.MessageDigest
@@ -33,7 +33,7 @@ import org.apache.spark.sql.execution.exchange.ReusedExchangeExec
  *    the leaf's kind, since the canonical plan already holds their rows;
  *  - subquery plans (scalar subqueries, dynamic partition pruning) are walked like children, and so
  *    are query stages, reused exchanges and subqueries, and adaptive plans;
- *  - a shuffle taken over from a failed attempt ([[ReusedShuffleExchangeExec]]) stands for the leaves
+ *  - a shuffle taken over from a failed attempt ([[TakenOverShuffle]], rr.run's reuse) stands for the leaves
  *    recorded with it;
  *  - any other leaf (RDD scans, cached `InMemoryTableScanExec`, other DSv2 scans, streaming) makes the
  *    subtree [[NotFingerprintable]], and an exchange above it is never reused.
@@ -52,6 +52,9 @@ import org.apache.spark.sql.execution.exchange.ReusedExchangeExec
  * changes the listing changes the fingerprint.
  */
 object InputFingerprint {
+  /** Why an exchange was not reused, in the report's vocabulary (rr.run's reuse and job recovery alike). */
+  val InputChangedReason = "input_changed"
+  val NotFingerprintableReason = "not_fingerprintable"
 
   sealed trait Result {
     def describe: String
@@ -108,7 +111,7 @@ object InputFingerprint {
   private def walk(p: SparkPlan, executed: Boolean, content: Boolean, acc: Acc): Unit = {
     def next(child: SparkPlan): Unit = walk(child, executed, content, acc)
     p match {
-      case r: ReusedShuffleExchangeExec => acc ++= r.inputs.leaves
+      case r: TakenOverShuffle => acc ++= r.inputs.leaves
       case s: QueryStageExec => next(s.plan)
       case a: AdaptiveSparkPlanExec => next(a.executedPlan)
       case r: ReusedExchangeExec => next(r.child)

@@ -82,12 +82,20 @@ def import_graph(module_level: bool, source: Path = SOURCE) -> dict[str, set[str
     return graph
 
 
-def subpackage(module: str, packages: set[str]) -> str:
-    """``region_recovery.jvm.drain`` -> ``jvm``; a module directly in the root (and the root) -> the root."""
+def subpackage(module: str, packages: set[str], leaves: set[str] = frozenset()) -> str:
+    """``region_recovery.jvm.drain`` -> ``jvm``; a module directly in the root (and the root) -> the root,
+    except a leaf (a root module that imports nothing of the package: ``errors``, ``_version``), which every
+    layer may import: it is a node of its own."""
     parts = module.split(".")
+    if module in leaves:
+        return parts[1]
     if len(parts) == 1 or (len(parts) == 2 and module not in packages):
         return PACKAGE
     return parts[1]
+
+
+def _leaves(modules: dict[str, set[str]], packages: set[str]) -> set[str]:
+    return {m for m, targets in modules.items() if m.count(".") == 1 and m not in packages and not targets}
 
 
 def _packages(source: Path) -> set[str]:
@@ -96,10 +104,12 @@ def _packages(source: Path) -> set[str]:
 
 def package_graph(source: Path = SOURCE) -> dict[str, set[str]]:
     packages = _packages(source)
+    modules = import_graph(module_level=False, source=source)
+    leaves = _leaves(modules, packages)
     graph: dict[str, set[str]] = {}
-    for module, targets in import_graph(module_level=False, source=source).items():
-        edges = graph.setdefault(subpackage(module, packages), set())
-        edges.update(subpackage(t, packages) for t in targets)
+    for module, targets in modules.items():
+        edges = graph.setdefault(subpackage(module, packages, leaves), set())
+        edges.update(subpackage(t, packages, leaves) for t in targets)
     for node, edges in graph.items():
         edges.discard(node)
     return graph
@@ -132,12 +142,13 @@ def _edge_evidence(cycle: list[str]) -> str:
     packages = _packages(SOURCE)
     lines = []
     modules = import_graph(module_level=False)
+    leaves = _leaves(modules, packages)
     for a, b in zip(cycle, cycle[1:]):
         why = sorted(
             f"{m} -> {t}"
             for m, targets in modules.items()
             for t in targets
-            if subpackage(m, packages) == a and subpackage(t, packages) == b
+            if subpackage(m, packages, leaves) == a and subpackage(t, packages, leaves) == b
         )
         lines.append(f"  {a} -> {b}: {', '.join(why[:4])}{' ...' if len(why) > 4 else ''}")
     return "\n".join(lines)
@@ -173,10 +184,22 @@ def _write(root: Path, files: dict[str, str]) -> Path:
                 "__init__.py": "",
                 "app.py": "from .jvm import drain\n",
                 "jvm/__init__.py": "",
-                "jvm/drain.py": "from .. import errors\n",
+                "jvm/drain.py": "from .. import status\n",
+                "status.py": "from . import errors\n",
                 "errors.py": "",
             },
             ["jvm", "region_recovery", "jvm"],
+        ),
+        # a leaf in the root (it imports nothing of the package) is a node of its own: every layer may import it
+        (
+            {
+                "__init__.py": "",
+                "app.py": "from .jvm import drain\nfrom . import errors\n",
+                "jvm/__init__.py": "",
+                "jvm/drain.py": "from .. import errors\n",
+                "errors.py": "",
+            },
+            None,
         ),
         # two subpackages, one import inside a function
         (
@@ -191,7 +214,7 @@ def _write(root: Path, files: dict[str, str]) -> Path:
         ),
     ],
 )
-def test_a_subpackage_cycle_is_found(tmp_path, files, expected):
+def test_subpackage_cycles_are_found_and_a_root_leaf_makes_none(tmp_path, files, expected):
     graph = package_graph(_write(tmp_path, files))
     assert find_cycle(graph) == expected
 

@@ -43,6 +43,12 @@ apt_install() {  # apt_install <package> <file that shows it is installed>
 }
 case " $* " in *" tests/browser"*) apt_install chromium /usr/bin/chromium ;; esac
 case " $* " in *" tests/integration"*) apt_install libfaketime /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ;; esac
+# the tests that start Spark map Spark's classes from a class archive built once (tests/conftest.py)
+case " $* " in
+  *" tests/integration"* | *" tests/bench"* | *" tests/browser"* | *" tests/containers"* | *" tests "* | *" tests/ "*)
+    scripts/build-class-archive.sh
+    ;;
+esac
 # the container tests need a Docker engine: start one (and stop it at the end) unless one runs
 case " $* " in
   *" tests/containers"*)

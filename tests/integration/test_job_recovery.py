@@ -15,7 +15,7 @@ import time
 import pytest
 
 from jobrecovery_workspace import CRASH_SLOW, JOB, LEASE, Workspace, _decisions, _errors
-from region_recovery.jobrecovery.store import read_job
+from region_recovery.jobrecovery import read_job
 from region_recovery.testing import batch_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

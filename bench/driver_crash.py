@@ -207,7 +207,7 @@ class Attempt:
 
 
 def _shuffles_recorded(store: Path) -> int:
-    from region_recovery.jobrecovery.store import read_job
+    from region_recovery.jobrecovery import read_job
 
     if not store.exists():
         return 0

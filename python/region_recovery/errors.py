@@ -31,3 +31,7 @@ class AlreadyAttachedError(RegionRecoveryError):
 
 class RetentionNotEnabledError(RegionRecoveryError):
     """A retention policy was set while retained outputs are off in this application."""
+
+
+class JvmToolError(RegionRecoveryError):
+    """A tool of the plugin that runs in a JVM of its own (reading a job's event store) could not run or failed."""

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from region_recovery.jobrecovery.store import read_job
+from region_recovery.jobrecovery import read_job
 from region_recovery.testing import batch_job, faults
 
 JOB = "nightly"

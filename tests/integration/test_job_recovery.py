@@ -15,7 +15,8 @@ import time
 import pytest
 
 from jobrecovery_workspace import CRASH_SLOW, JOB, LEASE, Workspace, _decisions, _errors
-from region_recovery.jobrecovery.store import read_job
+from region_recovery.cli import main
+from region_recovery.jobrecovery import read_job
 from region_recovery.testing import batch_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -44,6 +45,19 @@ def crashed_twice(crashed, tmp_path_factory) -> Workspace:
 @pytest.fixture
 def after_crash(crashed, tmp_path) -> Workspace:
     return crashed.copy_crash(tmp_path)
+
+
+def test_the_job_command_shows_the_crashed_drivers_store(crashed, capsys):
+    """`region-recovery job` on the store a real driver wrote before its crash, read by the plugin's JobReplayMain."""
+    assert main(["job", JOB, "--dir", str(crashed.store)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"job {JOB!r}: 1 segment(s) under {crashed.store}"
+    assert any(line.startswith("  segment of driver ") for line in out), out
+    shuffles = [line for line in out if line.startswith("  shuffle ")]
+    assert len(shuffles) == 2 and all(" map outputs retained on " in line for line in shuffles), out
+    assert main(["job", JOB, "--dir", str(crashed.store), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["corrupt"] is None and [e["kind"] for e in doc["events"]].count("shuffle") == 2
 
 
 def test_a_resubmitted_job_reuses_the_shuffles_of_the_crashed_driver(after_crash):

@@ -1,4 +1,7 @@
-"""``region-recovery job JOB_ID --dir DIR [--json]``: shows a job's event store (job recovery after a driver crash)."""
+"""``region-recovery job JOB_ID --dir DIR [--json]``: shows a job's event store (job recovery after a driver crash).
+
+The plugin reads the store (``jobrecovery.read_job`` runs its JobReplayMain in a JVM of its own): java and
+pyspark's jars are needed, no Spark application."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from __future__ import annotations
 def add_parser(sub) -> None:
     job = sub.add_parser("job", help="show a job's event store (batch job recovery after a driver crash)")
     job.add_argument("job_id", help="spark.regionRecovery.job-recovery.job-id")
-    job.add_argument("--dir", required=True, help="spark.regionRecovery.job-recovery.dir (a local path)")
+    job.add_argument("--dir", required=True, help="spark.regionRecovery.job-recovery.dir (a path or a URI)")
     job.add_argument("--json", action="store_true", help="print the records as JSON")
     job.set_defaults(func=run)
 
@@ -15,7 +18,7 @@ def run(args) -> int:
     """Prints what a job's event store holds (segments, recorded shuffles), as a resubmission would replay it."""
     import json
 
-    from ..jobrecovery.store import read_job
+    from ..jobrecovery import read_job
 
     replay = read_job(args.dir, args.job_id)
     if args.json:
@@ -40,18 +43,25 @@ def run(args) -> int:
     for note in replay.ignored:
         print(f"  ignored: {note}")
     for e in replay.events:
-        p = e.payload
-        if e.kind == "shuffle":
-            outputs = p.get("outputs", [])
-            hosts = sorted({o["host"] for o in outputs})
-            print(
-                f"  shuffle {p['shuffle_id']} of {p['app_id']}: {p['description']}; {len(outputs)} of "
-                f"{p['num_maps']} map outputs retained on {', '.join(hosts) or 'no host'}, "
-                f"{sum(o['bytes'] for o in outputs)} bytes, {p['row_count']} rows"
-            )
-        elif e.kind == "application":
-            print(f"  application {p.get('app_id')} (retained directory {p.get('app_key')})")
-        elif e.kind == "segment":
-            versions = f"Spark {p.get('spark_version')}, plugin {p.get('plugin_version')}"
-            print(f"  segment of driver {p.get('driver')} ({versions})")
+        try:
+            _print_event(e)
+        except (KeyError, TypeError):  # a record of another plugin version: shown as it is
+            print(f"  {e.kind}: {json.dumps(e.payload, ensure_ascii=False)}")
     return 1 if replay.corrupt else 0
+
+
+def _print_event(e) -> None:
+    p = e.payload
+    if e.kind == "shuffle":
+        outputs = p.get("outputs", [])
+        hosts = sorted({o["host"] for o in outputs})
+        print(
+            f"  shuffle {p['shuffle_id']} of {p['app_id']}: {p['description']}; {len(outputs)} of "
+            f"{p['num_maps']} map outputs retained on {', '.join(hosts) or 'no host'}, "
+            f"{sum(o['bytes'] for o in outputs)} bytes, {p['row_count']} rows"
+        )
+    elif e.kind == "application":
+        print(f"  application {p.get('app_id')} (retained directory {p.get('app_key')})")
+    elif e.kind == "segment":
+        versions = f"Spark {p.get('spark_version')}, plugin {p.get('plugin_version')}"
+        print(f"  segment of driver {p.get('driver')} ({versions})")

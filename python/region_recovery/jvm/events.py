@@ -4,31 +4,11 @@ carries them. ``jvm.wire`` decodes them from the plugin's compact binary batches
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
-
-class TaskEndReason(enum.IntEnum):
-    """Spark's TaskEndReason subclasses, as the listener flattens them."""
-
-    SUCCESS = 0
-    RESUBMITTED = 1
-    FETCH_FAILED = 2
-    EXCEPTION_FAILURE = 3
-    EXECUTOR_LOST = 4
-    TASK_KILLED = 5
-    COMMIT_DENIED = 6
-    RESULT_LOST = 7
-    EXECUTOR_SHUTDOWN = 8
-    UNKNOWN = 9
-
-
-class Determinism(enum.IntEnum):
-    """RDD.outputDeterministicLevel of a stage's last RDD."""
-
-    DETERMINATE = 0
-    UNORDERED = 1
-    INDETERMINATE = 2
+# The wire's enums, generated from core/Events.scala (scripts/gen_wire_codes.py); the events carry them.
+from ._wire_codes import Determinism, Outcome
+from ._wire_codes import TaskEndReason as TaskEndReason
 
 
 @dataclass(slots=True)
@@ -294,16 +274,6 @@ class JobRecoveryDecided:
     maps: int
     maps_recovered: int
     bytes_recovered: int
-
-
-class Outcome(enum.IntEnum):
-    """What the driver's changed-output guard concluded about a recomputed output (control.changed_outputs.Verdict)."""
-
-    SAME = 0
-    CHANGED = 1
-    UNDETERMINED = 2  # only order-dependent evidence differs (UNORDERED producer): not acted on
-    DEFERRED = 3  # Spark decides: its row checksum, or an INDETERMINATE stage it rolls back itself
-    REFUSED = 4  # a second copy of a still-registered output, refused
 
 
 @dataclass(slots=True)

@@ -1,14 +1,42 @@
 """The decoder of the plugin's compact binary event batches into ``jvm.events``.
 
-The wire format is written by jvm/.../BatchEncoder.scala (see its doc comment); the WIRE_* codes
-here must match core/Events.scala. Strings travel once per batch in a table and events refer to them by
-index; -1 means None, which lands on the None we append to the table (Python negative indexing).
+The wire format is written by jvm/.../BatchEncoder.scala (see its doc comment); its numbers (magic,
+version, the WIRE_* event codes, the enums) come from ``_wire_codes``, generated from ``object Event`` in
+core/Events.scala by scripts/gen_wire_codes.py. Strings travel once per batch in a table and events refer to
+them by index; -1 means None, which lands on the None we append to the table (Python negative indexing).
 """
 
 from __future__ import annotations
 
 import struct
 
+from ._wire_codes import (
+    WIRE_APP_END,
+    WIRE_APP_START,
+    WIRE_BLOCK_MANAGER_REMOVED,
+    WIRE_EXECUTOR_ADDED,
+    WIRE_EXECUTOR_PLUGIN_STARTED,
+    WIRE_EXECUTOR_REMOVED,
+    WIRE_JOB_END,
+    WIRE_JOB_RECOVERY_DECIDED,
+    WIRE_JOB_START,
+    WIRE_MAGIC,
+    WIRE_MAP_OUTPUT_ADOPTED,
+    WIRE_MAP_OUTPUT_COMMITTED,
+    WIRE_MAP_OUTPUT_COMPARED,
+    WIRE_MAP_OUTPUT_REFUSED,
+    WIRE_MAP_OUTPUT_RELEASED,
+    WIRE_MAP_OUTPUT_RETAINED,
+    WIRE_MAP_OUTPUT_UNREGISTERED,
+    WIRE_RETAINED_FILES_DELETED,
+    WIRE_SHUFFLE_REGISTERED,
+    WIRE_SHUFFLE_REMOVED,
+    WIRE_STAGE_COMPLETED,
+    WIRE_STAGE_SUBMITTED,
+    WIRE_TASK_END,
+    WIRE_TASK_START,
+    WIRE_VERSION,
+)
 from .events import (
     AppEnd,
     AppStart,
@@ -38,35 +66,6 @@ from .events import (
     TaskEnd,
     TaskStart,
 )
-
-WIRE_MAGIC = 0x52524231  # "RRB1"
-WIRE_VERSION = 2
-
-(
-    WIRE_APP_START,
-    WIRE_APP_END,
-    WIRE_JOB_START,
-    WIRE_JOB_END,
-    WIRE_STAGE_SUBMITTED,
-    WIRE_STAGE_COMPLETED,
-    WIRE_TASK_START,
-    WIRE_TASK_END,
-    WIRE_EXECUTOR_ADDED,
-    WIRE_EXECUTOR_REMOVED,
-    WIRE_BLOCK_MANAGER_REMOVED,
-    WIRE_SHUFFLE_REGISTERED,
-    WIRE_SHUFFLE_REMOVED,
-    WIRE_MAP_OUTPUT_COMMITTED,
-    WIRE_EXECUTOR_PLUGIN_STARTED,
-    WIRE_MAP_OUTPUT_RETAINED,
-    WIRE_MAP_OUTPUT_ADOPTED,
-    WIRE_MAP_OUTPUT_UNREGISTERED,
-    WIRE_RETAINED_FILES_DELETED,
-    WIRE_MAP_OUTPUT_RELEASED,
-    WIRE_MAP_OUTPUT_COMPARED,
-    WIRE_MAP_OUTPUT_REFUSED,
-    WIRE_JOB_RECOVERY_DECIDED,
-) = range(1, 24)
 
 
 class CorruptBatchError(ValueError):

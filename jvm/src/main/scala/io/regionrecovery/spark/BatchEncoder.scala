@@ -6,7 +6,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 import io.regionrecovery.spark.core._
 
 /**
- * The compact binary batch that crosses py4j (decoded by python/region_recovery/jvm/events.py).
+ * The compact binary batch that crosses py4j (decoded by python/region_recovery/jvm/wire.py; its numbers are core.Event's).
  *
  * Big-endian. Header: magic "RRB1", u16 version, i64 first sequence number, i64 dropped events
  * so far, i32 string count and the strings (i32 byte length, -1 for null, UTF-8 bytes), i32 event
@@ -15,8 +15,6 @@ import io.regionrecovery.spark.core._
  * so each distinct string crosses once per batch. Only JobStart has a variable part (its stages).
  */
 object BatchEncoder {
-  val Magic: Int = 0x52524231 // "RRB1"
-  val Version: Int = 2
   /** Messages (exception descriptions, failure reasons) are cut to this many characters. */
   val MaxMessageChars: Int = 4000
 
@@ -129,7 +127,7 @@ object BatchEncoder {
 
     val whole = new ByteArrayOutputStream(bodyBytes.size + 64 + table.size * 24)
     val h = new DataOutputStream(whole)
-    h.writeInt(Magic); h.writeShort(Version); h.writeLong(firstSeq); h.writeLong(dropped)
+    h.writeInt(Event.WireMagic); h.writeShort(Event.WireVersion); h.writeLong(firstSeq); h.writeLong(dropped)
     h.writeInt(table.size)
     val st = table.iterator()
     while (st.hasNext) { val b = st.next().getBytes(UTF_8); h.writeInt(b.length); h.write(b) }

@@ -1,5 +1,7 @@
 package io.regionrecovery.spark.consistency
 
+import io.regionrecovery.spark.core.Event.{Determinism, Outcome}
+
 /**
  * What the shuffle IO hook knows about the content of one committed map output, and the rule that
  * decides whether a recomputed output differs from the one it replaced (Flink's failover rule 3
@@ -27,15 +29,13 @@ final case class Verdict(outcome: Int, basis: String, detail: String) {
   def changed: Boolean = outcome == Verdict.Changed
 }
 
+/** The outcome codes are core.Event.Outcome's (they cross the wire in MapOutputComparedEvent). */
 object Verdict {
-  val Same = 0
-  val Changed = 1
-  /** The evidence cannot tell (UNORDERED producer, order-dependent evidence only): not acted on. */
-  val Undetermined = 2
-  /** Spark decides (its row checksum, or an INDETERMINATE stage it rolls back itself). */
-  val Deferred = 3
-  /** A second copy of an output that is still registered, refused so every reader keeps the first. */
-  val Refused = 4
+  val Same: Int = Outcome.Same
+  val Changed: Int = Outcome.Changed
+  val Undetermined: Int = Outcome.Undetermined
+  val Deferred: Int = Outcome.Deferred
+  val Refused: Int = Outcome.Refused
 
   val names: Map[Int, String] =
     Map(Same -> "same", Changed -> "changed", Undetermined -> "undetermined", Deferred -> "deferred",
@@ -43,9 +43,9 @@ object Verdict {
 }
 
 object OutputComparison {
-  val Determinate = 0
-  val Unordered = 1
-  val Indeterminate = 2
+  val Determinate: Int = Determinism.Determinate
+  val Unordered: Int = Determinism.Unordered
+  val Indeterminate: Int = Determinism.Indeterminate
 
   /**
    * Compares a recomputed output (`after`) with the output it replaced (`before`) of a producer whose

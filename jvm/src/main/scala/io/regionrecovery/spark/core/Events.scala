@@ -2,12 +2,23 @@ package io.regionrecovery.spark.core
 
 /**
  * What the listener copies out of Spark's events: flat, immutable, primitives and strings only,
- * so the listener thread does nothing but allocate one of these and enqueue it. The wire codes
- * below are the contract with python/region_recovery/jvm/events.py (WIRE_* constants): change both.
+ * so the listener thread does nothing but allocate one of these and enqueue it.
  */
 sealed trait Event { def time: Long; def code: Int }
 
+/**
+ * Every number of the event wire format (BatchEncoder), declared here once. Python's decoder takes
+ * them from python/region_recovery/jvm/_wire_codes.py, which scripts/gen_wire_codes.py generates from
+ * this object: after changing it, run `.venv/bin/python scripts/gen_wire_codes.py`
+ * (tests/unit/test_wire_codes.py fails while the generated module is stale). The generator reads
+ * only `val Name = <integer>` and nested `object Name { ... }`, with comments, in this object.
+ */
 object Event {
+  /** The batch header: "RRB1", then the format version (bump it with any change to the layout). */
+  val WireMagic = 0x52524231
+  val WireVersion = 2
+
+  /** Event codes: the first byte of every event in a batch. */
   val AppStart = 1; val AppEnd = 2; val JobStart = 3; val JobEnd = 4
   val StageSubmitted = 5; val StageCompleted = 6; val TaskStart = 7; val TaskEnd = 8
   val ExecutorAdded = 9; val ExecutorRemoved = 10; val BlockManagerRemoved = 11
@@ -18,11 +29,28 @@ object Event {
   val MapOutputCompared = 21; val MapOutputRefused = 22
   val JobRecoveryDecided = 23
 
-  /** Task end reasons (TaskEndEvent.reason). */
+  /** Spark's TaskEndReason subclasses, as the listener flattens them (TaskEndEvent.reason). */
   object Reason {
     val Success = 0; val Resubmitted = 1; val FetchFailed = 2; val ExceptionFailure = 3
     val ExecutorLost = 4; val TaskKilled = 5; val CommitDenied = 6; val ResultLost = 7
     val ExecutorShutdown = 8; val Unknown = 9
+  }
+
+  /** RDD.outputDeterministicLevel of a stage's last RDD (Spark's DeterministicLevel ids; StageMeta.determinism). */
+  object Determinism {
+    val Determinate = 0; val Unordered = 1; val Indeterminate = 2
+  }
+
+  /** What the changed-output guard concluded about a recomputed output (consistency.Verdict, MapOutputComparedEvent.outcome). */
+  object Outcome {
+    val Same = 0
+    val Changed = 1
+    /** Only order-dependent evidence differs (UNORDERED producer): not acted on. */
+    val Undetermined = 2
+    /** Spark decides: its row checksum, or an INDETERMINATE stage it rolls back itself. */
+    val Deferred = 3
+    /** A second copy of a still-registered output, refused so every reader keeps the first. */
+    val Refused = 4
   }
 }
 

@@ -57,8 +57,9 @@ final class JobAlreadyRunningException(message: String) extends IllegalStateExce
  * UTF-8 or a payload that is not a JSON object) is corruption: nothing is recovered, since a
  * history with a hole in it could make the resubmission trust outputs a lost record would have
  * invalidated. open() then moves the existing segments aside (corrupt-segment-*, kept for a human)
- * so that the history this application writes stands on its own. python/region_recovery/jobrecovery
- * reads the same format with the same rules; tests/golden/job-events.bin holds a segment written here.
+ * so that the history this application writes stands on its own. This is the store's only reader:
+ * the `region-recovery job` command and the Python tests run [[JobReplayMain]], which prints a replay as
+ * JSON; tests/golden/job-events.bin holds a segment written here.
  *
  * Writing (as Flink's store): append() buffers, a daemon thread writes and hflush()es the buffer every
  * flushIntervalMs, and so does an append that fills it; appendAndFlush() returns once its record is

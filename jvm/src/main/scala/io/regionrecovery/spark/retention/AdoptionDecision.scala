@@ -82,7 +82,7 @@ object AdoptionDecision {
  */
 object AdoptionRules {
   /** RDD.DeterministicLevel.INDETERMINATE's id (StageMeta.determinism). */
-  val Indeterminate = 2
+  val Indeterminate: Int = io.regionrecovery.spark.core.Event.Determinism.Indeterminate
 
   def indeterminate(shuffleId: Int): String =
     s"indeterminate stage: shuffle $shuffleId is written by a stage Spark labels INDETERMINATE, whose " +

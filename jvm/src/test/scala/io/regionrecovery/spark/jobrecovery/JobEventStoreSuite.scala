@@ -8,12 +8,17 @@ import java.nio.file.{Files, Path => JPath, Paths}
 import java.util.concurrent.{CountDownLatch, TimeUnit}
 
 import scala.jdk.CollectionConverters._
+import scala.util.Random
+
+import com.fasterxml.jackson.databind.ObjectMapper
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
 import org.apache.hadoop.fs.permission.FsPermission
 import org.apache.hadoop.util.Progressable
 import org.scalatest.funsuite.AnyFunSuite
+
+import io.regionrecovery.spark.core.Json
 
 /**
  * A raw local file system under another scheme, so that the store takes it for a remote one (a lease,
@@ -428,9 +433,138 @@ class JobEventStoreSuite extends AnyFunSuite {
     }
   }
 
+  // ---- seeded random cases: each failure names its seed, so it can be replayed -------------------------
+
+  /** A random JSON value: nested arrays and objects, any text (escaped as the writers do), longs and doubles. */
+  private def randomJson(rng: Random, depth: Int = 0): String = rng.nextInt(if (depth > 2) 5 else 7) match {
+    case 0 => "null"
+    case 1 => rng.nextBoolean().toString
+    case 2 => (if (rng.nextBoolean()) rng.nextLong() else rng.nextInt(1000).toLong).toString
+    case 3 => (rng.nextDouble() * math.pow(10, rng.nextInt(40) - 20) * (if (rng.nextBoolean()) 1 else -1)).toString
+    case 4 => Json.str(randomText(rng))
+    case 5 => Seq.fill(rng.nextInt(4))(randomJson(rng, depth + 1)).mkString("[", ",", "]")
+    case _ => randomObject(rng, depth + 1)
+  }
+
+  private def randomObject(rng: Random, depth: Int = 0): String =
+    Seq.fill(rng.nextInt(5))(Json.str(randomText(rng)) + ":" + randomJson(rng, depth)).mkString("{", ",", "}")
+
+  /** Text of up to 12 code points: ASCII, control characters, the rest of the BMP (no lone surrogates), astral. */
+  private def randomText(rng: Random): String = {
+    val b = new java.lang.StringBuilder
+    for (_ <- 0 until rng.nextInt(13)) {
+      val cp = rng.nextInt(4) match {
+        case 0 => rng.nextInt(0x80)
+        case 1 => 0x80 + rng.nextInt(0xd800 - 0x80)
+        case 2 => 0xe000 + rng.nextInt(0x10000 - 0xe000)
+        case _ => 0x10000 + rng.nextInt(0x110000 - 0x10000)
+      }
+      b.appendCodePoint(cp)
+    }
+    b.toString
+  }
+
+  private def randomEvent(rng: Random): JobEvent =
+    JobEvent(Seq.fill(1 + rng.nextInt(24))((0x20 + rng.nextInt(0x7f - 0x20)).toChar).mkString, randomObject(rng))
+
+  private def seeded(cases: Int)(f: (Random, String) => Unit): Unit =
+    for (seed <- 1 to cases) f(new Random(seed), s"seed $seed")
+
+  test("seeded random: round trip across segments in name order, written out of order, other files ignored") {
+    seeded(150) { (rng, clue) =>
+      withDir { dir =>
+        val job = Files.createDirectories(dir.resolve("job-1"))
+        val segments = Seq.fill(1 + rng.nextInt(3))(Seq.fill(rng.nextInt(6))(randomEvent(rng)))
+        val names = segments.indices.map(i => f"segment-$i%013d-app-$i")
+        for ((name, events) <- names.zip(segments).reverse)
+          Files.write(job.resolve(name), concat(events.map(JobEventFormat.encode)))
+        Files.writeString(job.resolve("driver.lock"), "app-0\n")
+        Files.write(job.resolve("corrupt-segment-0000000000000-x"), "garbage".getBytes(StandardCharsets.UTF_8))
+        assert(replay(dir) == Replay(segments.flatten, names, Nil, None), clue)
+      }
+    }
+  }
+
+  test("seeded random: a cut anywhere inside the last record loses that record only") {
+    seeded(300) { (rng, clue) =>
+      val events = Seq.fill(1 + rng.nextInt(4))(randomEvent(rng))
+      val records = events.map(JobEventFormat.encode)
+      val whole = concat(records)
+      val last = whole.length - records.last.length
+      val cut = last + 1 + rng.nextInt(records.last.length - 1)
+      val parsed = JobEventFormat.parseSegment("s", whole.take(cut))
+      assert(parsed.corrupt.isEmpty && parsed.events == events.init, s"$clue, cut at $cut")
+      assert(parsed.torn.exists(_.contains(s"byte $last")), s"$clue, cut at $cut: ${parsed.torn}")
+    }
+  }
+
+  test("seeded random: any flipped byte in a record before the last is corruption") {
+    seeded(400) { (rng, clue) =>
+      val records = Seq.fill(2 + rng.nextInt(3))(JobEventFormat.encode(randomEvent(rng)))
+      val victim = rng.nextInt(records.size - 1)
+      val i = rng.nextInt(records(victim).length)
+      val flip = 1 + rng.nextInt(255)
+      val damaged = records.updated(victim, records(victim).updated(i, (records(victim)(i) ^ flip).toByte))
+      val parsed = JobEventFormat.parseSegment("s", concat(damaged))
+      val what = s"$clue: record $victim byte $i ^ $flip"
+      assert(parsed.events.isEmpty && parsed.corrupt.exists(_.startsWith("s: ")), s"$what: ${parsed.torn}")
+    }
+  }
+
+  /** A record with any bytes as kind and payload, a CRC that matches them, and any magic and version. */
+  private def rawRecord(kind: Array[Byte], payload: Array[Byte], magic: Int = JobEventStore.Magic,
+      version: Int = JobEventStore.FormatVersion): Array[Byte] = {
+    val buf = ByteBuffer.allocate(JobEventFormat.Overhead + kind.length + payload.length)
+    buf.putInt(magic).putInt(version).putShort(kind.length.toShort).put(kind).putInt(payload.length).put(payload)
+    val crc = new java.util.zip.CRC32(); crc.update(buf.array(), 0, buf.position())
+    buf.putInt(crc.getValue.toInt).array()
+  }
+
+  test("a record that cannot be read, even with a valid checksum, is corruption, also as the last record") {
+    val utf8 = (s: String) => s.getBytes(StandardCharsets.UTF_8)
+    val bad = Seq(
+      "a kind that is not UTF-8" -> rawRecord(Array(0xff.toByte), utf8("{}")),
+      "a payload that is not UTF-8" ->
+        rawRecord(utf8("a"), Array[Byte]('{', '"', 'a', '"', ':', '"', 0xc3.toByte, '"', '}')),
+      "a bad magic" -> rawRecord(utf8("a"), utf8("{}"), magic = JobEventStore.Magic ^ 1),
+      "a kind over 256 bytes" -> rawRecord(utf8("k" * 257), utf8("{}")),
+      "a payload that is not a JSON object" -> rawRecord(utf8("a"), utf8("[1]")))
+    for ((what, record) <- bad; records <- Seq(Seq(threeRecords.head, record), Seq(record, threeRecords.head)))
+      withSegment(concat(records)) { r => assert(r.events.isEmpty && r.corrupt.nonEmpty, what) }
+  }
+
+  test("corruption in a later segment recovers nothing from the earlier ones") {
+    withDir { dir =>
+      val job = Files.createDirectories(dir.resolve("job-1"))
+      Files.write(job.resolve("segment-0000000000001-a"), concat(threeRecords))
+      val bad = concat(threeRecords); bad(5) = (bad(5) ^ 1).toByte
+      Files.write(job.resolve("segment-0000000000002-b"), bad)
+      val r = replay(dir)
+      assert(r.events.isEmpty && r.corrupt.exists(_.startsWith("segment-0000000000002-b: ")), r)
+      assert(r.segments == Seq("segment-0000000000001-a", "segment-0000000000002-b"))
+      assert(replay(dir, "no-such-job") == Replay(Nil, Nil, Nil, None))
+    }
+  }
+
+  test("JobReplayMain renders a replay as one JSON document, payloads as written") {
+    val mapper = new ObjectMapper()
+    withSegment(Files.readAllBytes(goldenFile)) { r =>
+      val doc = mapper.readTree(JobReplayMain.render(r))
+      assert(doc.get("segments").asScala.map(_.asText()).toSeq == Seq("segment-0000000000001-app"))
+      assert(doc.get("ignored").isEmpty && doc.get("corrupt").isNull)
+      val events = doc.get("events").asScala.toSeq
+      assert(events.map(_.get("kind").asText()) == goldenEvents.map(_.kind))
+      assert(events.map(e => mapper.writeValueAsString(e.get("payload"))) ==
+        goldenEvents.map(e => mapper.writeValueAsString(mapper.readTree(e.json))))
+    }
+    val torn = JobReplayMain.render(Replay(Nil, Seq("s"), Seq("s: torn \"x\"\n"), Some("why \u2713")))
+    val doc = mapper.readTree(torn)
+    assert(doc.get("ignored").get(0).asText() == "s: torn \"x\"\n" && doc.get("corrupt").asText() == "why \u2713")
+  }
+
   /**
-   * The events of tests/golden/job-events.bin, which tests/unit/test_job_event_store.py reads with the
-   * Python reader (and writes again, byte for byte). Regenerate after a deliberate format change with
+   * The events of tests/golden/job-events.bin, which tests/contract/test_job_store_cli.py reads through
+   * JobReplayMain and the `region-recovery job` command. Regenerate after a deliberate format change with
    * REGION_RECOVERY_WRITE_GOLDEN=1 build/sbt "testOnly *JobEventStoreSuite", never by hand.
    */
   private val goldenEvents = Seq(
@@ -446,7 +580,7 @@ class JobEventStoreSuite extends AnyFunSuite {
       .getOrElse(fail(s"$relative not found from ${System.getProperty("user.dir")} upwards"))
   }
 
-  test("golden segment shared with the Python reader") {
+  test("golden segment: the bytes this writer writes, read back") {
     withDir { dir =>
       val (store, _) = open(dir, "golden")
       goldenEvents.foreach(store.append)

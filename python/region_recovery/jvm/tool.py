@@ -1,0 +1,60 @@
+"""Runs a main class of the plugin jar in a JVM of its own, for the command line and the tests (no Spark started).
+
+The classpath is the plugin jar (``jar_path()``) and the jars of the installed pyspark, which hold Scala,
+Hadoop and Jackson; java is ``$JAVA_HOME/bin/java``, else the first ``java`` on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from ..errors import JvmToolError
+from .packaging import jar_path
+
+# a JVM that lives a second or two: no optimizing compiler, the simplest collector (halves the start-up)
+_SHORT_LIVED = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+
+
+def java_executable() -> str:
+    """``$JAVA_HOME/bin/java``, else ``java`` on PATH; JvmToolError when there is none."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = os.path.join(java_home, "bin", "java")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+        raise JvmToolError(f"JAVA_HOME={java_home} has no bin/java: point JAVA_HOME at a Java 17 or newer")
+    found = shutil.which("java")
+    if not found:
+        raise JvmToolError("no java: install Java 17 or newer, put it on PATH or set JAVA_HOME")
+    return found
+
+
+def classpath() -> str:
+    """The plugin jar, then every jar of the installed pyspark."""
+    plugin = jar_path()  # JarNotFoundError says where it looked
+    try:
+        import pyspark
+    except ImportError as e:
+        raise JvmToolError("pyspark is not installed: the plugin's tools run with the jars it ships") from e
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    if not os.path.isdir(jars):
+        raise JvmToolError(f"the installed pyspark has no jars directory ({jars})")
+    return os.pathsep.join([plugin, os.path.join(jars, "*")])
+
+
+def run_main(main_class: str, args: list[str], timeout: float = 300) -> str:
+    """Runs ``main_class`` with ``args`` and returns its standard output (UTF-8); JvmToolError when it fails,
+    with what it wrote on standard error."""
+    command = [java_executable(), *_SHORT_LIVED, "-cp", classpath(), main_class, *args]
+    try:
+        proc = subprocess.run(command, capture_output=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise JvmToolError(f"cannot run {main_class}: {e}") from e
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        lines = [line for line in err.splitlines() if line.startswith("region-recovery: ")]
+        why = lines[-1].removeprefix("region-recovery: ") if lines else (err[-2000:] or "no message")
+        raise JvmToolError(f"{main_class} exited with status {proc.returncode}: {why}")
+    return proc.stdout.decode("utf-8")

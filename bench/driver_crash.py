@@ -206,14 +206,6 @@ class Attempt:
 # ---- the scenario -------------------------------------------------------------------------------
 
 
-def _shuffles_recorded(store: Path) -> int:
-    from region_recovery.jobrecovery import read_job
-
-    if not store.exists():
-        return 0
-    return sum(1 for e in read_job(str(store), JOB_ID).events if e.kind == "shuffle")
-
-
 def _map_stages_completed(progress_file: Path) -> int:
     try:
         return json.loads(progress_file.read_text()).get("map_stages_completed", 0)
@@ -279,24 +271,35 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         log.write(f"==== driver-crash {mode}: first attempt\n")
         log.flush()
         first = Attempt([*command, "--event-log", str(events_first)], env, log)
+        from region_recovery.jobrecovery import RecordWatch
+
+        # recovery: the kill waits for the store to hold the shuffles too, seen by one JVM watching it
+        watch = RecordWatch(str(store), JOB_ID, "shuffle", KILL_AFTER) if mode == "recovery" else None
         try:
             deadline = time.monotonic() + kill_timeout
             while True:
                 first.read_pids(pidfile)
                 maps = _map_stages_completed(progress_file)
-                shuffles = _shuffles_recorded(store) if mode == "recovery" else None
-                if first.driver and maps >= KILL_AFTER and (shuffles is None or shuffles >= KILL_AFTER):
+                recorded = watch is None or watch.reached()
+                if first.driver and maps >= KILL_AFTER and recorded:
                     break
                 if first.proc.poll() is not None:
                     raise RuntimeError(f"the first attempt exited ({first.proc.returncode}) before the kill point")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"no kill point within {kill_timeout} s: {maps} map stages, {shuffles} shuffles")
+                    raise RuntimeError(
+                        f"no kill point within {kill_timeout} s: {maps} map stages"
+                        + ("" if recorded else f", fewer than {KILL_AFTER} shuffles recorded")
+                    )
                 time.sleep(0.1)
             first_s = first.kill_driver()
             leftovers = first.wait_executors()
         except BaseException:
             first.abandon()
             raise
+        finally:
+            if watch is not None:
+                watch.close()
+        shuffles = None if watch is None else sum(1 for e in watch.replay.events if e.kind == "shuffle")
         progress(
             f"driver-crash {mode}: driver killed after {first_s:.1f} s ({maps} map stages, {shuffles} shuffles "
             f"recorded){f'; SIGKILLed executors {leftovers}' if leftovers else ''}; resubmitting"

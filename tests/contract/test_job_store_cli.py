@@ -8,10 +8,14 @@ JobEventStoreSuite writes, byte for byte.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+import pytest
+
 from region_recovery.cli import main
-from region_recovery.jobrecovery import JobEvent, Replay, read_job
+from region_recovery.errors import JvmToolError
+from region_recovery.jobrecovery import JobEvent, RecordWatch, Replay, read_job
 
 GOLDEN_FILE = Path(__file__).resolve().parents[1] / "golden" / "job-events.bin"
 SEGMENT = "segment-0000000000001-app"
@@ -77,3 +81,33 @@ def test_a_missing_store_and_a_bad_job_id(tmp_path, capsys):
     assert "no event store under" in capsys.readouterr().out
     assert main(["job", "..", "--dir", str(tmp_path)]) == 2
     assert "not a job id: '..'" in capsys.readouterr().err
+
+
+def test_a_record_watch_waits_for_the_records_then_holds_the_replay(tmp_path):
+    """One JVM watches a store that does not exist yet; it is reached once the records are there, not before."""
+    with RecordWatch(str(tmp_path), "job-1", "shuffle", 1) as watch:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # the JVM reads the empty store several times meanwhile
+            assert not watch.reached()
+            time.sleep(0.2)
+        _store(tmp_path, GOLDEN_FILE.read_bytes())
+        deadline = time.monotonic() + 60
+        while not watch.reached():
+            assert time.monotonic() < deadline, "the watch did not see the shuffle record"
+            time.sleep(0.1)
+        assert watch.replay == Replay(GOLDEN_EVENTS, [SEGMENT], [], None)
+    with RecordWatch(str(tmp_path), "job-1", "shuffle", 2) as more:
+        time.sleep(2)
+        assert not more.reached()  # the store holds one shuffle record: the watch goes on until closed
+
+
+def test_a_record_watch_on_a_corrupt_store_fails_saying_so(tmp_path):
+    golden = bytearray(GOLDEN_FILE.read_bytes())
+    golden[10] ^= 0xFF  # inside the first record: corrupt, not torn
+    _store(tmp_path, bytes(golden))
+    with RecordWatch(str(tmp_path), "job-1", "shuffle", 1) as watch:
+        deadline = time.monotonic() + 60
+        with pytest.raises(JvmToolError, match="corrupt"):
+            while time.monotonic() < deadline:
+                watch.reached()
+                time.sleep(0.1)

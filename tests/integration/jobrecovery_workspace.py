@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from region_recovery.jobrecovery import read_job
+from region_recovery.jobrecovery import RecordWatch, read_job
 from region_recovery.testing import batch_job, faults
 
 JOB = "nightly"
@@ -74,12 +74,9 @@ class Workspace:
         `slow` is the slow step's sleep: the room to kill the driver before the third shuffle (the
         repartition, whose identity includes it: a resubmission that recovers it must pass the same)."""
         before = self.shuffles_recorded() if self.store.exists() else 0
-        self.crash_when(
-            lambda: self.store.exists() and self.shuffles_recorded() >= before + shuffles,
-            f"the job did not record {shuffles} more shuffles in time",
-            extra,
-            slow,
-        )
+        # one JVM watches the store (a JVM per look would cost a second and more CPU than the job)
+        with RecordWatch(str(self.store), JOB, "shuffle", before + shuffles) as watch:
+            self.crash_when(watch.reached, f"the job did not record {shuffles} more shuffles in time", extra, slow)
 
     def crash_when(self, ready, not_ready: str, extra: list[str] = (), slow: str = CRASH_SLOW) -> None:
         """Starts the job and SIGKILLs its driver (Python process and JVM) once `ready()` holds, then waits

@@ -5,6 +5,6 @@ resubmission with the same job id replays it. ``read_job`` asks the plugin for t
 runs ``JobReplayMain``), for the CLI and the tests: the store has one reader, the JVM's.
 """
 
-from .replay import JobEvent, Replay, read_job
+from .replay import JobEvent, RecordWatch, Replay, read_job
 
-__all__ = ["JobEvent", "Replay", "read_job"]
+__all__ = ["JobEvent", "RecordWatch", "Replay", "read_job"]

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from ..jvm.tool import run_main
+from ..errors import JvmToolError
+from ..jvm.tool import command, run_main
 
 MAIN = "io.regionrecovery.spark.jobrecovery.JobReplayMain"
 
@@ -47,7 +49,50 @@ def read_job(dir: str, job_id: str) -> Replay:
     """Replays the job's store under ``dir`` (a path, or a URI Hadoop's default configuration resolves) without
     taking its lock; JvmToolError when java, pyspark's jars or the plugin jar is missing, or the store cannot
     be read (a bad job id among them)."""
-    doc = json.loads(run_main(MAIN, [_dir_argument(dir), job_id]))
+    return _replay(run_main(MAIN, [_dir_argument(dir), job_id]))
+
+
+def _replay(document: str) -> Replay:
+    doc = json.loads(document)
     return Replay(
         [JobEvent(e["kind"], e["payload"]) for e in doc["events"]], doc["segments"], doc["ignored"], doc["corrupt"]
     )
+
+
+class RecordWatch:
+    """Waits, in one JVM of its own (``JobReplayMain --wait-for``), until a job's store holds ``count`` records of
+    ``kind``: how the tests and the driver-crash benchmark see a running driver's progress without starting a
+    JVM per look. ``reached()`` does not block; once it is true, ``replay`` is the store as the JVM read it then.
+    ``close()`` (or leaving the ``with`` block) ends the wait."""
+
+    def __init__(self, dir: str, job_id: str, kind: str, count: int) -> None:
+        self.replay: Replay | None = None
+        self._proc = subprocess.Popen(
+            command(MAIN, [_dir_argument(dir), job_id, "--wait-for", f"{kind}={count}"]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def reached(self) -> bool:
+        """True once the store holds the records; JvmToolError when the wait failed (a corrupt store, say)."""
+        if self.replay is not None:
+            return True
+        if self._proc.poll() is None:
+            return False
+        out, err = self._proc.communicate()
+        if self._proc.returncode != 0:
+            why = err.decode("utf-8", "replace").strip()[-2000:] or "no message"
+            raise JvmToolError(f"{MAIN} --wait-for exited with status {self._proc.returncode}: {why}")
+        self.replay = _replay(out.decode("utf-8"))
+        return True
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.communicate()
+
+    def __enter__(self) -> RecordWatch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

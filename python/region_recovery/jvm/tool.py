@@ -44,12 +44,16 @@ def classpath() -> str:
     return os.pathsep.join([plugin, os.path.join(jars, "*")])
 
 
+def command(main_class: str, args: list[str]) -> list[str]:
+    """The command line that runs ``main_class`` with ``args``; JvmToolError when java or pyspark is missing."""
+    return [java_executable(), *_SHORT_LIVED, "-cp", classpath(), main_class, *args]
+
+
 def run_main(main_class: str, args: list[str], timeout: float = 300) -> str:
     """Runs ``main_class`` with ``args`` and returns its standard output (UTF-8); JvmToolError when it fails,
     with what it wrote on standard error."""
-    command = [java_executable(), *_SHORT_LIVED, "-cp", classpath(), main_class, *args]
     try:
-        proc = subprocess.run(command, capture_output=True, timeout=timeout)
+        proc = subprocess.run(command(main_class, args), capture_output=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise JvmToolError(f"cannot run {main_class}: {e}") from e
     if proc.returncode != 0:

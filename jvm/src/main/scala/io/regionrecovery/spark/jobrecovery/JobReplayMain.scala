@@ -18,20 +18,40 @@ import io.regionrecovery.spark.core.Json
  * (python/region_recovery/jobrecovery/replay.py) with the plugin jar and pyspark's jars on the classpath.
  * `dir` is an absolute path or a URI that Hadoop's default configuration resolves. Wrong arguments or a
  * store that cannot be read: exit status 2, the reason on stderr.
+ *
+ * `JobReplayMain <dir> <job id> --wait-for <kind>=<count>` replays the store every 50 ms until it holds at
+ * least `count` records of `kind` (a store not yet written holds none), then prints that replay (a corrupt
+ * store: exit status 2): how a test or the driver-crash benchmark waits for a running driver's progress
+ * with one JVM rather than one per look. The caller ends the wait by killing the process.
  */
 object JobReplayMain {
   def main(args: Array[String]): Unit = {
-    if (args.length != 2) fail(s"usage: ${getClass.getName.stripSuffix("$")} <dir> <job id>")
-    val replay =
-      try JobEventStore.replay(args(0), args(1), new Configuration())
+    val wanted = args.toSeq match {
+      case Seq(_, _) => None
+      case Seq(_, _, "--wait-for", WaitFor(kind, count)) => Some((kind, count.toInt))
+      case _ => fail(s"usage: ${getClass.getName.stripSuffix("$")} <dir> <job id> [--wait-for <kind>=<count>]")
+    }
+    val conf = new Configuration()
+    def read(): Replay =
+      try JobEventStore.replay(args(0), args(1), conf)
       catch {
         case e @ (_: IllegalArgumentException | _: IOException) =>
           fail(String.valueOf(e.getMessage).stripPrefix("requirement failed: "))
       }
+    var replay = read()
+    for ((kind, count) <- wanted) {
+      while (replay.events.count(_.kind == kind) < count) {
+        for (why <- replay.corrupt) fail(s"waiting for $count $kind records: the store is corrupt ($why)")
+        Thread.sleep(50)
+        replay = read()
+      }
+    }
     val out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8)
     out.println(render(replay))
     out.flush()
   }
+
+  private val WaitFor = "([a-z-]+)=([0-9]{1,9})".r
 
   /** The JSON document of a replay (each payload is the record's JSON object, as written). */
   def render(r: Replay): String =

@@ -22,6 +22,7 @@ import logging
 import threading
 from dataclasses import asdict, dataclass, field
 
+from ..config import RESTART_CONSUMERS_OF_CHANGED_OUTPUTS
 from ..jvm import events as ev
 from ..jvm.commands import JvmCommands
 from ..jvm.events import Outcome
@@ -207,12 +208,12 @@ def guard_state(status: dict, enabled: bool) -> str:
     """Whether the driver guard runs in this application, from the driver JVM's status document:
     "on", "off: <the setting>", or "not running: <what is missing>" (then nothing is compared)."""
     if not enabled:
-        return "off: spark.regionRecovery.failover.restart-consumers-of-changed-outputs=false"
+        return f"off: {RESTART_CONSUMERS_OF_CHANGED_OUTPUTS.name}=false"
     missing = []
     if status.get("installed_by") != "plugin":
         missing.append(f"the driver plugin (spark.plugins={PLUGIN_CLASS}; only the listener is installed)")
     elif status.get("changed_output_guard") is None:
-        missing.append("the driver plugin did not start it (see the driver log)")
+        missing.append("the guard in the driver plugin (the plugin did not start it: see the driver log)")
     if not status.get("shuffle_io"):
         missing.append(
             f"the shuffle IO hook that reports commits (spark.shuffle.sort.io.plugin.class={SHUFFLE_IO_CLASS})"

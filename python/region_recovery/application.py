@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from .control.changed_outputs import ChangedOutputGuard
+from .control.changed_outputs import ChangedOutputGuard, guard_state
 from .control.job_restarts import Attempt, RestartSupervisor
 from .control.recovery_decisions import DecisionRecorder
 from .control.retention_policy import RetentionPolicy
@@ -86,12 +86,11 @@ class RegionRecovery:
             self.model, self._restart_supervisor.config, publish=self._commands.publish_ui
         )
         self._drain.subscribe(self._recovery_decisions.on_batch)
-        # The driver JVM decides about changed outputs when the plugin's guard is on; Python records.
+        # The driver JVM decides about changed outputs (only there: see control.changed_outputs); Python records.
+        enabled = self._restart_supervisor.config.restart_consumers_of_changed_outputs
         status = json.loads(state.statusJson())
-        self._changed_output_guard = ChangedOutputGuard(
-            self.model, self._commands, driver_guard=status.get("changed_output_guard") is not None
-        )
-        if self._restart_supervisor.config.restart_consumers_of_changed_outputs:
+        self._changed_output_guard = ChangedOutputGuard(self.model, self._commands, guard_state(status, enabled))
+        if enabled:
             self._drain.subscribe(self._changed_output_guard.on_batch)
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -126,6 +125,8 @@ class RegionRecovery:
                 packaging.SQL_EXTENSION_CLASS,
                 packaging.QUERY_LISTENER_CLASS,
             )
+        if rr._changed_output_guard.state.startswith("not running"):
+            log.warning("region-recovery: the changed-output guard is %s", rr._changed_output_guard.state)
         status = rr.status()
         log.info(
             "region-recovery %s attached to %s (installed by %s, queue %s, shuffle IO %s)",
@@ -184,6 +185,7 @@ class RegionRecovery:
             consumer_restarts=self._changed_output_guard.snapshot(),
             output_comparisons=self._changed_output_guard.comparisons_snapshot(),
             refused_outputs=self._changed_output_guard.refused_snapshot(),
+            changed_output_guard=self._changed_output_guard.state,
             retained=self.model.retained_bytes() if self.retained_ledger() is not None else None,
             job_recovery=self.job_recovery(),
             retained_over_time=self.model.read(
@@ -238,8 +240,10 @@ class RegionRecovery:
 
     # ---- queries -------------------------------------------------------------------------
     def status(self) -> dict:
-        """What the JVM side reports: installer, queue, buffer counters, drops, shuffle IO."""
+        """What the JVM side reports: installer, queue, buffer counters, drops, shuffle IO; and whether the
+        changed-output guard runs (``changed_output_guard_state``: "on", "off: ...", "not running: ...")."""
         s = json.loads(self._state.statusJson())
+        s["changed_output_guard_state"] = self._changed_output_guard.state
         s["python_events_applied"] = self.model.events_applied
         s["drain_error"] = repr(self._drain.error) if self._drain.error else None
         return s

@@ -161,3 +161,6 @@ def test_listener_alone_through_extra_listeners():
     assert out["status"]["installed_by"] == "extraListeners" and out["status"]["queue"] == "shared"
     assert out["status"]["executors_reporting"] == 0 and out["status"]["shuffle_io"] is False
     assert len(out["committed"]) == 3 and out["committed"] == [None] * 3, "outputs located, no IO hook reports"
+    guard = out["status"]["changed_output_guard_state"]
+    assert guard.startswith("not running") and f"spark.plugins={packaging.PLUGIN_CLASS}" in guard, guard
+    assert "the changed-output guard is not running" in proc.stdout + proc.stderr, "warned once at attach"

@@ -158,8 +158,8 @@ class ShuffleRemoved:
 class MapOutputCommitted:
     """Reported by the shuffle IO hook on the executor once a map output's files are committed.
 
-    The last fields are the evidence of its content the changed-output guard compares when the
-    output is recomputed (control.changed_outputs.compare_outputs).
+    The last fields are the evidence of its content the changed-output guard compares in the driver
+    when the output is recomputed (consistency/OutputComparison.scala).
     """
 
     time: int

@@ -26,7 +26,7 @@ class ExecutorState:
 
 @dataclass(frozen=True)
 class OutputEvidence:
-    """What the shuffle IO hook reported about a map output's content (control.changed_outputs compares it)."""
+    """What the shuffle IO hook reported about a map output's content (the driver's guard compares it)."""
 
     map_id: int
     bytes: int

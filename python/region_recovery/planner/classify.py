@@ -7,8 +7,9 @@ hold a whole stack trace with its ``Caused by:`` chain). Rules are data: an orde
 ``Classifier(rules=(*my_rules, *DEFAULT_RULES))`` to take precedence, or append to come last.
 
 Why the default order:
-  0. the changed-output guard's own cancellation (control.changed_outputs): an input changed when
-     recomputed after the action had read it; PARTITION_LOST, so rr.run restarts the action;
+  0. the changed-output guard's own cancellation (control.changed_outputs.CHANGED_OUTPUT_MARKER): an
+     input changed when recomputed after the action had read it; PARTITION_LOST, so rr.run restarts
+     the action;
   1. cancellation: a job the user or SparkContext cancelled must never be restarted; and the
      streaming failures a restart from the same checkpoint repeats (incompatible state, a broken
      checkpoint, a concurrent query on it, Kafka data loss);

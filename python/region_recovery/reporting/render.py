@@ -129,6 +129,9 @@ def describe_report(report: dict) -> str:
             f"    job {j['job_id']}: {j['status']}; {j['tasks_launched']} tasks launched, "
             f"{j['tasks_reexecuted']} re-executed; failures: {kinds}"
         )
+    guard = report.get("changed_output_guard")
+    if guard and guard != "on":
+        lines.append(f"  changed-output guard {guard}")
     for r in report.get("consumer_restarts", []):
         basis = f"{r['basis']}, " if r.get("basis") else ""
         cancelled = f"; job(s) {r['jobs_cancelled']} cancelled" if r.get("jobs_cancelled") else ""

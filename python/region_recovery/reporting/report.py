@@ -31,6 +31,7 @@ def build_report(
     streams: list[dict] | None = None,
     retained_over_time: list[dict] | None = None,
     executor_losses: list[dict] | None = None,
+    changed_output_guard: str | None = None,
 ) -> dict:
     """The report document; every argument is already JSON-serialisable."""
     return {
@@ -45,6 +46,7 @@ def build_report(
         "consumer_restarts": consumer_restarts,
         "output_comparisons": output_comparisons or [],
         "refused_outputs": refused_outputs or [],
+        "changed_output_guard": changed_output_guard,
         "retained": retained,
         "job_recovery": job_recovery,
         "retained_over_time": retained_over_time or [],

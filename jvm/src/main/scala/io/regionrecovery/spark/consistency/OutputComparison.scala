@@ -5,8 +5,8 @@ import io.regionrecovery.spark.core.Event.{Determinism, Outcome}
 /**
  * What the shuffle IO hook knows about the content of one committed map output, and the rule that
  * decides whether a recomputed output differs from the one it replaced (Flink's failover rule 3
- * for producers Spark labels deterministic). python/region_recovery/control/consistency.py holds
- * the same rule (`compare_outputs`); tests/golden/output-comparison.json holds cases both suites run.
+ * for producers Spark labels deterministic). Its only implementation: Python records its verdicts
+ * (MapOutputCompared) and never compares itself.
  *
  * The evidence, and what each piece is worth:
  *  - `checksumDigest`: a digest of Spark's per-partition checksums (ADLER32 of the on-disk, compressed

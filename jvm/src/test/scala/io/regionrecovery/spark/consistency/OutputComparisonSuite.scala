@@ -5,24 +5,21 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.ObjectMapper
 import org.scalatest.funsuite.AnyFunSuite
 
-/** The rule, on the cases python/.../consistency.py's compare_outputs runs too (tests/golden/output-comparison.json). */
+/** The rule, on a table of cases (src/test/resources/output-comparison.json): evidence, determinism, outcome, basis. */
 class OutputComparisonSuite extends AnyFunSuite {
-
-  private def goldenFile: java.nio.file.Path = {
-    val relative = java.nio.file.Paths.get("tests", "golden", "output-comparison.json")
-    Iterator.iterate(java.nio.file.Paths.get(System.getProperty("user.dir")).toAbsolutePath)(_.getParent)
-      .takeWhile(_ != null).map(_.resolve(relative)).find(java.nio.file.Files.isRegularFile(_))
-      .getOrElse(fail(s"$relative not found from ${System.getProperty("user.dir")} upwards"))
-  }
 
   private def evidence(node: com.fasterxml.jackson.databind.JsonNode): OutputEvidence = {
     val v = node.elements().asScala.map(_.asLong).toVector
     OutputEvidence(v(0), v(1), v(2), v(3).toInt, v(4), v(5))
   }
 
-  private val cases = new ObjectMapper().readTree(goldenFile.toFile).get("cases").elements().asScala.toVector
+  private val cases = {
+    val in = getClass.getResourceAsStream("/output-comparison.json")
+    try new ObjectMapper().readTree(in).get("cases").elements().asScala.toVector
+    finally in.close()
+  }
 
-  test("the shared cases decide the same outcome and basis as the Python rule") {
+  test("every case decides its outcome and basis") {
     assert(cases.size >= 10)
     cases.foreach { c =>
       val v = OutputComparison.compare(evidence(c.get("before")), evidence(c.get("after")), c.get("determinism").asInt,
@@ -31,6 +28,12 @@ class OutputComparisonSuite extends AnyFunSuite {
       assert(v.basis == c.get("basis").asText, c.get("name").asText)
       assert(v.changed == (c.get("outcome").asText == "changed"))
     }
+  }
+
+  test("the cases cover every basis and every outcome a comparison can have") {
+    assert(cases.map(_.get("basis").asText).toSet ==
+      Set("partition-checksums", "partition-lengths", "records", "spark-indeterminate", "row-checksum"))
+    assert(cases.map(_.get("outcome").asText).toSet == Set("same", "changed", "undetermined", "deferred"))
   }
 
   test("digest: order and position matter, and nothing is 0 but the empty input") {

@@ -7,7 +7,7 @@ kill comes last). The catch-up scenario runs once and several tests read what it
 - a backlog of 1 hour of input (360 JSON files of 1,000 rows, one per 10 s, modification times in
   the past) counted by key into a checkpointed memory table, with one fault at 80% of the backlog:
   first through Spark's own file source with no limit, then through the region-recovery source with
-  commit during recovery on and max-batch 30 files;
+  commit during recovery on and max-batch 60 files;
 - the sized query goes on: the backlog drains, three files arrive one at a time;
 - it is stopped, 360 more files arrive (an outage), and it is started again on its checkpoint.
 """
@@ -30,8 +30,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # the module'
 BACKLOG = 360  # files: 1 hour at one per 10 s
 ROWS = 1000
 FAULT_AT = int(BACKLOG * 0.8)
-MAX_BATCH = 30  # files
-INITIAL = 5  # files
+MAX_BATCH = 60  # files
+INITIAL = 10  # files
 FRESH_INTERVAL_S = 1.0  # the trigger: execution.checkpointing.interval
 TASK_ATTEMPTS = 4  # spark.task.maxFailures on local-cluster
 CONF = {

@@ -17,7 +17,7 @@ printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
 scripts/setup.sh --jvm-tests
 export PYTHONUNBUFFERED=1
 pytest() { .venv/bin/python -m pytest -p no:cacheprovider --timeout=600 "$@"; }
-NO_SPARK=(tests/unit tests/contract tests/bench -m "not integration and not containers")
+NO_SPARK=(-n 2 tests/unit tests/contract tests/bench -m "not integration and not containers")
 if [ "${1:-}" = "--fast" ]; then
   printf '\n==> pytest: the tests that need no Spark\n'
   pytest --durations=10 "${NO_SPARK[@]}"

@@ -15,6 +15,7 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
 
   private final class Fixture(policy: RetentionPolicy = RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L)) {
     val tmp: Path = Files.createTempDirectory("rr-coordinator-")
+    tmp.toFile.deleteOnExit() // nothing is written below it: no agent runs on the driver's host here
     val clock = new ManualClock()
     val spark = new FakeCoordinatorActions
     val events = mutable.Buffer[Event]()

@@ -22,7 +22,8 @@ import io.regionrecovery.spark.core.DriverFeature
  * retained bytes within the cap and the release policy. It decides by the [[RetentionPolicy]]
  * Python last set (initially the configuration's); every decision reaches Python as an event, and
  * the history JSON says why each adopter was chosen, or why none was. A heartbeat timeout is never
- * adopted: the process may come back, so its outputs are not trusted.
+ * adopted: the process may come back, so its outputs are not trusted. What it does to Spark goes
+ * through [[CoordinatorActions]] and its time comes from a [[Clock]]: its unit tests fake both.
  */
 final class RetentionCoordinator(actions: CoordinatorActions, val store: RetainedStore, offer: Event => Unit,
     records: RetentionRecords, initialPolicy: RetentionPolicy, val incarnation: String, clock: Clock)

@@ -13,7 +13,7 @@ import org.apache.spark.regionrecovery.SparkInternals
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.apache.spark.storage.BlockManagerId
 
-import io.regionrecovery.spark.core.{Event, JobRecoveryDecidedEvent, Json, PluginVersion}
+import io.regionrecovery.spark.core.{Clock, Event, JobRecoveryDecidedEvent, Json, PluginVersion}
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.core.DriverFeature
 import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
@@ -43,7 +43,7 @@ final case class ShuffleDecision(planDigest: String, description: String, outcom
  * every materialized shuffle so that a later crash, including a second one during a recovery,
  * recovers it too.
  */
-final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinator, offer: Event => Unit,
+final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: Clock, offer: Event => Unit,
     val jobId: String, val dir: String,
     store: JobEventStore, val replay: Replay, previous: Map[String, ShuffleRecord],
     previousParts: Map[String, IdentityPart], previousApps: Seq[String], val startedAt: Long, workerTimeoutMs: Long,
@@ -89,13 +89,13 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
     val key = "refused:" + reason + ":" + e.outputPartitioning.toString
     if (!decisions.containsKey(key))
       decide(ShuffleDecision(key, s"Exchange ${e.outputPartitioning}", JobRecovery.Refused, reason, detail, -1, 0, 0,
-        0L, System.currentTimeMillis()))
+        0L, clock.millis()))
   }
 
   /** A recorded shuffle has the same plan but not the same input or settings. */
   def notReused(id: ShuffleIdentity.Identity, reason: String, detail: String): Unit =
     decide(ShuffleDecision(id.planDigest, id.description, JobRecovery.Recomputed, reason, detail, -1, 0, 0, 0L,
-      System.currentTimeMillis()))
+      clock.millis()))
 
   // ---- recovery: when a matching exchange materializes (the AQE thread) --------------------------------
 
@@ -106,34 +106,42 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
    * exactly those maps, or the whole shuffle when only part of it may not be recomputed safely.
    */
   def restore(x: RecoverableShuffleExchangeExec, rec: ShuffleRecord): Boolean =
-    try restoreOrThrow(x, rec)
+    restoreAs(rec, {
+        val dep = x.inner.shuffleDependency
+        (dep.shuffleId, dep.rdd.getNumPartitions, dep.partitioner.numPartitions)
+      }, ShuffleIdentity.splitSignature(x.inner.child))
+
+  /**
+   * [[restore]] for a new shuffle of `shape` (shuffle id, map and reduce partitions) whose map side
+   * now splits its input as `splitNow` says; both are read only when needed, and a failure there
+   * recomputes the shuffle like any other.
+   */
+  private[jobrecovery] def restoreAs(rec: ShuffleRecord, shape: => (Int, Int, Int), splitNow: => Option[String])
+      : Boolean =
+    try restoreOrThrow(rec, shape, splitNow)
     catch {
       case NonFatal(e) =>
         logWarning(s"region-recovery: job recovery of ${rec.description} failed, computing it: $e", e)
         decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recomputed, "recovery_failed",
-          e.toString, -1, rec.numMaps, 0, 0L, System.currentTimeMillis()))
+          e.toString, -1, rec.numMaps, 0, 0L, clock.millis()))
         false
     }
 
-  private def restoreOrThrow(x: RecoverableShuffleExchangeExec, rec: ShuffleRecord): Boolean = {
-    val dep = x.inner.shuffleDependency
-    val sid = dep.shuffleId
-    val numMaps = dep.rdd.getNumPartitions
-    val numReduces = dep.partitioner.numPartitions
+  private def restoreOrThrow(rec: ShuffleRecord, shape: => (Int, Int, Int), splitNow: => Option[String]): Boolean = {
+    val (sid, numMaps, numReduces) = shape
     def recompute(reason: String, detail: String): Boolean = {
       decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recomputed, reason, detail, sid, numMaps, 0,
-        0L, System.currentTimeMillis()))
+        0L, clock.millis()))
       false
     }
     if (numMaps != rec.numMaps || numReduces != rec.numReduces)
       return recompute("split_changed",
         s"$numMaps map and $numReduces reduce partitions now, ${rec.numMaps} and " +
           s"${rec.numReduces} recorded")
-    val partialOk = rec.partialAllowed && rec.splitSignature.isDefined &&
-      ShuffleIdentity.splitSignature(x.inner.child) == rec.splitSignature
+    val partialOk = rec.partialAllowed && rec.splitSignature.isDefined && splitNow == rec.splitSignature
     val byHost = rec.outputs.groupBy(_.host)
     waitForAgents(byHost.keySet)
-    val agentsByHost = retention.liveAgents.groupBy(_.host)
+    val agentsByHost = actions.liveAgents.groupBy(_.host)
     val served = Seq.newBuilder[(RecordedOutput, RecoverRef, AgentInfo, Array[Long], Long, BlockManagerId)]
     val failures = Seq.newBuilder[String]
     byHost.toSeq.sortBy(_._1).foreach { case (host, outs) =>
@@ -146,7 +154,7 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
               RecoverRef(rec.shuffleId, o.mapId, sid, recoveredMapIds.incrementAndGet(),
                 o.mapIndex, o.digest)).toArray
             val reply =
-              try retention.askAgent(agent, RecoverRequest(appKey, from, refs)).asInstanceOf[RecoverReply]
+              try actions.askAgent(agent, RecoverRequest(appKey, from, refs)).asInstanceOf[RecoverReply]
               catch {
                 case NonFatal(e) =>
                   failures += s"${group.size} outputs on $host: executor ${agent.executorId} failed: $e"
@@ -169,7 +177,7 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
     if (missing > 0 && !partialOk) {
       ok.groupBy(_._3).foreach { case (agent, outs) =>
         val refs = outs.map { case (o, ref, _, _, _, _) => OutputRef(sid, ref.mapId, o.mapIndex) }.toArray
-        try retention.askAgent(agent, ReleaseOutputs(retention.appKey, agent.executorId, refs, served = true))
+        try actions.askAgent(agent, ReleaseOutputs(actions.appKey, agent.executorId, refs, served = true))
         catch { case NonFatal(_) => }
       }
       val rule = if (!rec.partialAllowed) "its partitioning or its map side is not deterministic"
@@ -178,25 +186,25 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
         s"$missing of $numMaps outputs unavailable (" +
           missingDetail.mkString("; ") + s") and only the whole shuffle may be recomputed: $rule")
     }
-    SparkInternals.registerRecoveredOutputs(sid, numMaps, numReduces,
+    actions.registerRecoveredOutputs(sid, numMaps, numReduces,
       ok.map { case (o, ref, _, lengths, _, at) =>
         (o.mapIndex, at, lengths, ref.mapId, o.rowChecksum)
       })
     ok.foreach { case (o, ref, agent, _, bytes, _) =>
-      retention.recoveredOutput(sid, ref.mapId, o.mapIndex, agent.executorId, agent.host, bytes, o.digest)
+      actions.recoveredOutput(sid, ref.mapId, o.mapIndex, agent.executorId, agent.host, bytes, o.digest)
     }
     val bytes = ok.map(_._5).sum
     decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recovered,
       if (missing == 0) null else "partly", if (missing == 0) null else missingDetail.mkString("; "), sid, numMaps,
-      ok.size, bytes, System.currentTimeMillis()))
+      ok.size, bytes, clock.millis()))
     true
   }
 
   /** Waits until each host has a live agent, or until the previous-worker timeout from the driver's start. */
   private def waitForAgents(hosts: Set[String]): Unit = {
     val deadline = startedAt + workerTimeoutMs
-    def missing = hosts -- retention.liveAgents.map(_.host)
-    while (missing.nonEmpty && System.currentTimeMillis() < deadline) Thread.sleep(50)
+    def missing = hosts -- actions.liveAgents.map(_.host)
+    while (missing.nonEmpty && clock.millis() < deadline) actions.sleep(50)
   }
 
   // ---- recording: when any exchange materialized (the recorder thread) ---------------------------------
@@ -210,8 +218,8 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
   private def record(x: RecoverableShuffleExchangeExec, restored: Option[ShuffleRecord]): Unit = {
     val sid = x.inner.shuffleId
     if (!recordedShuffles.add(sid)) return
-    val r = retention
-    val registered = SparkInternals.registeredOutputs(sid).getOrElse {
+    val r = actions
+    val registered = actions.registeredOutputs(sid).getOrElse {
       logInfo(s"region-recovery: shuffle $sid is no longer complete; not recorded")
       return
     }
@@ -222,11 +230,11 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
         return
     }
     // the executors report what they retained through the plugin channel: give stragglers a moment
-    val deadline = System.currentTimeMillis() + 5000L
+    val deadline = clock.millis() + 5000L
     def entries = registered.map(o => o -> r.retainedEntry(sid, o.mapId))
     var found = entries
-    while (found.exists(_._2.isEmpty) && System.currentTimeMillis() < deadline) {
-      Thread.sleep(20)
+    while (found.exists(_._2.isEmpty) && clock.millis() < deadline) {
+      actions.sleep(20)
       found = entries
     }
     val outputs = found.collect {
@@ -243,7 +251,7 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
       x.identity.description, sid,
       registered.size, x.inner.numPartitions, dataSize, rowCount,
       ShuffleIdentity.partialRecoveryAllowed(x.inner.outputPartitioning) && x.deterministicMapSide,
-      ShuffleIdentity.splitSignature(x.inner.child), sc.applicationId, System.currentTimeMillis(), outputs)
+      ShuffleIdentity.splitSignature(x.inner.child), actions.applicationId, clock.millis(), outputs)
     // what the digests stand for, once per segment: a later refusal names what changed
     Seq(x.identity.settings, x.identity.code).foreach { part =>
       if (partsWritten.add(part.digest)) store.append(part.event)
@@ -255,14 +263,14 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
       case Some(d) => decisions.put(rec.planDigest, d.copy(shuffleId = sid, maps = rec.numMaps))
       case None =>
         decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recorded, null, null, sid, rec.numMaps, 0,
-          0L, System.currentTimeMillis()))
+          0L, clock.millis()))
     }
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------------
 
   override def applicationStarted(appId: String): Unit =
-    store.append(ApplicationStarted.event(appId, retention.appKey))
+    store.append(ApplicationStarted.event(appId, actions.appKey))
 
   override def jobEnded(jobId: Int, succeeded: Boolean): Unit = lastJobFailed = !succeeded
 
@@ -278,20 +286,20 @@ final class JobRecovery private (sc: SparkContext, retention: RetentionCoordinat
    */
   override def applicationEnding(exitCode: Option[Int]): Unit = if (!finished) {
     finished = true
-    val byUser = !SparkInternals.jvmShuttingDown
+    val byUser = !actions.jvmShuttingDown
     recorder.shutdown()
     recorder.awaitTermination(10, java.util.concurrent.TimeUnit.SECONDS)
     val succeeded = byUser && exitCode.forall(_ == 0) && !lastJobFailed
     if (succeeded) {
       try store.deleteJob()
       catch { case NonFatal(e) => logWarning(s"region-recovery: deleting the event store of job $jobId failed: $e") }
-      previousApps.foreach(retention.purgeOtherApplication)
+      previousApps.foreach(actions.purgeOtherApplication)
       logInfo(s"region-recovery: job $jobId succeeded: its event store and the retained files of " +
         s"${previousApps.size} earlier applications are deleted")
     } else {
       store.close()
-      val until = System.currentTimeMillis() + windowMs
-      retention.keepAtApplicationEnd(until, jobId)
+      val until = clock.millis() + windowMs
+      actions.keepAtApplicationEnd(until, jobId)
       logWarning(s"region-recovery: job $jobId did not succeed (${if (byUser) "stopped" else "stopped at JVM exit"}, " +
         s"exit code ${exitCode.getOrElse("none")}, last job ${if (lastJobFailed) "failed" else "succeeded"}): its " +
         s"retained files are kept until " +
@@ -376,7 +384,8 @@ object JobRecovery extends Logging {
       catch { case NonFatal(ex) => logWarning(s"region-recovery: unreadable identity part skipped: $ex"); None }
     }
     val now = System.currentTimeMillis()
-    val recovery = new JobRecovery(sc, coordinator, offer, jobId, dir, store, replay,
+    val recovery = new JobRecovery(new SparkRecoveryActions(sc, coordinator), Clock.System, offer, jobId, dir, store,
+      replay,
       shuffles.map(s => s.planDigest -> s).toMap, parts.map(p => p.digest -> p).toMap, apps,
       now, jr.workerTimeoutMs, jr.windowMs, jr.contentDigest)
     store.append(SegmentStart.event(jobId, "driver-" + coordinator.incarnation, SPARK_VERSION,

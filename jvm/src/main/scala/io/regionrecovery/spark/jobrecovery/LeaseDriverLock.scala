@@ -10,6 +10,7 @@ import scala.util.control.NonFatal
 import org.apache.hadoop.fs.{FileSystem, Path}
 import org.apache.spark.internal.Logging
 
+import io.regionrecovery.spark.core.Clock
 import io.regionrecovery.spark.jobrecovery.DriverLock.{heldHere, running}
 
 /** The lease on file systems without locks: `<appId>\n<renewed at, epoch ms>\n<token>\n`. */
@@ -35,34 +36,35 @@ private[jobrecovery] object LeaseLock extends Logging {
     finally out.close()
   }
 
-  def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, flushIntervalMs: Long): DriverLock = {
+  def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, flushIntervalMs: Long,
+      clock: Clock = Clock.System): DriverLock = {
     val key = path.toString
     val other = heldHere.putIfAbsent(key, appId)
     if (other != null) throw running(jobId, other, key)
     try {
       val timeout = math.max(30000L, 10 * flushIntervalMs)
       read(fs, path).foreach { l =>
-        val age = System.currentTimeMillis() - l.renewedAt
+        val age = clock.millis() - l.renewedAt
         if (age < timeout)
           throw running(jobId, l.appId, key, s", renewed $age ms ago (a lease is taken over after $timeout ms)")
         logWarning(s"region-recovery: taking over the lease of job $jobId from application ${l.appId}, " +
           s"not renewed for $age ms ($path)")
       }
-      val mine = Lease(appId, System.currentTimeMillis(), UUID.randomUUID().toString)
+      val mine = Lease(appId, clock.millis(), UUID.randomUUID().toString)
       write(fs, path, mine)
       read(fs, path) match {
-        case Some(l) if l.token == mine.token => new Held(fs, path, key, mine, timeout)
+        case Some(l) if l.token == mine.token => new Held(fs, path, key, mine, timeout, clock)
         case found => throw running(jobId, found.fold("(unknown)")(_.appId), key, " (taken at the same time)")
       }
     } catch { case e: Throwable => heldHere.remove(key, appId); throw e }
   }
 
-  private final class Held(fs: FileSystem, path: Path, key: String, mine: Lease, timeout: Long)
+  private final class Held(fs: FileSystem, path: Path, key: String, mine: Lease, timeout: Long, clock: Clock)
       extends DriverLock {
     private val released = new AtomicBoolean(false)
     @volatile private var renewedAt = mine.renewedAt
     def renew(): Option[String] = {
-      val now = System.currentTimeMillis()
+      val now = clock.millis()
       if (now - renewedAt < timeout / 10) None
       else
         read(fs, path) match {

@@ -7,7 +7,6 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
-import org.apache.spark.regionrecovery.SparkInternals
 
 /** The driver's view of one live executor's agent. */
 final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
@@ -18,7 +17,8 @@ final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
  * driver deletes directly only where it shares the host (local-cluster, client mode on a worker
  * node), which is also the fallback when no agent is left there.
  */
-private[retention] final class AgentDirectory(store: RetainedStore, appKey: () => String) extends Logging {
+private[retention] final class AgentDirectory(store: RetainedStore, appKey: () => String, rpc: AgentRpc)
+    extends Logging {
   private val agents = new ConcurrentHashMap[String, AgentInfo]()
   private val removed = ConcurrentHashMap.newKeySet[String]()
 
@@ -41,12 +41,12 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   private def onePerHost: Seq[AgentInfo] = live.groupBy(_.host).values.map(_.head).toSeq.sortBy(_.host)
 
   def ask(a: AgentInfo, request: AgentRequest, timeoutMs: Long = RetentionProtocol.AskTimeoutMs): AnyRef =
-    SparkInternals.ask(a.ref, request, timeoutMs)
+    rpc.ask(a.ref, request, timeoutMs)
 
   /** Every live executor drops its cached map statuses of these shuffles (their outputs moved). */
   def forgetMapStatuses(shuffleIds: Array[Int]): Unit =
     live.foreach(a =>
-      try SparkInternals.send(a.ref, ForgetMapStatuses(shuffleIds))
+      try rpc.send(a.ref, ForgetMapStatuses(shuffleIds))
       catch { case NonFatal(_) => })
 
   /** Deletes an executor's retained directory on its host (and fences it): through a live agent there, else locally. */

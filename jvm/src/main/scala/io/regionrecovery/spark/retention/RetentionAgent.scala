@@ -11,6 +11,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.core.Clock
 
 /**
  * Executor side: retains committed outputs (called by the shuffle IO hook on the task thread) and
@@ -99,23 +100,21 @@ object RetentionAgent extends Logging {
  */
 final class RetentionAgent(val store: RetainedStore, val appKey: String, val executorId: String,
     val leaseTimeoutMs: Long, val jobRecovery: Option[(String, Long)] = None,
-    nanoTime: () => Long = () => System.nanoTime()) extends Logging {
+    clock: Clock = Clock.System, executor: AgentActions = new SparkAgentActions) extends Logging {
   @volatile private[spark] var ref: AnyRef = _
   @volatile private[spark] var shutdownHook: AnyRef = _
-  @volatile private var driverRef: AnyRef = _
-  /** Replaces the ping to the driver in unit tests (a driver that answers late, or never). */
-  @volatile private[retention] var pingForTests: Long => Option[AnyRef] = _
+  private def nanoTime(): Long = clock.nanos()
   /** When the driver last answered, on the monotonic clock (ns): a wall clock's jump is not a silent driver. */
   @volatile private var lastDriverContact = nanoTime()
   /** Other applications' leases as this executor's sweeps have seen them. */
-  private val leaseWatch = new LeaseWatch(nanoTime)
+  private val leaseWatch = new LeaseWatch(() => nanoTime())
   /**
    * This application's lease on this host as this executor last wrote it, and a watch on it: the
    * executors of an application on a host renew one lease, so a change by another one shows that the
    * driver answers them.
    */
   @volatile private var ownLeaseLook: String = _
-  private val ownLease = new LeaseWatch(nanoTime)
+  private val ownLease = new LeaseWatch(() => nanoTime())
   @volatile private var cutOffLogged = false
   @volatile private var droppedForDriverLoss = false
   @volatile private var markedKept = false // this agent kept the files for a resubmission (job recovery)
@@ -130,15 +129,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * applications whose lease expired.
    */
   private[spark] def startLease(): Unit = {
-    driverRef =
-      try SparkInternals.driverEndpointRef(RetentionProtocol.DriverEndpointName)
-      catch {
-        case NonFatal(e) =>
-          logWarning(s"region-recovery: no lease endpoint on the driver ($e); the lease is renewed while this " +
-            "executor lives")
-          null
-      }
-    renewLease(System.currentTimeMillis())
+    executor.connectDriver()
+    renewLease(clock.millis())
     leaseThread.execute(() => sweep())
     leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
     // one file check a second; overdue when a frozen process thaws, so it runs at once then
@@ -150,11 +142,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * this executor first.
    */
   private def pingDriver(timeoutMs: Long): Option[AnyRef] =
-    if (pingForTests != null) pingForTests(timeoutMs)
-    else if (driverRef == null) Some(LeaseRenewed)
-    else
-      try Some(SparkInternals.ask(driverRef, LeasePing(appKey, executorId), timeoutMs)).map(answered)
-      catch { case NonFatal(_) => None }
+    try executor.pingDriver(LeasePing(appKey, executorId), timeoutMs).map(answered)
+    catch { case NonFatal(_) => None }
 
   /** The driver's answer to a lease ping: [[LeaseFenced]] fences this executor at once. */
   private[spark] def answered(answer: AnyRef): AnyRef = {
@@ -184,7 +173,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    */
   private[spark] def honourFence(): Unit = if (!fenceHonoured && store.isFenced(appKey, executorId)) {
     fenceHonoured = true
-    val n = SparkInternals.removeAllMapOutputFiles()
+    val n = executor.removeAllMapOutputFiles()
     logWarning(s"region-recovery: executor $executorId was fenced (heartbeat timeout) and runs again: " +
       s"deleted the $n map outputs it served; it retains nothing more")
   }
@@ -194,7 +183,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     catch { case NonFatal(e) => logWarning(s"region-recovery: honouring the fence failed: $e") }
 
   private[retention] def leaseTick(): Unit = try {
-    val now = System.currentTimeMillis()
+    val now = clock.millis()
     if (pingDriver(pingTimeoutMs).isDefined) {
       lastDriverContact = nanoTime()
       droppedForDriverLoss = false
@@ -245,7 +234,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   private def silentMs: Long = (nanoTime() - lastDriverContact) / 1000000L
 
   private def sweep(): Unit = try {
-    store.sweepExpired(appKey, System.currentTimeMillis(), leaseTimeoutMs, leaseWatch).foreach {
+    store.sweepExpired(appKey, clock.millis(), leaseTimeoutMs, leaseWatch).foreach {
       case (app, files, bytes) =>
         logInfo(s"region-recovery: removed $files retained files ($bytes bytes) of application $app: its lease expired")
     }
@@ -295,10 +284,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     case None if silentMs > leaseTimeoutMs && othersReachTheDriver => // cut off for a while (killed by its worker)
       logCutOff()
     case None =>
-      onDriverLoss(System.currentTimeMillis(), s"executor $executorId stops and the driver does not answer")(
-        (files, bytes) =>
-          s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
-            s"this application's $files retained files ($bytes bytes) on this host")
+      onDriverLoss(clock.millis(), s"executor $executorId stops and the driver does not answer")((files, bytes) =>
+        s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
+          s"this application's $files retained files ($bytes bytes) on this host")
     case Some(LeaseEnding) => // the driver's request to delete this host's files may have raced with this stop
       val (files, bytes) = store.deleteApp(appKey) // and its lease
       if (files > 0)
@@ -319,7 +307,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * WARN the first time and at every power of two after, with the count.
    */
   def retain(shuffleId: Int, mapId: Long): (Int, Long) = {
-    val (data, index, checksum) = SparkInternals.shuffleFiles(shuffleId, mapId)
+    val (data, index, checksum) = executor.shuffleFiles(shuffleId, mapId)
     try store.retain(appKey, executorId, RetainedStore.fileBase(shuffleId, mapId), Seq(data, index, checksum))
     catch {
       case e: IOException =>
@@ -354,14 +342,14 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
         s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appKey)}")
       PurgeReply(files, bytes)
     case f: ForgetMapStatuses =>
-      f.shuffleIds.foreach(SparkInternals.forgetMapStatuses)
+      f.shuffleIds.foreach(executor.forgetMapStatuses)
       null
     case r: ReleaseShuffle =>
       val (files, bytes) = store.releaseShuffle(r.appKey, r.shuffleId)
       PurgeReply(files, bytes)
     case r: ReleaseOutputs =>
       if (r.served && r.executorId == executorId)
-        r.outputs.foreach(o => SparkInternals.removeMapOutputFiles(o.shuffleId, o.mapId))
+        r.outputs.foreach(o => executor.removeMapOutputFiles(o.shuffleId, o.mapId))
       val (files, bytes) = store.releaseOutputs(r.appKey, r.executorId, r.outputs.toSeq)
       PurgeReply(files, bytes)
   }
@@ -372,7 +360,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    */
   private def notServing(): String = {
     val waitMs = RetentionProtocol.AskTimeoutMs / 2
-    if (SparkInternals.awaitShuffleManager(waitMs)) null
+    if (executor.awaitShuffleManager(waitMs)) null
     else s"executor $executorId has no shuffle manager after $waitMs ms"
   }
 
@@ -380,7 +368,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     val failures = new Array[String](r.outputs.length)
     val bytes = new Array[Long](r.outputs.length)
     val notYet = notServing()
-    val me = SparkInternals.localBlockManagerId
+    val me = executor.localBlockManagerId
     if (notYet != null) {
       failures.indices.foreach(failures(_) = notYet)
       return AdoptReply(me, failures, bytes)
@@ -415,7 +403,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     logInfo(s"region-recovery: serving ${r.outputs.length - failed.length} of ${r.outputs.length} map outputs " +
       s"retained by ${r.fromAppKey} (executor ${r.fromExecutor})" +
       (if (failed.isEmpty) "" else s"; not recovered: ${failed.distinct.take(5).mkString("; ")}"))
-    RecoverReply(SparkInternals.localBlockManagerId, failures, lengths, bytes)
+    RecoverReply(executor.localBlockManagerId, failures, lengths, bytes)
   }
 
   /**
@@ -424,14 +412,14 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * application. Hard links: neither copy depends on the other.
    */
   private def recoverOne(fromAppKey: String, fromExecutor: String, o: RecoverRef): VerifiedOutput = {
-    store.keptUntil(fromAppKey).filter(_._1 < System.currentTimeMillis()).foreach { case (until, _) =>
+    store.keptUntil(fromAppKey).filter(_._1 < clock.millis()).foreach { case (until, _) =>
       throw new IOException(s"the recovery window of $fromAppKey ended at ${java.time.Instant.ofEpochMilli(until)} " +
         s"(${ConfigKeys.JobRecoveryWindow.name})")
     }
-    val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(o.shuffleId, o.mapId)
+    val (ownData, ownIndex, ownChecksum) = executor.shuffleFiles(o.shuffleId, o.mapId)
     requireChecksums(ownChecksum)
     val v = RetainedVerification.verify(store.executorDir(fromAppKey, fromExecutor), o.fromShuffleId, o.fromMapId,
-      SparkInternals.checksumAlgorithm, o.digest)
+      executor.checksumAlgorithm, o.digest)
     serve(v, o.shuffleId, o.mapId)
     store.retain(appKey, executorId, RetainedStore.fileBase(o.shuffleId, o.mapId), Seq(ownData, ownIndex, ownChecksum))
     v
@@ -448,11 +436,11 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * the output readable); an empty output has neither data nor checksum file.
    */
   private def serve(v: VerifiedOutput, shuffleId: Int, mapId: Long): Unit = {
-    val (ownData, ownIndex, ownChecksum) = SparkInternals.shuffleFiles(shuffleId, mapId)
+    val (ownData, ownIndex, ownChecksum) = executor.shuffleFiles(shuffleId, mapId)
     if (v.data.isFile) store.linkOrCopy(v.data.toPath, ownData.toPath)
     if (v.checksum.isFile) store.linkOrCopy(v.checksum.toPath, ownChecksum.toPath)
     store.linkOrCopy(v.index.toPath, ownIndex.toPath)
-    SparkInternals.ownMapOutput(shuffleId, mapId)
+    executor.ownMapOutput(shuffleId, mapId)
   }
 
   /**
@@ -460,9 +448,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * checksums) and makes this executor serve it; returns its bytes or throws.
    */
   private def adoptOne(appKey: String, from: String, o: OutputRef, digest: Long): Long = {
-    requireChecksums(SparkInternals.shuffleFiles(o.shuffleId, o.mapId)._3)
+    requireChecksums(executor.shuffleFiles(o.shuffleId, o.mapId)._3)
     val v = RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
-      SparkInternals.checksumAlgorithm, digest)
+      executor.checksumAlgorithm, digest)
     serve(v, o.shuffleId, o.mapId)
     // Keep it retained, now as this executor's: if this executor dies, it can be adopted again.
     val mine = store.executorDir(appKey, executorId)

@@ -10,7 +10,7 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
-import org.apache.spark.regionrecovery.{Relocation, SparkInternals}
+import org.apache.spark.regionrecovery.Relocation
 
 import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.ConfigKeys
@@ -22,31 +22,36 @@ import io.regionrecovery.spark.core.DriverFeature
  * retained bytes within the cap and the release policy. It decides by the [[RetentionPolicy]]
  * Python last set (initially the configuration's); every decision reaches Python as an event, and
  * the history JSON says why each adopter was chosen, or why none was. A heartbeat timeout is never
- * adopted: the process may come back, so its outputs are not trusted.
+ * adopted: the process may come back, so its outputs are not trusted. What it does to Spark goes
+ * through [[CoordinatorActions]] and its time comes from a [[Clock]]: its unit tests fake both.
  */
-final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, offer: Event => Unit,
-    records: RetentionRecords, initialPolicy: RetentionPolicy, val incarnation: String)
+final class RetentionCoordinator(actions: CoordinatorActions, val store: RetainedStore, offer: Event => Unit,
+    records: RetentionRecords, initialPolicy: RetentionPolicy, val incarnation: String, clock: Clock)
     extends DriverFeature with Logging {
+  def this(sc: SparkContext, store: RetainedStore, offer: Event => Unit, records: RetentionRecords,
+      initialPolicy: RetentionPolicy, incarnation: String) =
+    this(new SparkCoordinatorActions(sc), store, offer, records, initialPolicy, incarnation, Clock.System)
+
   @volatile private var currentPolicy = initialPolicy
   val ledger = new RetainedLedger(initialPolicy.maxBytesPerHost, initialPolicy.release)
-  private val agents = new AgentDirectory(store, () => appKey)
+  private val agents = new AgentDirectory(store, () => appKey, actions)
   /** Output determinism of each shuffle's map stage, from JobStart (coordinator's thread only). */
   private val determinism = mutable.HashMap[Int, Int]()
   /** Answers the agents' lease pings: while it does, their application is alive. */
-  private val driverEndpoint = SparkInternals.registerEndpoint(RetentionProtocol.DriverEndpointName,
+  private val driverEndpoint = actions.registerEndpoint(RetentionProtocol.DriverEndpointName,
     {
       case r: DriverRequest => handle(r)
       case other => throw new IllegalArgumentException(s"region-recovery driver endpoint: unknown message $other")
     })
-  private val worker = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
+  private val worker = actions.newWorker()
   @volatile private var stopped = false
   private val history = new ConcurrentLinkedDeque[String]()
 
   /** This driver's retained directory name on every host: the application id and the incarnation token. */
-  def appKey: String = RetainedStore.appKey(sc.applicationId, incarnation)
+  def appKey: String = RetainedStore.appKey(actions.applicationId, incarnation)
   /** This driver's retained directory on its own host (None before the application id exists). */
-  def appDir: Option[String] = Option(sc.applicationId).map(_ => store.appDir(appKey).toString)
-  private def now: Long = System.currentTimeMillis()
+  def appDir: Option[String] = Option(actions.applicationId).map(_ => store.appDir(appKey).toString)
+  private def now: Long = clock.millis()
 
   def policy: RetentionPolicy = currentPolicy
   def liveAgents: Seq[AgentInfo] = agents.live
@@ -118,13 +123,13 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, off
    */
   private def unsafeToAdopt(o: (Int, Int, Long, org.apache.spark.storage.BlockManagerId)): Option[String] = {
     val (sid, _, mapId, _) = o
-    lazy val mismatched = SparkInternals.checksumMismatchIndices(sid)
+    lazy val mismatched = actions.checksumMismatchIndices(sid)
     determinism.get(sid) match {
       case None => Some(AdoptionRules.determinismUnknown(sid))
       case Some(d) if d == AdoptionRules.Indeterminate => Some(AdoptionRules.indeterminate(sid))
       case _ if mismatched.nonEmpty => Some(AdoptionRules.checksumMismatch(sid, mismatched))
       case _ if digestOf(sid, mapId) == 0L => Some(AdoptionRules.noDigest(sid, mapId))
-      case _ if !SparkInternals.shuffleStatusLockAvailable => Some(AdoptionRules.LockUnavailable)
+      case _ if !actions.shuffleStatusLockAvailable => Some(AdoptionRules.LockUnavailable)
       case _ => None
     }
   }
@@ -141,11 +146,11 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, off
   private def handleLoss(executorId: String, reason: String, lossTime: Long): Unit = {
     val startedAt = now
     val lost = agents.remove(executorId)
-    val outputs = SparkInternals.outputsOnExecutor(executorId)
+    val outputs = actions.outputsOnExecutor(executorId)
     val host = lost.map(_.host).orElse(outputs.headOption.map(_._4.host)).orNull
     if (isHeartbeatTimeout(reason)) {
       // Not trusted: the process may come back. Unregister at once, delete, fence.
-      SparkInternals.unregisterOutputsOnExecutor(executorId)
+      actions.unregisterOutputsOnExecutor(executorId)
       outputs.foreach { case (sid, idx, mapId, _) =>
         offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId,
           "heartbeat timeout: retained outputs of a timed-out executor are not trusted"))
@@ -158,7 +163,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, off
     val decision =
       AdoptionDecision.decide(currentPolicy, executorId, host, agents.live, outputs)(_._1, unsafeToAdopt)
     decision.refused.foreach { case ((sid, idx, mapId, location), why) =>
-      SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
+      actions.unregisterIfCurrent(sid, idx, mapId, location)
       offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, why))
     }
     val askStart = now
@@ -196,7 +201,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, off
         val r = reply.get
         // Only what is still registered at the lost executor with the same map id moves, atomically
         // with that check: Spark may have dropped the output on purpose since it was listed.
-        SparkInternals.relocateIfCurrent(sid, idx, mapId, location, r.location) match {
+        actions.relocateIfCurrent(sid, idx, mapId, location, r.location) match {
           case Relocation.Relocated =>
             ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, r.location.host))
             adopted += 1
@@ -208,12 +213,12 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, off
               case Relocation.ChecksumMismatch(indexes) => AdoptionRules.checksumMismatch(sid, indexes)
               case _ => AdoptionRules.LockUnavailable
             }
-            SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
+            actions.unregisterIfCurrent(sid, idx, mapId, location)
             notRelocated += OutputRef(sid, mapId, idx)
             offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not relocated: " + why))
         }
       } else {
-        SparkInternals.unregisterIfCurrent(sid, idx, mapId, location)
+        actions.unregisterIfCurrent(sid, idx, mapId, location)
         offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, "not adopted: " + failure))
       }
     }
@@ -225,11 +230,11 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, off
         s"changed them meanwhile); the adopter ${r.location.executorId} deleted its $files files ($bytes bytes)")
     }
     if (adopted > 0) {
-      val epoch = SparkInternals.incrementEpoch()
+      val epoch = actions.incrementEpoch()
       agents.forgetMapStatuses(decision.offered.map(_._1).distinct.toArray)
       logInfo(s"region-recovery: executor $executorId lost ($reason): $adopted of ${outputs.size} map outputs " +
         s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now $epoch, " +
-        s"${System.currentTimeMillis() - lossTime} ms after the removal")
+        s"${now - lossTime} ms after the removal")
     }
     record(executorId, reason, lossTime, startedAt, askMs, adopted, outputs.size - adopted,
       adopter.map(_.executorId).orNull, adopterReason)
@@ -386,8 +391,8 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, off
   private def release(entries: Seq[RetainedEntry], reason: String): Unit = if (entries.nonEmpty) {
     entries.groupBy(_.executorId).foreach { case (executorId, es) =>
       es.foreach { e =>
-        SparkInternals.mapOutputLocation(e.shuffleId, e.mapId)
-          .foreach(loc => SparkInternals.unregisterIfCurrent(e.shuffleId, e.mapIndex, e.mapId, loc))
+        actions.mapOutputLocation(e.shuffleId, e.mapId)
+          .foreach(loc => actions.unregisterIfCurrent(e.shuffleId, e.mapIndex, e.mapId, loc))
       }
       val host = es.head.host
       agents.releaseOutputs(executorId, host, es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray,
@@ -438,7 +443,7 @@ final class RetentionCoordinator(sc: SparkContext, val store: RetainedStore, off
   private def applicationEnd(): Unit = {
     stopped = true
     worker.shutdownNow()
-    try SparkInternals.unregisterEndpoint(driverEndpoint)
+    try actions.unregisterEndpoint(driverEndpoint)
     catch { case NonFatal(_) => }
     Try(appKey).toOption.foreach { id =>
       try keepAtEnd match {

@@ -15,6 +15,8 @@ import org.apache.spark.sql.execution.streaming.{Offset, Source}
 import org.apache.spark.sql.sources.{DataSourceRegister, StreamSourceProvider}
 import org.apache.spark.sql.types.StructType
 
+import io.regionrecovery.spark.core.Clock
+
 /** What a delegate's batches are counted in, and how a limit of that many is said to it. */
 private[streaming] sealed abstract class SourceUnit(val name: String) {
   def readLimit(amount: Long): ReadLimit
@@ -115,7 +117,7 @@ private[streaming] final class SizedSource(
     unit: SourceUnit,
     settings: SizingSettings,
     delegateName: String,
-    clock: () => Long = () => System.currentTimeMillis())
+    clock: Clock = Clock.System)
     extends Source with SupportsTriggerAvailableNow with ReportsSourceMetrics with Logging {
 
   private val sizer = new BatchSizer(settings)
@@ -139,7 +141,7 @@ private[streaming] final class SizedSource(
       return delegate.latestOffset(start, limit)
     }
     val previous = sizer.mode
-    val size = sizer.plan(clock())
+    val size = sizer.plan(clock.millis())
     val end = delegate.latestOffset(start, size.fold(ReadLimit.allAvailable())(unit.readLimit))
     val startJson = Option(start).map(_.json)
     val endJson = Option(end).map(_.json)
@@ -160,7 +162,7 @@ private[streaming] final class SizedSource(
     if (unit == SourceUnit.Files && plannedEnd.contains(end.json) && sizer.admitted < 0) {
       // the batch this source planned (a restart replays or re-reads others: not counted)
       val (files, newest) = SizedSource.files(df)
-      sizer.recordAdmitted(files, newest.map(t => math.max(0L, clock() - t)))
+      sizer.recordAdmitted(files, newest.map(t => math.max(0L, clock.millis() - t)))
     }
     df
   }

@@ -63,9 +63,12 @@ class DriverLossActionSuite extends AnyFunSuite {
     val tmp = Files.createTempDirectory("rr-loss-")
     val root = tmp.resolve("retained").toAbsolutePath.normalize()
     try {
-      val agent = new RetentionAgent(new RetainedStore(root), "app-1.abc", "1", 30000L, jobRecovery, nanoTime)
       val src = tmp.resolve("bm")
       Files.createDirectories(src)
+      val fake = new FakeAgentActions(src)
+      val agent = new RetentionAgent(new RetainedStore(root), "app-1.abc", "1", 30000L, jobRecovery,
+        FakeAgentActions.clock(nanoTime), fake)
+      fakes(agent) = fake
       Files.write(src.resolve("shuffle_0_1_0.data"), Array.fill[Byte](10)(7))
       agent.store.retain(agent.appKey, "1", "shuffle_0_1", Seq(src.resolve("shuffle_0_1_0.data").toFile))
       agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L)
@@ -75,6 +78,10 @@ class DriverLossActionSuite extends AnyFunSuite {
       rm(tmp)
     }
   }
+
+  private val fakes = scala.collection.mutable.Map[RetentionAgent, FakeAgentActions]()
+  /** The driver's answers to `agent`'s lease pings. */
+  private def driverOf(agent: RetentionAgent): FakeAgentActions = fakes(agent)
 
   private def names(root: Path): Set[String] =
     Using.resource(Files.list(root))(_.iterator().asScala.map(_.getFileName.toString).toSet)
@@ -110,7 +117,7 @@ class DriverLossActionSuite extends AnyFunSuite {
     def advance(ms: Long): Unit = nanos += ms * 1000000L
     withAgent(None, () => nanos) { (root, agent) =>
       var answer: Option[AnyRef] = Some("ok")
-      agent.pingForTests = _ => answer
+      driverOf(agent).ping = _ => answer
       agent.leaseTick() // the driver answers: this executor renews the host's lease
       answer = None // cut off from here on
       advance(31000L)
@@ -120,7 +127,7 @@ class DriverLossActionSuite extends AnyFunSuite {
     nanos = 0L
     withAgent(None, () => nanos) { (root, agent) =>
       var answer: Option[AnyRef] = Some("ok")
-      agent.pingForTests = _ => answer
+      driverOf(agent).ping = _ => answer
       agent.leaseTick()
       answer = None
       advance(20000L)
@@ -140,7 +147,7 @@ class DriverLossActionSuite extends AnyFunSuite {
   test("an executor that stops as its driver goes deletes at once, however recently another one renewed") {
     var nanos = 0L
     withAgent(None, () => nanos) { (root, agent) =>
-      agent.pingForTests = _ => Some("ok")
+      driverOf(agent).ping = _ => Some("ok")
       agent.leaseTick()
       nanos += 2000L * 1000000L
       agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L) // another executor, a second ago
@@ -179,7 +186,7 @@ class DriverLossActionSuite extends AnyFunSuite {
     withAgent(None) { (root, agent) =>
       val inPing = new java.util.concurrent.CountDownLatch(1)
       val answer = new java.util.concurrent.CountDownLatch(1)
-      agent.pingForTests = _ => { inPing.countDown(); answer.await(); None } // the driver is gone
+      driverOf(agent).ping = _ => { inPing.countDown(); answer.await(); None } // the driver is gone
       RetentionAgent.installForTests(agent)
       val first = new Thread(() => RetentionAgent.stop())
       first.start()

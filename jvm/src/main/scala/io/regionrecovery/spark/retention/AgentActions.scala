@@ -1,0 +1,66 @@
+package io.regionrecovery.spark.retention
+
+import java.io.File
+
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.regionrecovery.SparkInternals
+import org.apache.spark.storage.BlockManagerId
+
+/**
+ * What a [[RetentionAgent]] does to its executor besides its retained directory: ping the driver,
+ * and reach the block manager's shuffle files and map statuses. A fake in the JVM tests;
+ * [[SparkAgentActions]] in an executor.
+ */
+trait AgentActions {
+  /** Looks up the driver's lease endpoint (once, when the lease starts). */
+  def connectDriver(): Unit
+  /** The driver's answer to a lease ping, None when it does not answer within `timeoutMs`. */
+  def pingDriver(ping: LeasePing, timeoutMs: Long): Option[AnyRef]
+  /** Deletes every map output the block manager serves; returns how many. */
+  def removeAllMapOutputFiles(): Int
+  def removeMapOutputFiles(shuffleId: Int, mapId: Long): Unit
+  /** Drops the executor's cached map statuses of a shuffle. */
+  def forgetMapStatuses(shuffleId: Int): Unit
+  /** The data, index and checksum file of a map output in the block manager's directories (checksum: null if off). */
+  def shuffleFiles(shuffleId: Int, mapId: Long): (File, File, File)
+  /** Whether the shuffle manager is up within `timeoutMs`. */
+  def awaitShuffleManager(timeoutMs: Long): Boolean
+  def localBlockManagerId: BlockManagerId
+  /** Makes the block manager serve a map output whose files were just linked into place. */
+  def ownMapOutput(shuffleId: Int, mapId: Long): Unit
+  def checksumAlgorithm: String
+}
+
+/** The real thing: the executor's SparkEnv. Without a driver endpoint, the lease is renewed while the executor lives. */
+final class SparkAgentActions extends AgentActions with Logging {
+  @volatile private var driverRef: AnyRef = _
+
+  override def connectDriver(): Unit =
+    driverRef =
+      try SparkInternals.driverEndpointRef(RetentionProtocol.DriverEndpointName)
+      catch {
+        case NonFatal(e) =>
+          logWarning(s"region-recovery: no lease endpoint on the driver ($e); the lease is renewed while this " +
+            "executor lives")
+          null
+      }
+
+  override def pingDriver(ping: LeasePing, timeoutMs: Long): Option[AnyRef] =
+    if (driverRef == null) Some(LeaseRenewed)
+    else
+      try Some(SparkInternals.ask(driverRef, ping, timeoutMs))
+      catch { case NonFatal(_) => None }
+
+  override def removeAllMapOutputFiles(): Int = SparkInternals.removeAllMapOutputFiles()
+  override def removeMapOutputFiles(shuffleId: Int, mapId: Long): Unit =
+    SparkInternals.removeMapOutputFiles(shuffleId, mapId)
+  override def forgetMapStatuses(shuffleId: Int): Unit = SparkInternals.forgetMapStatuses(shuffleId)
+  override def shuffleFiles(shuffleId: Int, mapId: Long): (File, File, File) =
+    SparkInternals.shuffleFiles(shuffleId, mapId)
+  override def awaitShuffleManager(timeoutMs: Long): Boolean = SparkInternals.awaitShuffleManager(timeoutMs)
+  override def localBlockManagerId: BlockManagerId = SparkInternals.localBlockManagerId
+  override def ownMapOutput(shuffleId: Int, mapId: Long): Unit = SparkInternals.ownMapOutput(shuffleId, mapId)
+  override def checksumAlgorithm: String = SparkInternals.checksumAlgorithm
+}

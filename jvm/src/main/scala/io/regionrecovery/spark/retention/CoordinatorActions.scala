@@ -1,0 +1,65 @@
+package io.regionrecovery.spark.retention
+
+import java.util.concurrent.ExecutorService
+
+import org.apache.spark.SparkContext
+import org.apache.spark.regionrecovery.{Relocation, SparkInternals}
+import org.apache.spark.storage.BlockManagerId
+
+/** How the driver reaches an agent (Spark's RPC); a fake in the JVM tests. */
+trait AgentRpc {
+  /** Blocking ask of an agent's endpoint ref; throws on timeout or remote failure. */
+  def ask(ref: AnyRef, message: AnyRef, timeoutMs: Long): AnyRef
+  def send(ref: AnyRef, message: AnyRef): Unit
+}
+
+/**
+ * What the [[RetentionCoordinator]] does to Spark: the map output tracker, its RPC endpoint and the
+ * agents, its worker thread. A fake in the JVM tests; [[SparkCoordinatorActions]] in a driver.
+ */
+trait CoordinatorActions extends AgentRpc {
+  /** The application id (null before Spark has one). */
+  def applicationId: String
+  /** Registered map outputs whose location is `executorId`: (shuffleId, mapIndex, mapId, location). */
+  def outputsOnExecutor(executorId: String): Seq[(Int, Int, Long, BlockManagerId)]
+  def unregisterOutputsOnExecutor(executorId: String): Unit
+  /** Unregisters one output only if it is still `mapId` at `at`; whether it did. */
+  def unregisterIfCurrent(shuffleId: Int, mapIndex: Int, mapId: Long, at: BlockManagerId): Boolean
+  /** Moves one output from `from` to `to` only if it is still `mapId` at `from`. */
+  def relocateIfCurrent(shuffleId: Int, mapIndex: Int, mapId: Long, from: BlockManagerId,
+      to: BlockManagerId): Relocation
+  def checksumMismatchIndices(shuffleId: Int): Seq[Int]
+  def shuffleStatusLockAvailable: Boolean
+  def mapOutputLocation(shuffleId: Int, mapId: Long): Option[BlockManagerId]
+  /** Moves the map output epoch; returns the new one. */
+  def incrementEpoch(): Long
+  /** Registers the driver's lease endpoint; returns its ref. */
+  def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef
+  def unregisterEndpoint(ref: AnyRef): Unit
+  /** The coordinator's single worker thread. */
+  def newWorker(): ExecutorService
+}
+
+/** The real thing: Spark's MapOutputTrackerMaster and RpcEnv, a daemon thread. */
+final class SparkCoordinatorActions(sc: SparkContext) extends CoordinatorActions {
+  override def applicationId: String = sc.applicationId
+  override def ask(ref: AnyRef, message: AnyRef, timeoutMs: Long): AnyRef = SparkInternals.ask(ref, message, timeoutMs)
+  override def send(ref: AnyRef, message: AnyRef): Unit = SparkInternals.send(ref, message)
+  override def outputsOnExecutor(executorId: String): Seq[(Int, Int, Long, BlockManagerId)] =
+    SparkInternals.outputsOnExecutor(executorId)
+  override def unregisterOutputsOnExecutor(executorId: String): Unit =
+    SparkInternals.unregisterOutputsOnExecutor(executorId)
+  override def unregisterIfCurrent(shuffleId: Int, mapIndex: Int, mapId: Long, at: BlockManagerId): Boolean =
+    SparkInternals.unregisterIfCurrent(shuffleId, mapIndex, mapId, at)
+  override def relocateIfCurrent(shuffleId: Int, mapIndex: Int, mapId: Long, from: BlockManagerId,
+      to: BlockManagerId): Relocation = SparkInternals.relocateIfCurrent(shuffleId, mapIndex, mapId, from, to)
+  override def checksumMismatchIndices(shuffleId: Int): Seq[Int] = SparkInternals.checksumMismatchIndices(shuffleId)
+  override def shuffleStatusLockAvailable: Boolean = SparkInternals.shuffleStatusLockAvailable
+  override def mapOutputLocation(shuffleId: Int, mapId: Long): Option[BlockManagerId] =
+    SparkInternals.mapOutputLocation(shuffleId, mapId)
+  override def incrementEpoch(): Long = SparkInternals.incrementEpoch()
+  override def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef =
+    SparkInternals.registerEndpoint(name, handler)
+  override def unregisterEndpoint(ref: AnyRef): Unit = SparkInternals.unregisterEndpoint(ref)
+  override def newWorker(): ExecutorService = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
+}

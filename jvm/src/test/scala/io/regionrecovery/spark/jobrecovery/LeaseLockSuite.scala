@@ -1,0 +1,78 @@
+package io.regionrecovery.spark.jobrecovery
+
+import java.nio.charset.StandardCharsets
+import java.nio.file.{Files => JFiles}
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{FileSystem, Path}
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.regionrecovery.spark.core.ManualClock
+
+/** The job's lease on file systems without locks, taken over and renewed by a manual clock. */
+class LeaseLockSuite extends AnyFunSuite {
+  private val Timeout = 30000L // max(30 s, 10 x the 100 ms flush interval)
+
+  private def withLease(f: (FileSystem, Path, ManualClock) => Unit): Unit = {
+    val dir = JFiles.createTempDirectory("rr-lease-")
+    val fs = FileSystem.getLocal(new Configuration()).getRawFileSystem
+    try f(fs, new Path(dir.resolve("driver.lock").toUri), new ManualClock())
+    finally io.regionrecovery.spark.retention.FakeAgentActions.rmTree(dir)
+  }
+
+  private def lease(fs: FileSystem, path: Path): LeaseLock.Lease = LeaseLock.read(fs, path).get
+
+  private def acquire(fs: FileSystem, path: Path, clock: ManualClock, app: String): DriverLock =
+    LeaseLock.acquire(fs, path, "nightly", app, 100L, clock)
+
+  test("another driver's lease is refused while fresh and taken over once unrenewed for the whole timeout") {
+    withLease { (fs, path, clock) =>
+      LeaseLock.write(fs, path, LeaseLock.Lease("app-1", clock.millis(), "t1"))
+      clock.advance(Timeout - 1L)
+      val e = intercept[JobAlreadyRunningException](acquire(fs, path, clock, "app-2"))
+      assert(e.getMessage.contains("application app-1") && e.getMessage.contains(s"renewed ${Timeout - 1} ms ago"))
+      clock.advance(1L)
+      val lock = acquire(fs, path, clock, "app-2")
+      try assert((lease(fs, path).appId, lease(fs, path).renewedAt) == (("app-2", clock.millis())))
+      finally lock.release()
+    }
+  }
+
+  test("the holder rewrites its lease once a tenth of the timeout has passed, not more often") {
+    withLease { (fs, path, clock) =>
+      val lock = acquire(fs, path, clock, "app-1")
+      try {
+        val taken = clock.millis()
+        clock.advance(Timeout / 10 - 1L)
+        assert(lock.renew().isEmpty && lease(fs, path).renewedAt == taken)
+        clock.advance(1L)
+        assert(lock.renew().isEmpty && lease(fs, path).renewedAt == clock.millis())
+      } finally lock.release()
+    }
+  }
+
+  test("a holder whose lease another driver took over learns it at its next renewal and leaves the new lease") {
+    withLease { (fs, path, clock) =>
+      val lock = acquire(fs, path, clock, "app-1")
+      LeaseLock.write(fs, path, LeaseLock.Lease("app-9", clock.millis(), "other"))
+      clock.advance(Timeout / 10)
+      assert(lock.renew().exists(_.contains("to application app-9")))
+      lock.release()
+      assert(new String(JFiles.readAllBytes(java.nio.file.Paths.get(path.toUri)), StandardCharsets.UTF_8)
+          .startsWith("app-9\n"), "releasing does not delete another driver's lease")
+    }
+  }
+
+  test("a second driver in the same JVM is refused at once, whatever the lease's age") {
+    withLease { (fs, path, clock) =>
+      val lock = acquire(fs, path, clock, "app-1")
+      try {
+        clock.advance(10 * Timeout)
+        val e = intercept[JobAlreadyRunningException](acquire(fs, path, clock, "app-2"))
+        assert(e.getMessage.contains("app-1"))
+      } finally lock.release()
+      val next = acquire(fs, path, clock, "app-2") // released: the file is gone, nothing to wait for
+      next.release()
+    }
+  }
+}

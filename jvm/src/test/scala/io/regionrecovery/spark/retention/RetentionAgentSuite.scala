@@ -1,0 +1,206 @@
+package io.regionrecovery.spark.retention
+
+import java.nio.charset.StandardCharsets
+import java.nio.file.{Files, Path}
+
+import scala.jdk.CollectionConverters._
+import scala.util.Using
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.regionrecovery.spark.core.ManualClock
+
+/** An executor's agent with its executor replaced by [[FakeAgentActions]] and time by a manual clock. */
+class RetentionAgentSuite extends AnyFunSuite {
+  private val Timeout = 30000L
+  private val App = "app-1.abc"
+
+  private final class Fixture(jobRecovery: Option[(String, Long)] = None) {
+    val tmp: Path = Files.createTempDirectory("rr-agent-")
+    val root: Path = tmp.resolve("retained").toAbsolutePath.normalize()
+    val clock = new ManualClock()
+    val executor = new FakeAgentActions(tmp.resolve("bm"))
+    val store = new RetainedStore(root)
+    val agent = new RetentionAgent(store, App, "1", Timeout, jobRecovery, clock, executor)
+    /** The driver's answer to the next pings (None: silent). */
+    def driver(answer: Option[AnyRef]): Unit = executor.ping = _ => answer
+    /** Executor 1 commits and retains map output `mapId` of `shuffle` (10 bytes of data, an index). */
+    def commit(shuffle: Int, mapId: Long): (Int, Long) = {
+      val (data, index, _) = executor.shuffleFiles(shuffle, mapId)
+      FakeAgentActions.write(data.toPath, Array.fill[Byte](10)(7))
+      FakeAgentActions.write(index.toPath, new Array[Byte](16))
+      agent.retain(shuffle, mapId)
+    }
+    def names: Set[String] =
+      if (!Files.isDirectory(root)) Set.empty
+      else Using.resource(Files.list(root))(_.iterator().asScala.map(_.getFileName.toString).toSet)
+    def leaseStates: Long = new String(Files.readAllBytes(store.leaseFile(App)), StandardCharsets.UTF_8).trim.toLong
+    def close(): Unit = FakeAgentActions.rmTree(tmp)
+  }
+
+  private def withFixture(jobRecovery: Option[(String, Long)] = None)(f: Fixture => Unit): Unit = {
+    val fx = new Fixture(jobRecovery)
+    try f(fx)
+    finally fx.close()
+  }
+
+  test("retaining a committed output links its files into the executor's retained directory") {
+    withFixture() { f =>
+      assert(f.commit(3, 7L) == ((2, 26L)))
+      assert(Files.isRegularFile(f.store.executorDir(App, "1").resolve("shuffle_3_7_0.data")))
+      assert(f.agent.retain(3, 8L) == ((0, 0L)), "no files: not retained, and the task still succeeds")
+    }
+  }
+
+  test("while the driver answers, every tick renews the lease to now + timeout and keeps the files") {
+    withFixture() { f =>
+      f.commit(0, 1L)
+      f.driver(Some(LeaseRenewed))
+      (1 to 20).foreach { _ =>
+        f.clock.advance(Timeout / 4)
+        f.agent.leaseTick()
+        assert(f.leaseStates == f.clock.millis() + Timeout)
+      }
+      assert(f.names == Set(App, s"$App.lease"), "five lease timeouts later, nothing is deleted")
+      assert(f.executor.pings.map(_._1).distinct == Seq(LeasePing(App, "1")))
+      assert(f.executor.pings.forall(_._2 == Timeout / 4), "each ping waits at most one renewal interval")
+    }
+  }
+
+  test("a silent driver's files go once it has not answered for more than a whole lease, not before") {
+    withFixture() { f =>
+      f.commit(0, 1L)
+      f.driver(Some(LeaseRenewed))
+      f.agent.leaseTick()
+      f.driver(None)
+      f.clock.advance(Timeout)
+      f.agent.leaseTick()
+      assert(f.names == Set(App, s"$App.lease"), "silent for exactly the timeout: kept")
+      f.clock.advance(1L)
+      f.agent.leaseTick()
+      assert(f.names.isEmpty, "silent 1 ms longer: the application's directory and lease are deleted")
+    }
+  }
+
+  test("a wall clock jump is not a silent driver: the silence is measured on the monotonic clock") {
+    withFixture() { f =>
+      f.commit(0, 1L)
+      f.driver(Some(LeaseRenewed))
+      f.agent.leaseTick()
+      f.driver(None)
+      f.clock.jumpWall(3600000L) // NTP steps an hour forward
+      f.clock.advance(Timeout / 2)
+      f.agent.leaseTick()
+      assert(f.names == Set(App, s"$App.lease"))
+    }
+  }
+
+  test("with job recovery a lost driver's files are kept for the window, and unmarked when it answers again") {
+    withFixture(Some(("nightly", 600000L))) { f =>
+      f.commit(0, 1L)
+      f.driver(Some(LeaseRenewed))
+      f.agent.leaseTick()
+      f.driver(None)
+      f.clock.advance(Timeout + 1L)
+      f.agent.leaseTick()
+      assert(f.store.keptUntil(App) == Some((f.clock.millis() + 600000L, "nightly")))
+      assert(f.names == Set(App, s"$App.lease", s"$App.keep"))
+      f.driver(Some(LeaseRenewed)) // it was a long pause, not a crash
+      f.clock.advance(Timeout / 4)
+      f.agent.leaseTick()
+      assert(f.store.keptUntil(App).isEmpty, "a live driver's files are no successor's to claim")
+      assert(f.leaseStates == f.clock.millis() + Timeout)
+    }
+  }
+
+  test("a fenced answer to a lease ping deletes the executor's files, writes the fence, and stops its serving") {
+    withFixture() { f =>
+      f.commit(0, 1L)
+      f.driver(Some(LeaseFenced))
+      f.agent.leaseTick()
+      assert(f.store.isFenced(App, "1"))
+      assert(!Files.exists(f.store.executorDir(App, "1")))
+      assert(f.executor.removedAll == 1, "every map output the block manager serves is deleted")
+      f.agent.leaseTick()
+      f.agent.honourFence()
+      assert(f.executor.removedAll == 1, "once")
+      assert(f.commit(0, 2L) == ((0, 0L)), "a fenced executor retains nothing more")
+    }
+  }
+
+  test("another application's directory is swept once its lease has not changed for a whole timeout") {
+    withFixture() { f =>
+      val other = "app-0.old"
+      f.store.ensureDir(f.store.executorDir(other, "5"))
+      Files.write(f.store.executorDir(other, "5").resolve("shuffle_0_1_0.data"), Array[Byte](1, 2, 3))
+      f.store.renewLease(other, f.clock.millis() + Timeout)
+      f.driver(Some(LeaseRenewed))
+      f.agent.leaseTick() // first sight
+      f.clock.advance(Timeout - 1L)
+      f.agent.leaseTick()
+      assert(f.names.contains(other), "unchanged for 1 ms less than the timeout")
+      f.clock.advance(1L)
+      f.agent.leaseTick()
+      assert(!f.names.contains(other) && !f.names.contains(s"$other.lease"))
+      assert(f.names == Set(s"$App.lease"), "its own lease stays")
+    }
+  }
+
+  test("a kept directory of another application survives its expired lease until the keep mark's deadline") {
+    withFixture() { f =>
+      val other = "app-0.old"
+      f.store.ensureDir(f.store.executorDir(other, "5"))
+      f.store.markKept(other, f.clock.millis() + 2 * Timeout, "nightly")
+      f.driver(Some(LeaseRenewed))
+      f.agent.leaseTick()
+      f.clock.advance(2 * Timeout)
+      f.agent.leaseTick()
+      assert(f.names.contains(other), "at the deadline: still kept")
+      f.clock.advance(1L)
+      f.agent.leaseTick()
+      assert(!f.names.contains(other) && !f.names.contains(s"$other.keep"))
+    }
+  }
+
+  test("releasing outputs deletes their retained copies, and the served files only for their own executor") {
+    withFixture() { f =>
+      f.commit(0, 1L); f.commit(0, 2L)
+      val mine = ReleaseOutputs(App, "1", Array(OutputRef(0, 1L, 0)), served = true)
+      assert(f.agent.handle(mine) == PurgeReply(2, 26L))
+      assert(f.executor.removed == Seq((0, 1L)))
+      val others = ReleaseOutputs(App, "9", Array(OutputRef(0, 2L, 1)), served = true)
+      f.agent.handle(others)
+      assert(f.executor.removed == Seq((0, 1L)), "executor 9's served files are not this executor's to delete")
+      f.agent.handle(ForgetMapStatuses(Array(4, 5)))
+      assert(f.executor.forgotten == Seq(4, 5))
+    }
+  }
+
+  test("an agent without a shuffle manager refuses every output it is asked to adopt") {
+    withFixture() { f =>
+      f.executor.shuffleManagerUp = false
+      val r = f.agent.handle(AdoptRequest(App, "2", Array(OutputRef(0, 1L, 0), OutputRef(0, 2L, 1)), Array(1L, 2L)))
+        .asInstanceOf[AdoptReply]
+      assert(r.failures.toSeq.distinct ==
+        Seq(s"executor 1 has no shuffle manager after ${RetentionProtocol.AskTimeoutMs / 2} ms"))
+      assert(r.location == f.executor.localBlockManagerId)
+      assert(f.executor.owned.isEmpty)
+    }
+  }
+
+  test("a crashed driver's outputs are recovered only within its window: until its deadline, not after") {
+    withFixture() { f =>
+      val crashed = "app-0.old"
+      f.store.ensureDir(f.store.executorDir(crashed, "5"))
+      val until = f.clock.millis() + 1000L
+      f.store.markKept(crashed, until, "nightly")
+      val request = RecoverRequest(crashed, "5", Array(RecoverRef(0, 1L, 3, 9L, 0, 42L)))
+      def failure(): String = f.agent.handle(request).asInstanceOf[RecoverReply].failures(0)
+      f.clock.advance(1000L)
+      assert(!failure().contains("recovery window"), "at the deadline the window is still open (nothing to verify)")
+      f.clock.advance(1L)
+      assert(failure().startsWith(s"the recovery window of $crashed ended"))
+      assert(f.executor.owned.isEmpty)
+    }
+  }
+}

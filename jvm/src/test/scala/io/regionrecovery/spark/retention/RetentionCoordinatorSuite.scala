@@ -1,0 +1,243 @@
+package io.regionrecovery.spark.retention
+
+import java.nio.file.{Files, Path}
+
+import scala.collection.mutable
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.regionrecovery.spark.core._
+
+/** The driver's retention decisions, with Spark replaced by [[FakeCoordinatorActions]] and time by a manual clock. */
+class RetentionCoordinatorSuite extends AnyFunSuite {
+  private val HeartbeatTimeout = "Executor heartbeat timed out after 120000 ms"
+  private val Determinate = 0
+
+  private final class Fixture(policy: RetentionPolicy = RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L)) {
+    val tmp: Path = Files.createTempDirectory("rr-coordinator-")
+    tmp.toFile.deleteOnExit() // nothing is written below it: no agent runs on the driver's host here
+    val clock = new ManualClock()
+    val spark = new FakeCoordinatorActions
+    val events = mutable.Buffer[Event]()
+    val lossRecords = mutable.Buffer[String]()
+    val ledgerRecords = mutable.Buffer[String]()
+    val records: RetentionRecords = new RetentionRecords {
+      override def executorLost(json: String): Unit = lossRecords += json
+      override def retained(json: String): Unit = ledgerRecords += json
+    }
+    val coordinator = new RetentionCoordinator(spark, new RetainedStore(tmp.resolve("retained")), e => events += e,
+      records, policy, "tok", clock)
+
+    /** A live executor with an agent answering `reply` (default: adopts everything, PurgeReply(0, 0) otherwise). */
+    def agent(id: String, host: String = "host-a")(reply: AgentRequest => AnyRef = adoptAll(id, host)): Unit = {
+      spark.agents(s"agent-$id") = reply
+      coordinator.handle(RetentionAgentHello(id, host, s"agent-$id"))
+    }
+    def adoptAll(id: String, host: String)(r: AgentRequest): AnyRef = r match {
+      case a: AdoptRequest =>
+        AdoptReply(spark.location(id, host), new Array[String](a.outputs.length), a.outputs.map(_ => 100L))
+      case _ => PurgeReply(0, 0L)
+    }
+    /** Map output `mapIndex` of `shuffle`, committed and retained by executor `executorId` with a digest. */
+    def output(shuffle: Int, mapIndex: Int, executorId: String, host: String = "host-a", digest: Long = 77L): Long = {
+      val mapId = shuffle * 100L + mapIndex
+      spark.registered((shuffle, mapIndex)) = (mapId, spark.location(executorId, host))
+      coordinator.outputRetained(MapOutputRetainedEvent(clock.millis(), shuffle, mapId, mapIndex, executorId, host,
+        100L, 3, digest))
+      mapId
+    }
+    def stage(shuffle: Int, determinism: Int = Determinate): Unit =
+      coordinator.jobStarted(shuffle, -1L, Array(StageMeta(shuffle, 0, "map", 2, shuffle, determinism, false, Array())))
+    def asks[T <: AgentRequest](implicit ct: scala.reflect.ClassTag[T]): Seq[(AnyRef, T)] =
+      spark.asked.toSeq.collect { case (ref, r: T) => ref -> r }
+    def unregistered: Seq[MapOutputUnregisteredEvent] = events.toSeq.collect { case e: MapOutputUnregisteredEvent => e }
+    def adopted: Seq[MapOutputAdoptedEvent] = events.toSeq.collect { case e: MapOutputAdoptedEvent => e }
+    def deleted: Seq[RetainedFilesDeletedEvent] = events.toSeq.collect { case e: RetainedFilesDeletedEvent => e }
+    def ping(executorId: String): AnyRef = spark.endpoint(LeasePing(coordinator.appKey, executorId))
+  }
+
+  test(
+    "a heartbeat timeout is never adopted: the executor's outputs are unregistered, its files purged, it is fenced") {
+    val f = new Fixture
+    f.agent("1")(); f.agent("2")(r => { f.adoptAll("2", "host-a")(r); PurgeReply(3, 300L) })
+    f.stage(0)
+    f.output(0, 0, "1"); f.output(0, 1, "1"); f.output(0, 2, "2")
+    val lossTime = f.clock.millis()
+    f.clock.advance(250L) // the listener hands the removal over 250 ms after Spark's event
+    f.coordinator.executorRemoved("1", HeartbeatTimeout, lossTime)
+    assert(f.spark.unregisteredExecutors == Seq("1"))
+    assert(f.spark.registered.keySet == Set((0, 2)), "only the other executor's output stays")
+    assert(f.unregistered.map(e => (e.shuffleId, e.mapIndex, e.executorId)) == Seq((0, 0, "1"), (0, 1, "1")))
+    assert(f.unregistered.forall(e => e.reason.startsWith("heartbeat timeout") && e.time == f.clock.millis()))
+    assert(f.asks[AdoptRequest].isEmpty, "nobody is asked to adopt the outputs of a timed-out executor")
+    assert(f.asks[PurgeRequest] == Seq("agent-2" -> PurgeRequest(f.coordinator.appKey, "1", fence = true)),
+      "a live agent on the host deletes the directory and writes the fence")
+    val Seq(d) = f.deleted
+    assert((d.executorId, d.host, d.files, d.bytes, d.reason) == (("1", "host-a", 3, 300L, "heartbeat timeout")))
+    assert(f.ping("1") == LeaseFenced, "if it thaws, its next lease ping fences it")
+    assert(f.ping("2") == LeaseRenewed)
+    val Seq(json) = f.lossRecords.toSeq
+    assert(
+      json.contains("\"handoff_ms\": 250") && json.contains("\"total_ms\": 250") && json.contains("\"adopted\": 0"))
+  }
+
+  test("Spark reporting one removal twice is handled once") {
+    val f = new Fixture
+    f.agent("2")()
+    f.coordinator.executorRemoved("1", HeartbeatTimeout, f.clock.millis())
+    f.coordinator.executorRemoved("1", HeartbeatTimeout, f.clock.millis())
+    assert(f.spark.unregisteredExecutors == Seq("1"))
+    assert(f.lossRecords.size == 1)
+  }
+
+  test("a lost executor's outputs are adopted by the lowest executor id of its host, relocated, and the epoch moves") {
+    val f = new Fixture
+    f.agent("1")(); f.agent("3")(); f.agent("2")(); f.agent("0", host = "host-b")()
+    f.stage(0)
+    val m0 = f.output(0, 0, "1", digest = 11L); val m1 = f.output(0, 1, "1", digest = 12L)
+    f.clock.advance(40L)
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis() - 40L)
+    val Seq((ref, req)) = f.asks[AdoptRequest]
+    assert(ref == "agent-2", "host-b's executor 0 has a lower id but not the files; 2 < 3 on host-a")
+    assert(req.fromExecutor == "1" && req.outputs.toSeq.map(_.mapId) == Seq(m0, m1) &&
+      req.digests.toSeq == Seq(11L, 12L))
+    val to = f.spark.location("2", "host-a")
+    assert(f.spark.registered.toMap == Map((0, 0) -> (m0, to), (0, 1) -> (m1, to)))
+    assert(f.adopted.map(e => (e.mapIndex, e.toExecutor, e.bytes, e.lossTime)) ==
+      Seq((0, "2", 100L, f.clock.millis() - 40L), (1, "2", 100L, f.clock.millis() - 40L)))
+    assert(f.unregistered.isEmpty)
+    assert(f.spark.epoch == 1L)
+    assert(f.spark.sent.map(_._1).toSet == Set("agent-0", "agent-2", "agent-3"),
+      "every live executor forgets its cached map statuses of the moved shuffle")
+    assert(f.coordinator.retainedEntry(0, m0).map(_._1) == Some("2"), "the ledger follows the adopted output")
+    assert(f.lossRecords.head.contains("\"adopter\": \"2\""))
+  }
+
+  test("the policy's preferred adopter wins, its avoided executors and hosts are never chosen") {
+    val prefer = new Fixture(RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L, preferredExecutors = Seq("9", "3"),
+      avoidedExecutors = Set("2")))
+    prefer.agent("2")(); prefer.agent("3")(); prefer.agent("4")()
+    prefer.stage(0); prefer.output(0, 0, "1")
+    prefer.coordinator.executorRemoved("1", "lost", prefer.clock.millis())
+    assert(prefer.asks[AdoptRequest].map(_._1) == Seq("agent-3"))
+    assert(prefer.lossRecords.head.contains("executor 3 is preferred by policy"))
+
+    val avoided = new Fixture(RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L, avoidedHosts = Set("host-a")))
+    avoided.agent("2")()
+    avoided.stage(0); avoided.output(0, 0, "1")
+    avoided.coordinator.executorRemoved("1", "lost", avoided.clock.millis())
+    assert(avoided.asks[AdoptRequest].isEmpty)
+    assert(avoided.spark.registered.isEmpty)
+    assert(avoided.unregistered.map(_.reason) == Seq("not adopted: " + RetentionPolicy.avoidedHostReason("host-a")))
+  }
+
+  test("an adopter that does not answer is replaced by the host's next one") {
+    val f = new Fixture
+    f.agent("2")(_ => throw new RuntimeException("executor 2 is gone too")); f.agent("3")()
+    f.stage(0); val m = f.output(0, 0, "1")
+    f.coordinator.executorRemoved("1", "lost", f.clock.millis())
+    assert(f.asks[AdoptRequest].map(_._1) == Seq("agent-2", "agent-3"))
+    assert(f.spark.registered((0, 0)) == ((m, f.spark.location("3", "host-a"))))
+    assert(f.lossRecords.head.contains("then executor 3"))
+  }
+
+  test("outputs unsafe to adopt are unregistered with the rule's reason, never offered") {
+    val f = new Fixture
+    f.agent("2")()
+    f.stage(0, determinism = AdoptionRules.Indeterminate)
+    f.stage(1)
+    f.output(0, 0, "1") // indeterminate stage
+    f.output(1, 0, "1", digest = 0L) // no digest reported
+    f.output(2, 0, "1") // no job start seen
+    f.coordinator.executorRemoved("1", "lost", f.clock.millis())
+    assert(f.asks[AdoptRequest].isEmpty)
+    assert(f.spark.registered.isEmpty)
+    assert(f.unregistered.map(e => e.shuffleId -> e.reason).toMap == Map(
+      0 -> ("not adopted: " + AdoptionRules.indeterminate(0)),
+      1 -> ("not adopted: " + AdoptionRules.noDigest(1, 100L)),
+      2 -> ("not adopted: " + AdoptionRules.determinismUnknown(2))))
+  }
+
+  test("an output Spark replaced while the adopter linked it is not relocated, and the adopter's copy goes") {
+    val f = new Fixture
+    f.agent("2") {
+      case a: AdoptRequest =>
+        f.spark.registered((0, 0)) = (999L, f.spark.location("4", "host-b")) // Spark recomputed it meanwhile
+        AdoptReply(f.spark.location("2", "host-a"), new Array[String](a.outputs.length), a.outputs.map(_ => 100L))
+      case _ => PurgeReply(0, 0L)
+    }
+    f.stage(0); f.output(0, 0, "1")
+    f.coordinator.executorRemoved("1", "lost", f.clock.millis())
+    assert(f.spark.registered((0, 0)) == ((999L, f.spark.location("4", "host-b"))), "Spark's output stays")
+    assert(f.unregistered.map(_.reason.takeWhile(_ != ':')) == Seq("not relocated"))
+    assert(f.unregistered.head.reason.contains("stale adoption"))
+    val Seq((ref, release)) = f.asks[ReleaseOutputs]
+    assert(ref == "agent-2" && release.executorId == "2" && release.outputs.toSeq == Seq(OutputRef(0, 0L, 0)))
+    assert(f.spark.epoch == 0L, "nothing moved")
+  }
+
+  test("the ledger is recorded at most once a second from the commit path, at once after a loss") {
+    val f = new Fixture
+    f.agent("2")()
+    f.stage(0)
+    f.output(0, 0, "2") // the first record: none before
+    assert(f.ledgerRecords.size == 1)
+    f.clock.advance(999L)
+    f.output(0, 1, "2")
+    assert(f.ledgerRecords.size == 1, "999 ms after the last one")
+    f.clock.advance(1L)
+    f.output(0, 2, "2")
+    assert(f.ledgerRecords.size == 2, "a second after the last one")
+    f.coordinator.executorRemoved("5", "lost", f.clock.millis())
+    assert(f.ledgerRecords.size == 3, "a loss records it at once")
+  }
+
+  test("the cap releases the least recently used output: unregistered, its files deleted by its executor") {
+    val f = new Fixture(RetentionPolicy(ReleasePolicy.ShuffleCleanup, 250L))
+    f.agent("2")() // no job runs: no shuffle is in use
+    f.output(0, 0, "2"); f.output(0, 1, "2")
+    assert(f.asks[ReleaseOutputs].isEmpty, "200 bytes on host-a")
+    f.output(1, 0, "2") // 300 bytes on host-a
+    val released = events(f).collect { case e: MapOutputReleasedEvent => (e.shuffleId, e.mapIndex, e.executorId) }
+    assert(released == Seq((0, 0, "2")), "shuffle 0 was used least recently; one output brings the host under the cap")
+    val Seq((ref, r)) = f.asks[ReleaseOutputs]
+    assert(ref == "agent-2" && r.served && r.outputs.toSeq == Seq(OutputRef(0, 0L, 0)))
+    assert(f.spark.registered.keySet == Set((0, 1), (1, 0)), "unregistered: Spark recomputes it if needed")
+    assert(f.coordinator.retainedEntry(0, 0L).isEmpty && f.coordinator.retainedEntry(1, 100L).nonEmpty)
+  }
+
+  private def events(f: Fixture): Seq[Event] = f.events.toSeq
+
+  test("excluding a shuffle by policy deletes its retained copies on every host; its outputs stay registered") {
+    val f = new Fixture
+    f.agent("2")(); f.agent("3")(); f.agent("4", host = "host-b")()
+    f.stage(0); f.output(0, 0, "2"); f.output(0, 1, "4", host = "host-b")
+    val now = f.coordinator.updatePolicy(_.copy(excludedShuffles = Set(0)))
+    assert(now.excludedShuffles == Set(0) && f.coordinator.policy == now)
+    assert(f.asks[ReleaseShuffle].map(_._1).toSet == Set("agent-2", "agent-4"), "one agent per host")
+    assert(f.spark.registered.size == 2)
+    assert(f.deleted.map(_.reason) == Seq(RetentionPolicy.excludedReason(0)))
+    f.coordinator.executorRemoved("2", "lost", f.clock.millis())
+    assert(f.asks[AdoptRequest].isEmpty, "an excluded shuffle is never adopted")
+  }
+
+  test("at application end the lease answers ending, or renewed while the files are kept for a resubmission") {
+    val ending = new Fixture
+    ending.agent("2")()
+    ending.coordinator.applicationEnding(Some(0))
+    assert(ending.ping("2") == LeaseEnding)
+    assert(ending.asks[PurgeRequest].map(_._2) == Seq(PurgeRequest(ending.coordinator.appKey, null, fence = false)))
+    intercept[IllegalArgumentException](ending.coordinator.updatePolicy(identity))
+
+    val kept = new Fixture
+    kept.agent("2")()
+    kept.coordinator.keepAtApplicationEnd(kept.clock.millis() + 60000L, "nightly")
+    kept.coordinator.applicationEnding(Some(1))
+    assert(kept.ping("2") == LeaseRenewed, "the files stay: the agents keep renewing until the executors stop")
+    assert(kept.asks[KeepApplication].map(_._2) ==
+      Seq(KeepApplication(kept.coordinator.appKey, kept.clock.millis() + 60000L, "nightly")))
+    assert(kept.asks[PurgeRequest].isEmpty)
+    kept.coordinator.shutdown()
+    assert(kept.spark.endpointUnregistered)
+  }
+}

@@ -6,7 +6,8 @@
 #   scripts/test.sh          every tier (what CI runs): the developer loop, then the integration tests on real
 #                            multi-process Spark (local-cluster) with the real plugin jar and the slow tier (driver
 #                            crashes, the benchmark's smoke runs and chaos trials, the browser, a standalone cluster
-#                            of three hosts in containers), on two pytest-xdist workers;
+#                            of three hosts in containers); pytest runs on two pytest-xdist workers, and the JVMs
+#                            of the Spark tiers map Spark's classes from a class archive (build-class-archive.sh);
 #   scripts/test.sh ARGS     pytest ARGS after the setup (e.g. tests/integration/test_retention.py -k sigkill).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -59,7 +59,7 @@ ONE_BY_ONE = ("tests/bench/test_bench_smoke.py",)
 SECONDS: dict[str, float] = {
     "tests/integration/test_job_recovery.py": 450,
     "tests/integration/test_job_recovery_limits.py": 300,
-    "tests/integration/test_streaming.py": 350,
+    "tests/integration/test_streaming.py": 130,
     "tests/containers": 300,
     "tests/integration/test_live_model.py": 220,
     "tests/integration/test_job_identity.py": 200,

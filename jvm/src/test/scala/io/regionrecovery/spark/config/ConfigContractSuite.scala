@@ -76,8 +76,10 @@ class ConfigContractSuite extends AnyFunSuite {
       val input = Files.createTempFile("rr-contract-", ".txt")
       try {
         Files.write(input, stdin.getBytes(UTF_8))
-        val p = new ProcessBuilder(java, "-cp", classpath, "io.regionrecovery.spark.config.ConfigContract", mode)
-          .redirectInput(input.toFile).redirectErrorStream(true).start()
+        val pb = new ProcessBuilder(java, "-cp", classpath, "io.regionrecovery.spark.config.ConfigContract", mode)
+          .redirectInput(input.toFile).redirectErrorStream(true)
+        pb.environment().remove("JAVA_TOOL_OPTIONS") // the JVM would print it into the output compared here
+        val p = pb.start()
         val text = new String(p.getInputStream.readAllBytes(), UTF_8)
         assert(p.waitFor() == 0, text)
         text

@@ -96,7 +96,9 @@ def app(request, monkeypatch, plugin_jar):
     def make(cluster: StandaloneCluster, executors: int, **conf) -> Cluster:
         c = Cluster(request.node.name[:60], container_conf(**conf), cluster.url)
         made.append(c)
-        c.wait_executors(executors)
+        # the containers' JVMs load Spark's classes themselves (the class archive is the host's), on a machine
+        # the other test worker keeps busy: an executor took more than 120 s to start its plugin once
+        c.wait_executors(executors, timeout=240)
         return c
 
     yield make

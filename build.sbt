@@ -40,8 +40,12 @@ lazy val root = (project in file("."))
     javacOptions ++= Seq("--release", "17"),
     Test / fork := true,
     Test / parallelExecution := false,
+    // The C1 compiler only and the serial collector, as for the JVMs of the Python tests (tests/conftest.py):
+    // the suites run for seconds per test, so compiling hot code further does not pay; 154 -> 110 CPU-s.
     Test / javaOptions ++= Seq(
       "-Xmx1g",
+      "-XX:TieredStopAtLevel=1",
+      "-XX:+UseSerialGC",
       "--add-opens=java.base/java.lang=ALL-UNNAMED",
       "--add-opens=java.base/java.nio=ALL-UNNAMED",
       "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",

@@ -27,10 +27,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 N = 4000
-RESTARTS = {
+# The settings of the tests of (b), (c) and the DataFrame shuffles, one application: the restart strategy acts only
+# under rr.run, and adaptive execution only on DataFrame shuffles.
+SHARED = {
     "spark.regionRecovery.restart-strategy.type": "fixed-delay",
     "spark.regionRecovery.restart-strategy.fixed-delay.attempts": "2",
     "spark.regionRecovery.restart-strategy.fixed-delay.delay": "1 s",
+    "spark.sql.adaptive.enabled": "false",
 }
 
 
@@ -167,7 +170,7 @@ def test_a_change_that_keeps_each_outputs_size_is_detected_by_content(shared_clu
 
 
 def test_both_shuffles_downstream_of_a_changed_output_are_recomputed(shared_cluster):
-    c = shared_cluster()
+    c = shared_cluster(**SHARED)
     known = known_ids(c)
     a = c.sc.parallelize(range(N), 4).map(random_key).partitionBy(5)  # shuffle A: 4 maps, "DETERMINATE"
     b = a.values().map(lambda x: (x % 7, x)).partitionBy(3)  # shuffle B: 5 maps, reads A
@@ -219,7 +222,7 @@ def _kill_once_a_result_partition_finished(c, flag, known):
 
 
 def test_a_result_stage_that_read_the_old_output_fails_the_action_with_the_reason(shared_cluster, tmp_path):
-    c = shared_cluster()
+    c = shared_cluster(**SHARED)
     known = known_ids(c)
     flag = tmp_path / "quick"
     runner, out = in_thread(_result_reads_the_producer(c, flag).collect)
@@ -245,7 +248,7 @@ def test_a_result_stage_that_read_the_old_output_fails_the_action_with_the_reaso
 
 
 def test_under_rr_run_the_action_is_restarted_and_returns_a_consistent_result(shared_cluster, tmp_path):
-    c = shared_cluster(**RESTARTS)
+    c = shared_cluster(**SHARED)
     known = known_ids(c)
     flag = tmp_path / "quick"
     values = _result_reads_the_producer(c, flag)
@@ -270,7 +273,7 @@ def test_under_rr_run_the_action_is_restarted_and_returns_a_consistent_result(sh
 def test_dataframe_shuffles_are_left_to_sparks_row_checksum_and_recorded(shared_cluster):
     """SQL shuffles carry Spark's row checksum (MapStatus.checksumValue): Spark compares it as a recomputed
     output registers and rolls the consumers back itself. The guard defers to it and records both values."""
-    c = shared_cluster(**{"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "4"})
+    c = shared_cluster(**SHARED)  # 4 shuffle partitions, as in every test application
     known = known_ids(c)
     earlier_restarts = len(c.rr.report()["consumer_restarts"])
     from pyspark.sql import functions as F

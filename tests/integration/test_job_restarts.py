@@ -95,8 +95,6 @@ def test_non_recoverable_failure_is_not_restarted(shared_cluster, tmp_path):
     assert "failures=0" in record.strategy, "the strategy was not charged for it"
 
 
-
-
 def groupby_join(spark, fault_udf):
     """groupBy, join, groupBy: three shuffles; the fault sits in the final (write) stage."""
     from pyspark.sql import functions as F

@@ -57,15 +57,14 @@ ONE_BY_ONE = ("tests/bench/test_bench_smoke.py",)
 # Measured seconds per group on a 2-core machine (scripts/test.sh prints the slowest tests): the longest groups
 # start first, so that neither worker is left with a long one at the end. Unlisted groups count 30 s.
 SECONDS: dict[str, float] = {
-    "tests/integration/test_job_recovery.py": 450,
-    "tests/integration/test_job_recovery_limits.py": 300,
-    "tests/integration/test_streaming.py": 130,
-    "tests/containers": 300,
-    "tests/integration/test_live_model.py": 220,
+    "tests/containers": 650,
+    "tests/integration/test_job_recovery.py": 400,
+    "tests/integration/test_job_recovery_limits.py": 240,
     "tests/integration/test_job_identity.py": 200,
-    "tests/integration/test_retained_lifecycle.py": 200,
-    "tests/bench/test_chaos.py": 150,
-    "tests/bench/test_bench_smoke.py::test_tpch_queries_killed_equal_their_failure_free_runs": 120,
+    "tests/integration/test_retained_lifecycle.py": 180,
+    "tests/bench/test_chaos.py": 160,
+    "tests/integration/test_streaming.py": 140,
+    "tests/bench/test_bench_smoke.py::test_tpch_queries_killed_equal_their_failure_free_runs": 115,
 }
 
 

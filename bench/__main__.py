@@ -1,4 +1,5 @@
-"""python -m bench run SCENARIO|all [--scale small|medium|large] [--out FILE] [--master URL] [--sf F] [--queries 1,3];
+"""python -m bench run SCENARIO|all [--scale smoke|small|medium|large] [--modes vanilla,recovery] [--out FILE]
+[--master URL] [--sf F] [--queries 1,3];
 python -m bench plot; python -m bench table [--update README.md];
 python -m bench chaos --runs N --seed S [--only INDEX ...] [--focus KIND] [--out FILE]"""
 
@@ -46,6 +47,12 @@ def main(argv=None) -> int:
         help="a Spark setting for every mode of the run (repeatable); recorded in the result",
     )
     r.add_argument("--queries", type=_queries, help="tpch-executor-kill: query numbers, e.g. 1,3,9 (default all 22)")
+    r.add_argument(
+        "--modes",
+        type=lambda text: [m.strip() for m in text.split(",") if m.strip()],
+        help="only these of the scenario's modes (run in its order), e.g. vanilla,recovery to leave nofault out; "
+        "vanilla and recovery always run",
+    )
     sub.add_parser("plot", help="draw bench/results/*.json as PNG charts in bench/results/")
     t = sub.add_parser("table", help="print bench/results/*.json as Markdown tables")
     t.add_argument("--update", metavar="FILE", help="rewrite FILE's generated blocks (<!-- bench:NAME -->) instead")
@@ -81,6 +88,8 @@ def main(argv=None) -> int:
             print(path)
         return 0
     names = list(scenarios.SCENARIOS) if args.scenario == "all" else [args.scenario]
+    for name in names:  # an unknown mode fails before anything runs
+        harness.select_modes(name, args.master, args.modes)
     failed = []
     for name in names:
         out = args.out
@@ -89,7 +98,14 @@ def main(argv=None) -> int:
             out = os.path.join(out, f"{name}.json")
         try:
             harness.run_scenario(
-                name, args.scale, args.master, out, sf=args.sf, queries=args.queries, conf=dict(args.conf)
+                name,
+                args.scale,
+                args.master,
+                out,
+                sf=args.sf,
+                queries=args.queries,
+                conf=dict(args.conf),
+                only=args.modes,
             )
         except (harness.ChecksumMismatch, RuntimeError) as e:  # report it, go on with the other scenarios
             print(f"ERROR: {name}: {e}", file=sys.stderr)

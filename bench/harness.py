@@ -42,6 +42,26 @@ def modes(scenario: str, master: str = DEFAULT_MASTER) -> tuple[str, ...]:
     return MODES
 
 
+def select_modes(scenario: str, master: str = DEFAULT_MASTER, wanted: list[str] | None = None) -> tuple[str, ...]:
+    """The modes of `wanted` (`--modes`; None: all) in the scenario's order. Vanilla and recovery always run:
+    every figure compares them; nofault and the other vanilla modes may be left out."""
+    order = modes(scenario, master)
+    if wanted is None:
+        return order
+    unknown = [m for m in wanted if m not in order]
+    if unknown:
+        raise SystemExit(f"{scenario} has no mode {', '.join(unknown)}; its modes are {','.join(order)}")
+    missing = [m for m in MODES if m not in wanted]
+    if missing:
+        raise SystemExit(f"--modes must include vanilla and recovery (every figure compares them): {','.join(wanted)}")
+    return tuple(m for m in order if m in wanted)
+
+
+def _own_scale(table: dict, scale: str) -> dict:
+    """driver-crash's and streaming-catch-up's sizes: smoke runs their small sizes, large their medium ones."""
+    return table.get(scale) or table["small" if scale == "smoke" else "medium"]
+
+
 def uses_standalone(scenario: str, master: str) -> bool:
     """executor-crash runs every mode on a standalone cluster the benchmark starts, so that plain Spark
     with the external shuffle service (which local-cluster cannot run) is measured on the same cluster."""
@@ -120,12 +140,12 @@ def run_mode(
     try:
         progress(f"{scenario} [{scale}] {mode}: running")
         if scenario == "driver-crash":  # two runs of a batch job script, not one worker
-            cfg = driver_crash.SCALES.get(scale, driver_crash.SCALES["medium"])
+            cfg = _own_scale(driver_crash.SCALES, scale)
             row = driver_crash.run(mode, cfg, master, work, log)
             _announce(scenario, scale, row)
             return row
         if scenario == "streaming-catch-up":  # one application per mode, run by bench.streaming_catch_up
-            cfg = streaming_catch_up.SCALES.get(scale, streaming_catch_up.SCALES["medium"])
+            cfg = _own_scale(streaming_catch_up.SCALES, scale)
             row = streaming_catch_up.run(mode, cfg, master, work, log)
             _announce(scenario, scale, row)
             return row
@@ -310,9 +330,10 @@ def run_scenario(
     sf: float = 1.0,
     queries: list[int] | None = None,
     conf: dict[str, str] | None = None,
+    only: list[str] | None = None,
 ) -> dict:
-    """Runs every mode of a scenario and writes its result; sf and queries apply to tpch-executor-kill, conf
-    (Spark settings) to every mode alike."""
+    """Runs every mode of a scenario (or those of `only`, with vanilla and recovery) and writes its result; sf
+    and queries apply to tpch-executor-kill, conf (Spark settings) to every mode alike."""
     if scenario not in scenarios.SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(scenarios.SCENARIOS)} or all")
     os.makedirs(RESULTS, exist_ok=True)
@@ -322,8 +343,8 @@ def run_scenario(
     if scenario == "overhead":
         reps = scenarios.SCALES[scale]["reps"]
     elif scenario == "driver-crash":  # start-up dominates and varies by seconds on a busy machine
-        reps = driver_crash.SCALES[scale]["reps"]
-    order = modes(scenario, master)
+        reps = _own_scale(driver_crash.SCALES, scale)["reps"]
+    order = select_modes(scenario, master, only)
     measured: dict[str, list[dict]] = {m: [] for m in order}
     params = {}
     if scenario == "tpch-executor-kill":  # generated once per scale factor, untimed
@@ -410,8 +431,8 @@ def cost_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
     """Recovery against every other mode, and every faulted mode against the failure-free run.
 
     wall_recovery_over_<mode> for each other mode; with a failure-free figure (nofault_wall) also
-    wall_<mode>_over_nofault for each faulted mode, and wall_recovery_without_backoff_over_nofault when
-    the restart strategy waited.
+    wall_<mode>_over_nofault for each faulted mode. When the restart strategy waited, recovery_backoff_s,
+    and with a failure-free figure wall_recovery_without_backoff_over_nofault.
     """
     rec = runs["recovery"]
     out = {
@@ -424,8 +445,9 @@ def cost_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
         if m != "nofault" and free is not None:
             out[f"wall_{m.replace('-', '_')}_over_nofault"] = _ratio(row["wall_s"], free)
     waited, free = backoff_s(rec), nofault_wall(runs, "recovery")
-    if waited and free is not None:
+    if waited:
         out["recovery_backoff_s"] = round(waited, 3)
+    if waited and free is not None:
         out["wall_recovery_without_backoff_over_nofault"] = _ratio(rec["wall_s"] - waited, free)
     return out
 

@@ -16,6 +16,23 @@ from operator import add
 from . import procs
 
 SCALES = {
+    # CI's (tests/bench/test_bench_smoke.py): each scenario's workload and fault, as small as keeps the fault
+    # where it must land on a busy machine: long-session's 12 jobs still reach the retained cap (about 3.2 KB
+    # a job against 16 KiB), heartbeat-timeout's consumer stage still runs 4 s or more when the executor is
+    # frozen, shuffle-scale's consumers still run when its kill comes
+    "smoke": {
+        "rows": 20_000,
+        "keys": 500,
+        "maps": 4,
+        "reps": 1,
+        "warmup": 0,
+        "passes": 1,
+        "session_jobs": 12,
+        "session_rows": 4_000,
+        "scale_rows": 160_000,
+        "scale_maps": 8,
+        "slow_s": 1.0,
+    },
     "small": {
         "rows": 100_000,
         "keys": 2_000,
@@ -167,9 +184,10 @@ def heartbeat_timeout(ctx: Context) -> list:
     """SIGSTOP an executor while the consumer stage runs, until the driver times it out."""
     _wait_executors(ctx, 2)
     pairs = _pairs(ctx)
+    pause = ctx.scale.get("slow_s", 1.5)  # per consumer task: 8 tasks on 2 executors keep the stage running
 
     def slow(rows):
-        time.sleep(1.5)
+        time.sleep(pause)
         return rows
 
     frozen = {}
@@ -228,7 +246,7 @@ def transient_failure(ctx: Context) -> list:
 
 
 def long_session(ctx: Context) -> list:
-    """50 jobs with a shuffle each in one session; bytes on disk sampled after each job."""
+    """50 jobs (12 at smoke scale) with a shuffle each in one session; bytes on disk sampled after each job."""
     n, jobs = ctx.scale["session_rows"], ctx.scale["session_jobs"]
     samples, retained, out = [], [], []
     for i in range(jobs):

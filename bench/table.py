@@ -125,11 +125,12 @@ def scale_markdown() -> str:
     results = [r for r in _load() if r["scenario"] == "shuffle-scale"]
     for r in sorted(results, key=lambda r: r["runs"][0]["extra"].get("map_outputs", 0)):
         runs = {run["mode"]: run for run in r["runs"]}
-        free, van, rec = runs["nofault"], runs["vanilla"], runs["recovery"]
-        x = rec["extra"]
+        free, van, rec = runs.get("nofault"), runs["vanilla"], runs["recovery"]  # nofault: left out by --modes
+        x, written, free_wall = rec["extra"], free and free.get("shuffle_bytes_written"), free and _wall(free)
         rows.append(
-            f"| {r['scale']} | {x.get('map_outputs')} | {_gb(free.get('shuffle_bytes_written'))} "
-            f"| {_wall(free)} / {_wall(van)} / {_wall(rec)} | {_num(r['ratios'].get('wall_recovery_over_nofault'))} "
+            f"| {r['scale']} | {x.get('map_outputs')} | {_gb(written)} "
+            f"| {free_wall or 'n/a'} / {_wall(van)} / {_wall(rec)} "
+            f"| {_num(r['ratios'].get('wall_recovery_over_nofault'))} "
             f"| {van['map_tasks_reexecuted']} / {rec['map_tasks_reexecuted']} | {_num(x.get('outputs_adopted'))} "
             f"| {_num(x.get('adoption_latency_ms_p50'))} / {_num(x.get('adoption_latency_ms_p99'))} "
             f"| {_gb(x.get('retained_bytes_after_query'))} "

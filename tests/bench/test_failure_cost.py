@@ -103,6 +103,34 @@ def test_modes_put_the_failure_free_run_first_and_the_shuffle_service_only_on_it
     assert not harness.uses_standalone("transient-failure", harness.DEFAULT_MASTER)
 
 
+def test_modes_chooses_a_subset_in_the_scenarios_order_with_vanilla_and_recovery():
+    assert harness.select_modes("executor-crash") == ("nofault", "vanilla", "vanilla-ess", "recovery")
+    assert harness.select_modes("executor-crash", wanted=["recovery", "vanilla-ess", "vanilla"]) == (
+        "vanilla",
+        "vanilla-ess",
+        "recovery",
+    )
+    assert harness.select_modes("shuffle-scale", wanted=["vanilla", "recovery"]) == ("vanilla", "recovery")
+    with pytest.raises(SystemExit, match="overhead has no mode nofault; its modes are vanilla,recovery"):
+        harness.select_modes("overhead", wanted=["nofault", "vanilla", "recovery"])
+    with pytest.raises(SystemExit, match="must include vanilla and recovery"):
+        harness.select_modes("transient-failure", wanted=["nofault", "recovery"])
+
+
+def test_without_the_failure_free_run_the_backoff_is_still_reported():
+    runs = {"vanilla": run("vanilla", 40.0), "recovery": run("recovery", 14.0)}
+    runs["recovery"]["recovery_report"] = {"runs": [{"restart_decisions": [{"restart": True, "backoff_ms": 1000}]}]}
+    assert harness.cost_ratios(runs) == {"wall_recovery_over_vanilla": 0.35, "recovery_backoff_s": 1.0}
+    targets = harness._targets("transient-failure", "smoke", runs, 0.35, harness.cost_ratios(runs))
+    assert [t["met"] for t in targets if t["target"].startswith("moonshot")] == [False]
+
+
+def test_smoke_scale_is_listed_and_keeps_every_key_of_small():
+    assert set(scenarios.SCALES["smoke"]) >= set(scenarios.SCALES["small"])
+    assert harness._own_scale({"small": 1, "medium": 2}, "smoke") == 1
+    assert harness._own_scale({"small": 1, "medium": 2}, "large") == 2
+
+
 def executor_crash_result() -> dict:
     runs = executor_crash_runs()
     ratios = harness.cost_ratios(runs)

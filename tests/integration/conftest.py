@@ -30,6 +30,12 @@ def cluster(request, plugin_jar):
 
 
 @pytest.fixture(scope="module")
+def shared_root(tmp_path_factory) -> str:
+    """A retained root for the module's shared applications (part of their configuration, so the same for all)."""
+    return str(tmp_path_factory.mktemp("retained"))
+
+
+@pytest.fixture(scope="module")
 def shared_cluster(request, plugin_jar):
     """Factory: shared_cluster(**conf) gives the module's application with that configuration, shared by the
     tests that ask for the same one (an application start costs more than most tests' work). Before each test it

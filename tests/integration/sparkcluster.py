@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from region_recovery.testing import faults
@@ -92,6 +93,8 @@ class Cluster:
         self.sc = self.spark.sparkContext
         self.rr = region_recovery.RegionRecovery.attach(self.spark)
         self.frozen: dict[int, int | None] = {}  # pid -> start time, thawed and killed at close
+        # called right after the application stopped: a shared application stops after the tests that used it
+        self.on_close: list[Callable[[], None]] = []
 
     @property
     def model(self):
@@ -131,6 +134,8 @@ class Cluster:
             self.rr.detach()
         finally:
             self.spark.stop()
+            for f in self.on_close:
+                f()
 
 
 def run_python(code: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -6,6 +6,8 @@
 - outputs of an INDETERMINATE stage are recomputed, never adopted;
 - retention refuses to start under settings where adoption is unverifiable or untested.
 Each decision reaches Python as a MapOutputUnregistered event whose reason names the rule.
+The previous-run test needs two fresh applications of its own (`cluster`) and runs first; the stale relocation
+and the indeterminate stage share one application, each looking only at the shuffles it ran.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from sparkcluster import ROOT, run_python
 from test_retention import (
     N_MAPS,
     app_dir,
+    assert_nothing_left_at_end,
     close_and_check_nothing_left,
+    nothing_left_at_its_end,
     outputs_by_executor,
     pairs_rdd,
     record,
@@ -36,6 +40,13 @@ from test_retention import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
 DELAY_PROPERTY = "regionrecovery.test.delayRelocationMs"  # RetentionCoordinator.TestDelayProperty
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_left_after_the_shared_application():
+    # autouse: set up before shared_cluster, so torn down after it stopped the shared application
+    yield
+    assert_nothing_left_at_end()
 
 
 def kill(c, victim):
@@ -120,13 +131,13 @@ def test_files_of_a_previous_run_with_the_same_app_id_are_never_adopted(cluster,
 
 
 # ---------------------------------------------------------------------------------------------------
-def test_a_relocation_that_lands_after_spark_dropped_the_shuffle_restores_nothing(cluster, tmp_path):
+def test_a_relocation_that_lands_after_spark_dropped_the_shuffle_restores_nothing(shared_cluster, shared_root):
     """The coordinator is held (test-only property) between the agent's reply and the relocation;
     meanwhile the whole shuffle is unregistered with the call DAGScheduler's rollback of an
     indeterminate stage makes (unregisterAllMapAndMergeOutput). Spark's updateMapOutput would bring
     the lost executor's outputs back next to the recomputed ones; the relocation must not."""
-    root = str(tmp_path / "retained")
-    c = cluster(**retention_conf(root, True))
+    root = shared_root
+    c = shared_cluster(**retention_conf(root, True))
     system = c.sc._jvm.java.lang.System
     system.setProperty(DELAY_PROPERTY, "6000")
     try:
@@ -157,21 +168,23 @@ def test_a_relocation_that_lands_after_spark_dropped_the_shuffle_restores_nothin
     assert got == expected
     assert recomputed == N_MAPS, "the dropped shuffle is recomputed whole"
     record("stale-relocation", victim_outputs=len(lost), recomputed=recomputed, reason=next(iter(reasons.values())))
-    close_and_check_nothing_left(c, root)
+    nothing_left_at_its_end(c, root)
 
 
 # ---------------------------------------------------------------------------------------------------
-def test_outputs_of_an_indeterminate_stage_are_recomputed_not_adopted(cluster, tmp_path):
+def test_outputs_of_an_indeterminate_stage_are_recomputed_not_adopted(shared_cluster, shared_root):
     """repartition() over an unordered shuffle output is INDETERMINATE (round-robin of an input whose
     order changes between attempts): its outputs are never restored. The deterministic shuffle
     under it is adopted as usual."""
-    root = str(tmp_path / "retained")
-    c = cluster(**retention_conf(root, True))
+    root = shared_root
+    c = shared_cluster(**retention_conf(root, True))
     c.wait_executors(2)
+    c.rr.sync()
+    known = set(c.model.shuffles)  # the shared application's earlier shuffles
     rdd = pairs_rdd(c.sc).repartition(4)
     expected = sorted(rdd.collect())
     c.rr.sync()
-    levels = {sid: sh.determinism.name for sid, sh in c.model.shuffles.items()}
+    levels = {sid: sh.determinism.name for sid, sh in c.model.shuffles.items() if sid not in known}
     (indet,) = [sid for sid, level in levels.items() if level == "INDETERMINATE"]
     (det,) = [sid for sid in levels if sid != indet]
     on = outputs_by_executor(c.model, indet)
@@ -195,7 +208,7 @@ def test_outputs_of_an_indeterminate_stage_are_recomputed_not_adopted(cluster, t
         recomputed=recomputed,
         reason=next(iter(reasons.values())),
     )
-    close_and_check_nothing_left(c, root)
+    nothing_left_at_its_end(c, root)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """The live model against a real local-cluster: DAG, executor loss by SIGKILL and by heartbeat
-timeout (SIGSTOP), recomputed outputs, and no lost events on a 20,000-task job. The first three tests share
-one application (the fault last); the heartbeat timeout needs settings of its own."""
+timeout (SIGSTOP), recomputed outputs, and no lost events on a job of as many tasks as the listener queue holds
+events. The first two tests share one application (the fault last); the event-loss test (queues a quarter of their
+size) and the heartbeat timeout need settings, and so applications, of their own, placed last: the first
+application's settings would leak into the later ones of the process."""
 
 from __future__ import annotations
 
@@ -52,31 +54,6 @@ def test_two_shuffle_dag_shuffle_ids_and_parents(shared_cluster):
     assert c.rr.status()["dropped"] == 0
 
 
-def test_no_event_lost_on_a_20000_task_job(shared_cluster):
-    c = shared_cluster()
-    df = c.spark.range(0, 20_000, 1, 20_000)
-    assert df.count() == 20_000
-    c.rr.sync(timeout=120)
-    tracker = c.sc.statusTracker()
-    m = c.model
-    spark_started = spark_done = 0
-    for job in m.jobs.values():
-        for sid in job.stage_ids:
-            info = tracker.getStageInfo(sid)
-            if info is None or m.stages[sid].skipped:
-                continue
-            spark_done += info.numCompletedTasks + info.numFailedTasks
-            spark_started += info.numTasks
-    model_started = sum(a.tasks_started for s in m.stages.values() for a in s.attempts.values())
-    model_ended = sum(a.tasks_succeeded + a.tasks_failed for s in m.stages.values() for a in s.attempts.values())
-    assert spark_started >= 20_000
-    assert model_started == spark_started
-    assert model_ended == spark_done
-    assert m.tasks_started == m.tasks_ended == model_started
-    status = c.rr.status()
-    assert status["dropped"] == 0 and status["spark_queue_dropped"] == 0
-
-
 def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(shared_cluster):
     c = shared_cluster()
     before = set(c.model.shuffles)
@@ -111,6 +88,45 @@ def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(sha
         assert r.lost_on == victim and r.recomputed_on in alive and r.recomputed_on != victim
         assert sh.outputs[r.map_index].executor_id == r.recomputed_on
     assert c.jvm_available_outputs(sid) == 6
+
+
+# Spark's queue in front of our listener (20,000 by default, configure()) and the driver's event buffer (100,000 by
+# default, docs/configuration.md) at a quarter of their size, for a quarter of the tasks: as many events per slot
+# as a 20,000-task job under the defaults, at a quarter of the CPU.
+QUARTER_QUEUES = {
+    "spark.scheduler.listenerbus.eventqueue.regionRecovery.capacity": "5000",
+    "spark.regionRecovery.eventBuffer.capacity": "25000",
+}
+TASKS = 5_000
+
+
+def test_no_event_lost_on_a_job_of_as_many_tasks_as_the_listener_queue_holds(shared_cluster):
+    """Every task start and end of a 5,000-task job reaches the model, through a Spark listener queue of 5,000
+    events and an event buffer of 25,000 (each task posts at least two events): none dropped anywhere."""
+    c = shared_cluster(**QUARTER_QUEUES)
+    conf = c.sc.getConf()
+    assert {k: conf.get(k) for k in QUARTER_QUEUES} == QUARTER_QUEUES, "the smaller queues are in force"
+    df = c.spark.range(0, TASKS, 1, TASKS)
+    assert df.count() == TASKS
+    c.rr.sync(timeout=120)
+    tracker = c.sc.statusTracker()
+    m = c.model
+    spark_started = spark_done = 0
+    for job in m.jobs.values():
+        for sid in job.stage_ids:
+            info = tracker.getStageInfo(sid)
+            if info is None or m.stages[sid].skipped:
+                continue
+            spark_done += info.numCompletedTasks + info.numFailedTasks
+            spark_started += info.numTasks
+    model_started = sum(a.tasks_started for s in m.stages.values() for a in s.attempts.values())
+    model_ended = sum(a.tasks_succeeded + a.tasks_failed for s in m.stages.values() for a in s.attempts.values())
+    assert spark_started >= TASKS
+    assert model_started == spark_started
+    assert model_ended == spark_done
+    assert m.tasks_started == m.tasks_ended == model_started
+    status = c.rr.status()
+    assert status["dropped"] == 0 and status["spark_queue_dropped"] == 0
 
 
 def test_sigstop_executor_classified_as_heartbeat_timeout(shared_cluster):

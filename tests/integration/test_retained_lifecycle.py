@@ -7,6 +7,9 @@
   exit (they delete on driver loss) or, when they are killed too, once a new application's
   executors sweep the expired lease; a neighbour whose wall clock jumped an hour ahead sweeps a
   dead application's files but never a live one's.
+
+The last two share a configuration (a lease timeout of 4 s on the module's retained root): the application the
+second driver-SIGKILL case starts after the kill is the neighbour test's live one (`shared_cluster`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterable
 from operator import add
 
 import pytest
@@ -30,12 +34,16 @@ JOBS = 50
 MAX_BYTES = 24 * 1024
 
 
-def disk_bytes(root: str, app_id: str) -> int:
-    """Bytes of the retained files of one application on this host (<root>/<appId>.<incarnation>), by walking."""
+def disk_bytes(root: str, app_id: str, but_shuffles: Iterable[int] = ()) -> int:
+    """Bytes of the retained files of one application on this host (<root>/<appId>.<incarnation>), by walking;
+    but those of the shuffles `but_shuffles` (earlier tests' on a shared application)."""
+    skipped = tuple(f"shuffle_{s}_" for s in but_shuffles)
     total = 0
     dirs = [os.path.join(root, n) for n in app_entries(root, app_id)]
     for dirpath, _, files in (w for d in dirs if os.path.isdir(d) for w in os.walk(d)):
         for f in files:
+            if skipped and f.startswith(skipped):
+                continue
             try:
                 total += os.lstat(os.path.join(dirpath, f)).st_size
             except FileNotFoundError:
@@ -248,25 +256,35 @@ class Driver:
         self.proc.wait(30)
 
 
-@pytest.mark.parametrize("executors", ["exit-on-their-own", "killed-too"])
-def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(cluster, tmp_path, executors):
-    root = str(tmp_path / "retained")
-    conf = {
+def lease_conf(root: str) -> dict:
+    return {
         "spark.regionRecovery.retained.enabled": "true",
         "spark.regionRecovery.retained.dir": root,
         "spark.regionRecovery.retained.leaseTimeout": "4s",
     }
+
+
+@pytest.mark.parametrize("executors", ["exit-on-their-own", "killed-too"])
+def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(
+    cluster, shared_cluster, shared_root, executors
+):
+    root = shared_root
+    conf = lease_conf(root)
     driver = Driver(conf)
     try:
         dead_app = driver.app_id
         assert disk_bytes(root, dead_app) > 0, "the killed application had retained outputs"
+        killed_at_ms = time.time() * 1000
         driver.kill(executors_too=executors == "killed-too")
         if executors == "exit-on-their-own":
             assert disk_bytes(root, dead_app) == 0, "executors delete their application's files on driver loss"
         else:
             assert disk_bytes(root, dead_app) > 0
 
-        c = cluster(**conf)  # a new application on the same host and retained root
+        # A new application on the same host and retained root. The last case's stays for the neighbour test (its
+        # live application, with the same configuration): `shared_cluster`, which a `cluster` before it may precede.
+        c = (shared_cluster if executors == "killed-too" else cluster)(**conf)
+        assert c.sc.startTime > killed_at_ms, "the application started after the driver was killed"
         c.wait_executors(2)
         assert wait(lambda: app_entries(root, dead_app) == [], 30), os.listdir(root)
         assert sum(
@@ -279,25 +297,25 @@ def test_after_a_driver_sigkill_and_a_new_application_no_retained_bytes_remain(c
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"  # Debian's libfaketime (scripts/test.sh)
 
 
-def test_a_neighbour_whose_wall_clock_jumped_an_hour_sweeps_only_dead_applications(cluster, tmp_path):
+def test_a_neighbour_whose_wall_clock_jumped_an_hour_sweeps_only_dead_applications(shared_cluster, shared_root):
     """Two applications share a host's retained root; the executors of one (B) see a wall clock an hour
     ahead (libfaketime; their monotonic clock is the real one). Every lease A writes states an expiry an
     hour in B's past, and B sweeps every second: A's files must stay. B's own leases state expiries an
     hour in A's future: once B dies, A must still sweep them after a lease timeout."""
     assert os.path.exists(FAKETIME), "libfaketime is missing: scripts/test.sh installs it (apt-get install libfaketime)"
-    root = str(tmp_path / "retained")
-    conf = {
-        "spark.regionRecovery.retained.enabled": "true",
-        "spark.regionRecovery.retained.dir": root,
-        "spark.regionRecovery.retained.leaseTimeout": "4s",
-    }
-    c = cluster(**conf)
+    root = shared_root
+    conf = lease_conf(root)
+    c = shared_cluster(**conf)  # A: the application the driver-SIGKILL test started last, when it ran before
     c.wait_executors(2)
+    c.rr.sync()
+    # The earlier tests' shuffles on a shared A are left out: their RDDs are gone, so ContextCleaner may release
+    # them at any time. A's lease and this test's shuffle are what B could sweep.
+    earlier = set(c.model.shuffles)
     rdd = c.sc.parallelize(range(6000), 6).map(lambda x: (x % 30, x)).reduceByKey(add, 3)
     assert sum(v for _, v in rdd.collect()) == sum(range(6000))
     c.rr.sync()
     live = c.sc.applicationId
-    before = disk_bytes(root, live)
+    before = disk_bytes(root, live, but_shuffles=earlier)
     assert before > 0, "A retains its shuffle's outputs"
     ahead = {
         "spark.executorEnv.LD_PRELOAD": FAKETIME,
@@ -309,13 +327,13 @@ def test_a_neighbour_whose_wall_clock_jumped_an_hour_sweeps_only_dead_applicatio
     try:
         assert disk_bytes(root, neighbour.app_id) > 0
         time.sleep(12)  # three lease timeouts: B's executors swept at their start and then every second
-        assert disk_bytes(root, live) == before, "B took A's live lease for an expired one"
+        assert disk_bytes(root, live, but_shuffles=earlier) == before, "B took A's live lease for an expired one"
         neighbour.kill(executors_too=True)
         assert wait(lambda: app_entries(root, neighbour.app_id) == [], 30), (
             "A did not sweep the dead B, whose lease states an expiry an hour ahead",
             os.listdir(root),
         )
-        assert disk_bytes(root, live) == before
+        assert disk_bytes(root, live, but_shuffles=earlier) == before
         assert sum(v for _, v in rdd.collect()) == sum(range(6000))
     finally:
         neighbour.close()

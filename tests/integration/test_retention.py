@@ -4,6 +4,10 @@ Each scenario runs twice, side by side: with spark.regionRecovery.retained.enabl
 executor on the same host adopts the lost executor's retained outputs) and with retention off, which
 is vanilla Spark without an external shuffle service (every map output of the lost executor is
 recomputed). The count compared is map tasks Spark started after the fault, from the live model.
+
+Tests of one configuration share an application (`shared_cluster`), each looking only at the shuffles it ran;
+what an application leaves once it ends is checked when the shared one ends (nothing_left_at_its_end). The
+heartbeat timeout has settings, and so an application, of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 N_MAPS, N_REDUCES = 6, 3
 MEASURED: dict = {}  # scenario -> counts, printed at the end of the module
+LEFT_AT_END: dict[str, list | None] = {}  # app id -> retained files left when its shared application ended
 
 
 def retention_conf(root: str, enabled: bool, **extra) -> dict:
@@ -47,12 +52,14 @@ def outputs_by_executor(model, shuffle_id):
     return {e: sorted(v) for e, v in on.items()}
 
 
-def retained_files(root: str, app_id: str, executor_id: str | None = None) -> list:
-    """Retained files of an application on this host: <root>/<appId>.<incarnation>/<executor>/shuffle_*."""
+def retained_files(root: str, app_id: str, executor_id: str | None = None, shuffle_id: int | None = None) -> list:
+    """Retained files of an application on this host: <root>/<appId>.<incarnation>/<executor>/shuffle_*
+    (shuffle_<id>_* for one shuffle)."""
     base = os.path.join(root, glob.escape(app_id) + ".*")
     if executor_id is not None:
         base = os.path.join(base, executor_id)
-    return sorted(p for p in glob.glob(os.path.join(base, "**", "shuffle_*"), recursive=True))
+    name = "shuffle_*" if shuffle_id is None else f"shuffle_{shuffle_id}_*"
+    return sorted(p for p in glob.glob(os.path.join(base, "**", name), recursive=True))
 
 
 def app_dir(c) -> str:
@@ -75,9 +82,11 @@ def record(name: str, **counts) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def summary():
+    # autouse: set up before shared_cluster, so torn down after it stopped the shared applications
     yield
     if MEASURED:
         print("\n[retention] summary\n" + json.dumps(MEASURED, indent=2, sort_keys=True))
+    assert_nothing_left_at_end()
 
 
 def executor_dirs(pid: int) -> list[str]:
@@ -87,24 +96,142 @@ def executor_dirs(pid: int) -> list[str]:
     return env.get(b"SPARK_EXECUTOR_DIRS", b"").decode().split(os.pathsep)
 
 
+def left_of(root: str, app_id: str) -> list:
+    return glob.glob(os.path.join(root, glob.escape(app_id) + ".*", "**", "*"), recursive=True)
+
+
 def close_and_check_nothing_left(c, root: str) -> None:
     app_id = c.sc.applicationId
     c.close()
-    left = glob.glob(os.path.join(root, glob.escape(app_id) + ".*", "**", "*"), recursive=True)
+    left = left_of(root, app_id)
     assert left == [], f"retained files left after the application ended: {left}"
 
 
-# ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("retained", [True, False], ids=["retained", "vanilla"])
-def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
-    """Kill the executor holding most map outputs between two jobs reading the shuffle."""
-    root = str(tmp_path / "retained")
-    c = cluster(**retention_conf(root, retained))
+def nothing_left_at_its_end(c, root: str) -> None:
+    """close_and_check_nothing_left for a shared application, which ends after the last test that uses it: what
+    is left is listed right after it stopped, and asserted by assert_nothing_left_at_end at the module's end."""
+    app_id = c.sc.applicationId
+    if app_id not in LEFT_AT_END:
+        LEFT_AT_END[app_id] = None
+        c.on_close.append(lambda: LEFT_AT_END.__setitem__(app_id, left_of(root, app_id)))
+
+
+def assert_nothing_left_at_end() -> None:
+    """At a module's end, once its shared applications stopped: none left a retained file."""
+    left = {app: files for app, files in LEFT_AT_END.items() if files != []}
+    LEFT_AT_END.clear()  # each module asserts about its own applications
+    assert left == {}, f"retained files left after the shared applications ended (None: not stopped): {left}"
+
+
+def run_and_pick_victim(c):
+    """Runs the map stage once; returns the RDD, its result, the shuffle, and the executor holding
+    the most of its outputs with their map indexes. The shuffle is the one this call ran: on a shared
+    application, earlier tests' shuffles are left out."""
     c.wait_executors(2)
+    c.rr.sync()
+    known = set(c.model.shuffles)
+    pairs = pairs_rdd(c.sc)
+    expected = sorted(pairs.collect())
+    c.rr.sync()
+    (sid,) = [s for s in c.model.shuffles if s not in known]
+    on = outputs_by_executor(c.model, sid)
+    victim = max(on, key=lambda e: len(on[e]))
+    return pairs, expected, sid, victim, on[victim]
+
+
+# ---------------------------------------------------------------------------------------------------
+def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(shared_cluster, shared_root):
+    root = shared_root
+    c = shared_cluster(**retention_conf(root, True))
+    pairs, expected, sid, victim, lost = run_and_pick_victim(c)
+    bad = c.model.shuffles[sid].outputs[lost[0]]
+    data = os.path.join(app_dir(c), victim, f"shuffle_{sid}_{bad.map_id}_0.data")
+    with open(data, "r+b") as f:  # same length, different bytes: only the checksum can tell
+        first = f.read(1)
+        f.seek(0)
+        f.write(bytes([first[0] ^ 0xFF]))
+
+    pid = faults.kill_executor(c.rr, victim)
+    assert faults.wait_gone(pid)
+    assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60)
+    sh = c.model.shuffles[sid]
+    assert sorted(a.map_index for a in sh.adoptions) == lost[1:]
+    assert not sh.outputs[bad.map_index].available
+    reason = sh.outputs[bad.map_index].lost_reason
+    assert "checksum mismatch" in reason
+    before = c.model.map_tasks_started
+    got = sorted(pairs.collect())
+    c.rr.sync()
+    reexecuted = c.model.map_tasks_started - before
+    assert got == expected
+    assert reexecuted == 1, "exactly the corrupt output is recomputed"
+    record(
+        "corrupt-retained-file",
+        victim_outputs=len(lost),
+        adopted=len(lost) - 1,
+        map_tasks_reexecuted=reexecuted,
+        reason=reason,
+    )
+    nothing_left_at_its_end(c, root)
+
+
+# ---------------------------------------------------------------------------------------------------
+def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(shared_cluster, shared_root):
+    """ContextCleaner's shuffle cleanup (here forced, as the GC of a ShuffleDependency would) deletes
+    the retained copies on the host, also those an executor adopted after a loss."""
+    root = shared_root
+    c = shared_cluster(**retention_conf(root, True))
+    c.wait_executors(2)
+    c.rr.sync()
+    known = set(c.model.shuffles)  # the shared application's earlier shuffles
+    first = pairs_rdd(c.sc)
+    second = c.sc.parallelize(range(100), 2).map(lambda x: (x, 1)).reduceByKey(add, 2)
+    first.count()
+    second.count()
+    c.rr.sync()
+    sid_first, sid_second = sorted(s for s in c.model.shuffles if s not in known)
+    app_id = c.sc.applicationId
+    on = outputs_by_executor(c.model, sid_first)
+    victim = max(on, key=lambda e: len(on[e]))
+    faults.wait_gone(faults.kill_executor(c.rr, victim))
+    assert c.model.wait_for(lambda m: settled(m, sid_first, victim, len(on[victim])), 60)
+
+    def files_of(sid):
+        return [p for p in retained_files(root, app_id) if os.path.basename(p).startswith(f"shuffle_{sid}_")]
+
+    assert len(files_of(sid_first)) == 3 * N_MAPS and files_of(sid_second)
+    c.sc._jsc.sc().cleaner().get().doCleanupShuffle(sid_first, True)
+    deadline = time.monotonic() + 30
+    while files_of(sid_first) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert files_of(sid_first) == [], "retained files of a cleaned shuffle are released"
+    assert len(files_of(sid_second)) == 3 * 2, "other shuffles keep theirs"
+    # The coordinator reports the deletion after its agent's reply: the files can be gone before the
+    # event exists, so wait for the event rather than for one sync.
+    reason = f"shuffle {sid_first} removed"
+    assert c.model.wait_for(lambda m: any(d.reason == reason for d in m.retained_deletions), 30), (
+        "no RetainedFilesDeleted event for the cleaned shuffle"
+    )
+    released = c.model.read(lambda m: [d for d in m.retained_deletions if d.reason == reason])
+    assert released[0].files == 3 * N_MAPS and released[0].bytes > 0
+    record("shuffle-cleanup", released_files=released[0].files, released_bytes=released[0].bytes)
+    nothing_left_at_its_end(c, root)
+
+
+# ---------------------------------------------------------------------------------------------------
+# scope="module": pytest runs the retained cases together, then the vanilla ones (one application each)
+@pytest.mark.parametrize("retained", [True, False], ids=["retained", "vanilla"], scope="module")
+def test_sigkill_after_map_stage_before_consumers(shared_cluster, shared_root, retained):
+    """Kill the executor holding most map outputs between two jobs reading the shuffle."""
+    root = shared_root
+    c = shared_cluster(**retention_conf(root, retained))
+    c.wait_executors(2)
+    c.rr.sync()
+    known = set(c.model.shuffles)  # the shared application's earlier shuffles
     pairs = pairs_rdd(c.sc)
     expected = sorted(pairs.collect())  # job 1: the map stage and a first consumer (failure-free run)
     c.rr.sync()
-    (sid,) = list(c.model.shuffles)
+    (sid,) = [s for s in c.model.shuffles if s not in known]
     on = outputs_by_executor(c.model, sid)
     victim = max(on, key=lambda e: len(on[e]))
     lost = on[victim]
@@ -114,7 +241,7 @@ def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
             "every committed output was reported retained, with its size"
         )
         assert all(o.retained_checksum for o in sh.outputs.values())
-        assert len(retained_files(root, c.sc.applicationId, victim)) == 3 * len(lost)  # data, index, checksum
+        assert len(retained_files(root, c.sc.applicationId, victim, sid)) == 3 * len(lost)  # data, index, checksum
         assert os.path.dirname(app_dir(c)) == root
         assert re.fullmatch(re.escape(c.sc.applicationId) + r"\.[0-9a-f]{16}", os.path.basename(app_dir(c)))
         assert oct(os.stat(app_dir(c)).st_mode & 0o777) == "0o700"
@@ -153,15 +280,15 @@ def test_sigkill_after_map_stage_before_consumers(cluster, tmp_path, retained):
     else:
         assert reexecuted == len(lost), "vanilla Spark recomputes every map output of the lost executor"
     record(f"sigkill-between-jobs/{'retained' if retained else 'vanilla'}", **counts)
-    close_and_check_nothing_left(c, root)
+    nothing_left_at_its_end(c, root)
 
 
 # ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("retained", [True, False], ids=["retained", "vanilla"])
-def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
+@pytest.mark.parametrize("retained", [True, False], ids=["retained", "vanilla"], scope="module")
+def test_sigkill_while_consumer_stage_runs(shared_cluster, shared_root, retained):
     """Kill the executor holding most map outputs while the consuming stage's tasks are running."""
-    root = str(tmp_path / "retained")
-    c = cluster(**retention_conf(root, retained))
+    root = shared_root
+    c = shared_cluster(**retention_conf(root, retained))
     c.wait_executors(2)
 
     def slow(it):
@@ -170,6 +297,7 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
 
     expected = sorted(pairs_rdd(c.sc).mapPartitions(slow).collect())  # failure-free reference run
     c.rr.sync()
+    known = set(c.model.shuffles)  # the reference run's shuffle and the shared application's earlier ones
     job_rdd = pairs_rdd(c.sc).mapPartitions(slow)
     result: dict = {}
     map_started_before = c.model.map_tasks_started
@@ -177,7 +305,7 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
     thread.start()
 
     def consumer_running(m):
-        sids = [s for s in m.shuffles if s != 0]
+        sids = [s for s in m.shuffles if s not in known]
         if not sids:
             return False
         sid = max(sids)
@@ -191,7 +319,7 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
         )
 
     assert c.model.wait_for(consumer_running, 120), "the consuming stage did not start"
-    sid = max(s for s in c.model.shuffles if s != 0)
+    sid = max(s for s in c.model.shuffles if s not in known)
     on = outputs_by_executor(c.model, sid)
     victim = max(on, key=lambda e: len(on[e]))
     lost = on[victim]
@@ -221,68 +349,18 @@ def test_sigkill_while_consumer_stage_runs(cluster, tmp_path, retained):
     else:
         assert reexecuted == len(lost)
     record(f"sigkill-during-consumer/{'retained' if retained else 'vanilla'}", **counts)
-    close_and_check_nothing_left(c, root)
-
-
-def run_and_pick_victim(c):
-    """Runs the map stage once; returns the RDD, its result, the shuffle, and the executor holding
-    the most of its outputs with their map indexes. The shuffle is the one this call ran: on a shared
-    application, earlier tests' shuffles are left out."""
-    c.wait_executors(2)
-    c.rr.sync()
-    known = set(c.model.shuffles)
-    pairs = pairs_rdd(c.sc)
-    expected = sorted(pairs.collect())
-    c.rr.sync()
-    (sid,) = [s for s in c.model.shuffles if s not in known]
-    on = outputs_by_executor(c.model, sid)
-    victim = max(on, key=lambda e: len(on[e]))
-    return pairs, expected, sid, victim, on[victim]
+    nothing_left_at_its_end(c, root)
 
 
 # ---------------------------------------------------------------------------------------------------
-def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(cluster, tmp_path):
-    root = str(tmp_path / "retained")
-    c = cluster(**retention_conf(root, True))
-    pairs, expected, sid, victim, lost = run_and_pick_victim(c)
-    bad = c.model.shuffles[sid].outputs[lost[0]]
-    data = os.path.join(app_dir(c), victim, f"shuffle_{sid}_{bad.map_id}_0.data")
-    with open(data, "r+b") as f:  # same length, different bytes: only the checksum can tell
-        first = f.read(1)
-        f.seek(0)
-        f.write(bytes([first[0] ^ 0xFF]))
-
-    pid = faults.kill_executor(c.rr, victim)
-    assert faults.wait_gone(pid)
-    assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60)
-    sh = c.model.shuffles[sid]
-    assert sorted(a.map_index for a in sh.adoptions) == lost[1:]
-    assert not sh.outputs[bad.map_index].available
-    reason = sh.outputs[bad.map_index].lost_reason
-    assert "checksum mismatch" in reason
-    before = c.model.map_tasks_started
-    got = sorted(pairs.collect())
-    c.rr.sync()
-    reexecuted = c.model.map_tasks_started - before
-    assert got == expected
-    assert reexecuted == 1, "exactly the corrupt output is recomputed"
-    record(
-        "corrupt-retained-file",
-        victim_outputs=len(lost),
-        adopted=len(lost) - 1,
-        map_tasks_reexecuted=reexecuted,
-        reason=reason,
-    )
-    close_and_check_nothing_left(c, root)
-
-
-# ---------------------------------------------------------------------------------------------------
-def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
+# last: its settings are its own, so it gets an application of its own; settings of the first application of a
+# process would leak into the later ones (see sparkcluster.forget_leaked_plugin_settings)
+def test_heartbeat_timeout_unregisters_deletes_and_fences(shared_cluster, shared_root):
     """SIGSTOP until the driver times the executor out: its outputs are not trusted, its retained
     files are deleted within spark.network.timeout + 5 s, and after SIGCONT it serves nothing."""
-    root = str(tmp_path / "retained")
+    root = shared_root
     timeout_s = 8
-    c = cluster(
+    c = shared_cluster(
         **retention_conf(
             root,
             True,
@@ -346,45 +424,4 @@ def test_heartbeat_timeout_unregisters_deletes_and_fences(cluster, tmp_path):
         retained_files_gone_after_s=round(gone_after, 1),
         thawed_process_exited=exited,
     )
-    close_and_check_nothing_left(c, root)
-
-
-# ---------------------------------------------------------------------------------------------------
-def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(cluster, tmp_path):
-    """ContextCleaner's shuffle cleanup (here forced, as the GC of a ShuffleDependency would) deletes
-    the retained copies on the host, also those an executor adopted after a loss."""
-    root = str(tmp_path / "retained")
-    c = cluster(**retention_conf(root, True))
-    c.wait_executors(2)
-    first = pairs_rdd(c.sc)
-    second = c.sc.parallelize(range(100), 2).map(lambda x: (x, 1)).reduceByKey(add, 2)
-    first.count()
-    second.count()
-    c.rr.sync()
-    sid_first, sid_second = sorted(c.model.shuffles)
-    app_id = c.sc.applicationId
-    on = outputs_by_executor(c.model, sid_first)
-    victim = max(on, key=lambda e: len(on[e]))
-    faults.wait_gone(faults.kill_executor(c.rr, victim))
-    assert c.model.wait_for(lambda m: settled(m, sid_first, victim, len(on[victim])), 60)
-
-    def files_of(sid):
-        return [p for p in retained_files(root, app_id) if os.path.basename(p).startswith(f"shuffle_{sid}_")]
-
-    assert len(files_of(sid_first)) == 3 * N_MAPS and files_of(sid_second)
-    c.sc._jsc.sc().cleaner().get().doCleanupShuffle(sid_first, True)
-    deadline = time.monotonic() + 30
-    while files_of(sid_first) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert files_of(sid_first) == [], "retained files of a cleaned shuffle are released"
-    assert len(files_of(sid_second)) == 3 * 2, "other shuffles keep theirs"
-    # The coordinator reports the deletion after its agent's reply: the files can be gone before the
-    # event exists, so wait for the event rather than for one sync.
-    reason = f"shuffle {sid_first} removed"
-    assert c.model.wait_for(lambda m: any(d.reason == reason for d in m.retained_deletions), 30), (
-        "no RetainedFilesDeleted event for the cleaned shuffle"
-    )
-    released = c.model.read(lambda m: [d for d in m.retained_deletions if d.reason == reason])
-    assert released[0].files == 3 * N_MAPS and released[0].bytes > 0
-    record("shuffle-cleanup", released_files=released[0].files, released_bytes=released[0].bytes)
-    close_and_check_nothing_left(c, root)
+    nothing_left_at_its_end(c, root)

@@ -21,12 +21,6 @@ from test_retention import outputs_by_executor, pairs_rdd, retained_files, reten
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-@pytest.fixture(scope="module")
-def shared_root(tmp_path_factory) -> str:
-    """The retained root of the module's shared application (part of its configuration)."""
-    return str(tmp_path_factory.mktemp("retained"))
-
-
 def _kill_and_settle(c, sid, victim, n):
     pid = faults.kill_executor(c.rr, victim)
     assert faults.wait_gone(pid)

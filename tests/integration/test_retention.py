@@ -123,13 +123,18 @@ def assert_nothing_left_at_end() -> None:
     assert left == {}, f"retained files left after the shared applications ended (None: not stopped): {left}"
 
 
+def earlier_shuffles(c) -> set[int]:
+    """With both executors up and the model caught up: the shuffles the shared application already ran."""
+    c.wait_executors(2)
+    c.rr.sync()
+    return set(c.model.shuffles)
+
+
 def run_and_pick_victim(c):
     """Runs the map stage once; returns the RDD, its result, the shuffle, and the executor holding
     the most of its outputs with their map indexes. The shuffle is the one this call ran: on a shared
     application, earlier tests' shuffles are left out."""
-    c.wait_executors(2)
-    c.rr.sync()
-    known = set(c.model.shuffles)
+    known = earlier_shuffles(c)
     pairs = pairs_rdd(c.sc)
     expected = sorted(pairs.collect())
     c.rr.sync()
@@ -181,9 +186,7 @@ def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(shared_c
     the retained copies on the host, also those an executor adopted after a loss."""
     root = shared_root
     c = shared_cluster(**retention_conf(root, True))
-    c.wait_executors(2)
-    c.rr.sync()
-    known = set(c.model.shuffles)  # the shared application's earlier shuffles
+    known = earlier_shuffles(c)
     first = pairs_rdd(c.sc)
     second = c.sc.parallelize(range(100), 2).map(lambda x: (x, 1)).reduceByKey(add, 2)
     first.count()
@@ -225,16 +228,8 @@ def test_sigkill_after_map_stage_before_consumers(shared_cluster, shared_root, r
     """Kill the executor holding most map outputs between two jobs reading the shuffle."""
     root = shared_root
     c = shared_cluster(**retention_conf(root, retained))
-    c.wait_executors(2)
-    c.rr.sync()
-    known = set(c.model.shuffles)  # the shared application's earlier shuffles
-    pairs = pairs_rdd(c.sc)
-    expected = sorted(pairs.collect())  # job 1: the map stage and a first consumer (failure-free run)
-    c.rr.sync()
-    (sid,) = [s for s in c.model.shuffles if s not in known]
-    on = outputs_by_executor(c.model, sid)
-    victim = max(on, key=lambda e: len(on[e]))
-    lost = on[victim]
+    # job 1: the map stage and a first consumer (failure-free run)
+    pairs, expected, sid, victim, lost = run_and_pick_victim(c)
     if retained:
         sh = c.model.shuffles[sid]
         assert all(o.retained_bytes and o.retained_bytes > 0 for o in sh.outputs.values()), (

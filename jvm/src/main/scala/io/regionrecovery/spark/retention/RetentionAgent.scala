@@ -56,18 +56,25 @@ object RetentionAgent extends Logging {
           store.linkOnly = auto
           val a = new RetentionAgent(store, RetainedStore.appKey(appId, d.incarnation),
             executorId, d.leaseTimeoutMs, d.jobRecovery)
-          a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
-          a.startLease()
-          agent = a
+          // the agent and its shutdown hook exist before its lease does: a SIGTERM (its worker killing a starting
+          // executor as the application ends) then either finds the agent to stop, or stops it before its first
+          // lease write, which startLease then skips; a hook added during shutdown throws, and no lease is written
+          RetentionAgent.synchronized { agent = a }
           a.shutdownHook = SparkInternals.addEarlyShutdownHook(() => stop())
-          logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
-            a.store.executorDir(a.appKey, executorId))
-          Some(RetentionAgentHello(executorId, host, a.ref))
+          a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
+          if (!a.startLease()) None
+          else {
+            logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
+              a.store.executorDir(a.appKey, executorId))
+            Some(RetentionAgentHello(executorId, host, a.ref))
+          }
         }
       }
     catch {
       case NonFatal(e) =>
         logWarning(s"region-recovery: retention disabled on executor $executorId: $e", e)
+        try stop()
+        catch { case NonFatal(_) => }
         None
     }
 
@@ -122,19 +129,29 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   private def renewEveryMs: Long = math.max(500L, leaseTimeoutMs / 4)
   private def pingTimeoutMs: Long = math.min(renewEveryMs, 10000L)
 
+  /** Whether the lease started and whether the agent stopped: startLease and stopLease decide under this lock. */
+  private val lifecycle = new Object
+  private var started = false
+  private var stopped = false
+
   /**
    * Safety nets that do not depend on Python: renew this application's lease on the host while the
    * driver answers; delete the application's retained files here (or keep them for a resubmission,
    * with job recovery) when it has not answered for a whole lease; remove the directories of other
    * applications whose lease expired.
    */
-  private[spark] def startLease(): Unit = {
-    executor.connectDriver()
-    renewLease(clock.millis())
-    leaseThread.execute(() => sweep())
-    leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
-    // one file check a second; overdue when a frozen process thaws, so it runs at once then
-    leaseThread.scheduleWithFixedDelay(() => honourFenceLogged(), 1000L, 1000L, TimeUnit.MILLISECONDS)
+  private[spark] def startLease(): Boolean = lifecycle.synchronized {
+    if (stopped) false // stopped while the executor started: its lease is never written
+    else {
+      started = true
+      executor.connectDriver()
+      renewLease(clock.millis())
+      leaseThread.execute(() => sweep())
+      leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
+      // one file check a second; overdue when a frozen process thaws, so it runs at once then
+      leaseThread.scheduleWithFixedDelay(() => honourFenceLogged(), 1000L, 1000L, TimeUnit.MILLISECONDS)
+      true
+    }
   }
 
   /**
@@ -184,11 +201,13 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
 
   private[retention] def leaseTick(): Unit = try {
     val now = clock.millis()
-    if (pingDriver(pingTimeoutMs).isDefined) {
+    val answer = pingDriver(pingTimeoutMs)
+    if (answer.isDefined) {
       lastDriverContact = nanoTime()
       droppedForDriverLoss = false
       cutOffLogged = false
-      renewLease(now)
+      // an ending application's driver deletes its files on every host: a renewal now would leave a lease behind
+      if (!answer.contains(LeaseEnding)) renewLease(now)
       // it answers again after a loss: its application is live, no successor's to claim
       if (markedKept) { store.unmarkKept(appKey); markedKept = false }
     } else {
@@ -270,7 +289,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * (its worker stops it once the driver declared it lost): the driver decides too.
    */
   private[spark] def stopLease(): Unit = {
+    val wasStarted = lifecycle.synchronized { stopped = true; started }
     leaseThread.shutdownNow()
+    if (!wasStarted) return // nothing written on this host: nothing to clean up
     // a tick under way (a ping, then a lease renewal) must not write the lease after the deletion below
     try leaseThread.awaitTermination(pingTimeoutMs + 2000L, TimeUnit.MILLISECONDS)
     catch { case _: InterruptedException => Thread.currentThread().interrupt() }

@@ -186,6 +186,7 @@ class DriverLossActionSuite extends AnyFunSuite {
     withAgent(None) { (root, agent) =>
       val inPing = new java.util.concurrent.CountDownLatch(1)
       val answer = new java.util.concurrent.CountDownLatch(1)
+      assert(agent.startLease())
       driverOf(agent).ping = _ => { inPing.countDown(); answer.await(); None } // the driver is gone
       RetentionAgent.installForTests(agent)
       val first = new Thread(() => RetentionAgent.stop())

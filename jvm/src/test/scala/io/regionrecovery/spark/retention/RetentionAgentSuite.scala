@@ -67,6 +67,32 @@ class RetentionAgentSuite extends AnyFunSuite {
     }
   }
 
+  test("an ending application's answer keeps the lease the driver deleted deleted") {
+    withFixture() { f =>
+      f.driver(Some(LeaseRenewed))
+      f.agent.leaseTick()
+      f.store.deleteApp(App) // the driver's request: its application ends
+      f.driver(Some(LeaseEnding))
+      f.clock.advance(Timeout / 4)
+      f.agent.leaseTick()
+      assert(f.names.isEmpty, "a renewal would leave a lease that only this executor's stop could remove")
+    }
+  }
+
+  test("an agent stopped while its executor starts (SIGTERM before the first lease) never writes a lease") {
+    withFixture() { f =>
+      f.agent.stopLease()
+      assert(!f.agent.startLease())
+      assert(f.names.isEmpty && f.executor.pings.isEmpty && f.executor.connected == 0)
+    }
+    withFixture() { f =>
+      assert(f.agent.startLease()) // started first: the stop asks the driver and, at the end, deletes the lease
+      f.driver(Some(LeaseEnding))
+      f.agent.stopLease()
+      assert(f.names.isEmpty)
+    }
+  }
+
   test("a silent driver's files go once it has not answered for more than a whole lease, not before") {
     withFixture() { f =>
       f.commit(0, 1L)

@@ -17,6 +17,10 @@ IMAGE = "region-recovery:dev"
 LOCAL_DIR = "/data/local"
 RETAINED_DIR = "/data/retained"
 MASTER_PORT = 7077
+# Every JVM of a host (master, worker, executors: a worker's executors inherit its environment) compiles with
+# C1 only and collects with the serial collector, as the JVMs of the tests on this machine do (tests/conftest.py):
+# they live for seconds to minutes, on 2 cores shared with the other test worker.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 WORKER_TIMEOUT = "spark.worker.timeout=30"
 
 
@@ -47,7 +51,8 @@ class Host:
 
         c = DockerContainer(IMAGE).with_command(["bash", "-c", self.command]).with_name(self.name)
         c = c.with_kwargs(network_mode="host", hostname=self.name)
-        for k, v in {"SPARK_LOCAL_IP": self.address, "SPARK_LOCAL_DIRS": LOCAL_DIR, **self.env}.items():
+        env = {"SPARK_LOCAL_IP": self.address, "SPARK_LOCAL_DIRS": LOCAL_DIR, "JAVA_TOOL_OPTIONS": JVM_OPTIONS}
+        for k, v in {**env, **self.env}.items():
             c = c.with_env(k, v)
         self.container = c.start()
         return self

@@ -110,8 +110,11 @@ def test_node_loss_recomputes_exactly_its_outputs_without_adoption(three_hosts, 
     try:
         gone.kill()  # the worker, its executor and its disk vanish together
         record = loss_record(c, victim)
-        assert record["adopted"] == 0 and record["unregistered"] == len(on_gone), record
-        assert record["adopter"] is None, record
+        assert record["adopted"] == 0 and record["adopter"] is None, record
+        # the plugin unregisters them, unless the master reported the worker lost first: Spark then unregisters
+        # every output of the host itself, and the plugin finds none left to adopt (the rerun below counts them)
+        if not (record["unregistered"] == 0 and record["reason"].startswith("worker lost")):
+            assert record["unregistered"] == len(on_gone), record
         assert not [a for a in c.model.shuffles[sid].adoptions if a.from_executor == victim]
         assert rerun(c, rdd) == len(on_gone)
     finally:

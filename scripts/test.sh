@@ -9,53 +9,109 @@
 #                            of three hosts in containers); pytest runs on two pytest-xdist workers, and the JVMs
 #                            of the Spark tiers map Spark's classes from a class archive (build-class-archive.sh);
 #   scripts/test.sh ARGS     pytest ARGS after the setup (e.g. tests/integration/test_retention.py -k sigkill).
+# The JVM suites (one core for about two minutes) run in the background beside the Python tests that need no Spark,
+# and the Debian packages, the Docker engine and the container images are prepared in the background too (mostly
+# downloads): their logs are printed when they end, and a failure stops the run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
 [ -x .venv/bin/ruff ] || scripts/setup.sh --python-only
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-scripts/setup.sh --jvm-tests
+scripts/setup.sh
 export PYTHONUNBUFFERED=1
+mkdir -p target
 pytest() { .venv/bin/python -m pytest -p no:cacheprovider --timeout=600 "$@"; }
 NO_SPARK=(-n 2 tests/unit tests/contract tests/bench -m "not integration and not containers")
+
+# ---- work in the background: each job in a process group of its own, stopped if this script ends first ----
+declare -A JOBS=()    # name -> pid (= process group)
+declare -A LOGS=()    # name -> log file
+background() {  # background <name> <log> <command...>  (jvm-suites: sbt scalafmtCheckAll test; prepare: see below)
+  local name="$1" log="$2"
+  shift 2
+  printf '\n==> %s, in the background (log: %s)\n' "$name" "$log"
+  setsid -w "$@" </dev/null >"$log" 2>&1 &
+  JOBS[$name]=$!
+  LOGS[$name]="$log"
+}
+finish() {  # finish <name>: waits for the job; on failure prints its log's tail and stops the run
+  local name="$1" pid="${JOBS[$1]}"
+  unset "JOBS[$1]"
+  if wait "$pid"; then
+    printf '\n==> %s: done\n' "$name"
+    tail -3 "${LOGS[$name]}"
+  else
+    tail -60 "${LOGS[$name]}" >&2
+    printf '\n%s failed (log: %s)\n' "$name" "${LOGS[$name]}" >&2
+    exit 1
+  fi
+}
+on_exit() {
+  for pid in "${JOBS[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  [ -z "${ENGINE_STARTED:-}" ] || scripts/docker-engine.sh stop
+}
+trap on_exit EXIT
+
 if [ "${1:-}" = "--fast" ]; then
+  background jvm-suites target/jvm-suites.log build/sbt scalafmtCheckAll test
   printf '\n==> pytest: the tests that need no Spark\n'
   pytest --durations=10 "${NO_SPARK[@]}"
+  finish jvm-suites
   exit 0
 fi
+FULL=0
 if [ $# -eq 0 ]; then
-  # the fast layer first, so a broken unit fails in a minute; then every test that starts Spark
-  printf '\n==> pytest: the tests that need no Spark\n'
-  pytest --durations=5 "${NO_SPARK[@]}"
+  FULL=1
   set -- -n 2 --no-loadscope-reorder --durations=20 \
     tests/integration tests/bench tests/browser tests/containers -m "integration or containers"
 fi
+has() { case " ${ARGS} " in *" $1"*) return 0 ;; esac; return 1; }
+ARGS="$*"
+
 # Debian packages some tests need, installed as root when missing: headless Chromium (tests/browser),
-# libfaketime (tests/integration: a neighbour application whose wall clock jumped)
+# libfaketime (tests/integration: a neighbour application whose wall clock jumped); then the Docker engine and the
+# images for tests/containers. One job, in order: apt takes one lock.
 apt_install() {  # apt_install <package> <file that shows it is installed>
   [ -e "$2" ] || [ "$(id -u)" != 0 ] && return 0
   printf '\n==> installing %s (Debian package)\n' "$1"
-  mkdir -p target
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1" >"target/apt-$1.log" 2>&1 || {
     apt-get update -q >>"target/apt-$1.log" 2>&1
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1" >>"target/apt-$1.log" 2>&1
   } || { tail -20 "target/apt-$1.log" >&2; exit 1; }
 }
-case " $* " in *" tests/browser"*) apt_install chromium /usr/bin/chromium ;; esac
-case " $* " in *" tests/integration"*) apt_install libfaketime /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ;; esac
-# the tests that start Spark map Spark's classes from a class archive built once (tests/conftest.py)
-case " $* " in
-  *" tests/integration"* | *" tests/bench"* | *" tests/browser"* | *" tests/containers"* | *" tests "* | *" tests/ "*)
-    scripts/build-class-archive.sh
-    ;;
-esac
-# the container tests need a Docker engine: start one (and stop it at the end) unless one runs
-case " $* " in
-  *" tests/containers"*)
+prepare() {
+  if has tests/browser; then apt_install chromium /usr/bin/chromium; fi
+  if has tests/integration; then apt_install libfaketime /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1; fi
+  if has tests/containers; then
     scripts/docker-engine.sh start
-    trap 'scripts/docker-engine.sh stop' EXIT
-    ;;
-esac
+    docker/build-images.sh  # tests/containers/conftest.py then uses them (REGION_RECOVERY_IMAGES_BUILT)
+  fi
+}
+# the container tests need a Docker engine: start one (and stop it at the end) unless one runs
+if has tests/containers; then
+  docker info >/dev/null 2>&1 || ENGINE_STARTED=1
+  export REGION_RECOVERY_IMAGES_BUILT=1
+fi
+if [ "$FULL" = 1 ]; then
+  export -f apt_install prepare has
+  export ARGS
+  background jvm-suites target/jvm-suites.log build/sbt scalafmtCheckAll test
+  background prepare target/prepare.log bash -euo pipefail -c prepare
+  # the fast layer first, so a broken unit fails in a minute; then every test that starts Spark
+  printf '\n==> pytest: the tests that need no Spark\n'
+  pytest --durations=5 "${NO_SPARK[@]}"
+else
+  prepare
+fi
+# the tests that start Spark map Spark's classes from a class archive built once (tests/conftest.py)
+if has tests/integration || has tests/bench || has tests/browser || has tests/containers || has "tests " ||
+  has "tests/ "; then
+  scripts/build-class-archive.sh
+fi
+if [ "$FULL" = 1 ]; then
+  finish jvm-suites
+  finish prepare
+fi
 printf '\n==> pytest %s\n' "$*"
 pytest "$@"

@@ -1,8 +1,8 @@
 """Fixtures for the container tests: the engine and image, the clusters, one application per test.
 
-The Docker engine is started by scripts/test.sh (scripts/docker-engine.sh); the images are built
-here, once per session, by docker/build-images.sh. Without an engine the tests skip, saying why,
-except under CI (CI=true), where a skip would hide that nothing ran: they fail instead.
+The Docker engine is started by scripts/test.sh (scripts/docker-engine.sh), which builds the images too
+(docker/build-images.sh); run another way, the images are built here, once per session. Without an engine
+the tests skip, saying why, except under CI (CI=true), where a skip would hide that nothing ran: they fail.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the reaper's image would be pulled
 
 import pytest  # noqa: E402
-from hosts import StandaloneCluster  # noqa: E402
+from hosts import IMAGE, StandaloneCluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
@@ -49,10 +49,12 @@ def image() -> str:
         if os.environ.get("CI"):
             pytest.fail(f"container tests cannot run under CI: {problem}")
         pytest.skip(f"container tests need Docker: {problem}")
-    print("\n[containers] building the images (docker/build-images.sh)", flush=True)
-    done = subprocess.run([str(ROOT / "docker" / "build-images.sh")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return "region-recovery:dev"
+    built = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode == 0
+    if not (os.environ.get("REGION_RECOVERY_IMAGES_BUILT") and built):  # scripts/test.sh built them beforehand
+        print("\n[containers] building the images (docker/build-images.sh)", flush=True)
+        done = subprocess.run([str(ROOT / "docker" / "build-images.sh")], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return IMAGE
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from region_recovery.testing import batch_job, faults
 JOB = "nightly"
 CRASH_SLOW = "6"  # seconds per batch of the slow step while a crash is staged: room to kill the driver
 LEASE = "--conf=spark.regionRecovery.retained.leaseTimeout=2s"  # short: only job recovery's keep protects files
+ONE_EXECUTOR = "local-cluster[1,1,1024]"  # a resubmission's master: one executor JVM less to start than the crash's
 
 
 class Workspace:
@@ -117,11 +118,17 @@ class Workspace:
         assert self.killed_at is not None, "the job ended before its driver was killed: no crash was staged"
 
     def run(self, out: str, extra: list[str] = (), slow: str = "0") -> dict:
+        """A resubmission (or a first run) to its end, on one executor unless `extra` names a master: job
+        recovery hands every recorded output of a host to that host's live executors, however many there are."""
         report = self.root / f"{out}.json"
         log_path = self.root / f"{out}.log"
+        master = [] if "--master" in extra else ["--master", ONE_EXECUTOR]
         with open(log_path, "w") as log:
             done = subprocess.run(
-                self.args(out, ["--report", str(report), "--slow", slow, *extra]), stdout=log, stderr=log, timeout=600
+                self.args(out, ["--report", str(report), "--slow", slow, *master, *extra]),
+                stdout=log,
+                stderr=log,
+                timeout=600,
             )
         assert done.returncode == 0, _errors(log_path.read_text())
         return json.loads(report.read_text())

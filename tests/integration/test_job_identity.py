@@ -70,6 +70,8 @@ class Run:
         args += ["--lib", str(self.root / "lib"), "--out", str(out), "--recovery", recovery]
         if recovery == "on":
             args += ["--store", str(self.store), "--retained", str(self.retained)]
+            if not crash:  # a resubmission: job recovery hands the host's recorded outputs to its one executor
+                args += ["--master", "local-cluster[1,1,1024]"]
         else:
             args += ["--master", "local[2]"]
         args += [f"--conf={c}" for c in conf] + (["--crash"] if crash else [])

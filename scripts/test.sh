@@ -27,7 +27,7 @@ NO_SPARK=(-n 2 tests/unit tests/contract tests/bench -m "not integration and not
 # ---- work in the background: each job in a process group of its own, stopped if this script ends first ----
 declare -A JOBS=()    # name -> pid (= process group)
 declare -A LOGS=()    # name -> log file
-background() {  # background <name> <log> <command...>  (jvm-suites: sbt scalafmtCheckAll test; prepare: see below)
+background() {  # background <name> <log> <command...>
   local name="$1" log="$2"
   shift 2
   printf '\n==> %s, in the background (log: %s)\n' "$name" "$log"
@@ -98,20 +98,21 @@ if [ "$FULL" = 1 ]; then
   export ARGS
   background jvm-suites target/jvm-suites.log build/sbt scalafmtCheckAll test
   background prepare target/prepare.log bash -euo pipefail -c prepare
+  # the tests that start Spark map Spark's classes from a class archive built once (tests/conftest.py)
+  background class-archive target/class-archive.log scripts/build-class-archive.sh
   # the fast layer first, so a broken unit fails in a minute; then every test that starts Spark
   printf '\n==> pytest: the tests that need no Spark\n'
   pytest --durations=5 "${NO_SPARK[@]}"
 else
   prepare
 fi
-# the tests that start Spark map Spark's classes from a class archive built once (tests/conftest.py)
-if has tests/integration || has tests/bench || has tests/browser || has tests/containers || has "tests " ||
-  has "tests/ "; then
-  scripts/build-class-archive.sh
-fi
 if [ "$FULL" = 1 ]; then
   finish jvm-suites
   finish prepare
+  finish class-archive
+elif has tests/integration || has tests/bench || has tests/browser || has tests/containers || has "tests " ||
+  has "tests/ "; then
+  scripts/build-class-archive.sh  # the class archive of the tests that start Spark (tests/conftest.py)
 fi
 printf '\n==> pytest %s\n' "$*"
 pytest "$@"

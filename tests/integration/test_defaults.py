@@ -121,9 +121,10 @@ def test_dynamic_allocation_keeps_default_retention_off_and_the_application_star
         sys.path.insert(0, "tests/integration")
         from sparkcluster import base_builder
         import region_recovery
+        ONE = "local-cluster[1,1,1024]"  # the application starts; one executor shows it
         conf = {{"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.shuffleTracking.enabled": "true",
                  "spark.regionRecovery.retained.dir": {str(tmp_path / "retained")!r}}}
-        spark = region_recovery.configure(base_builder("defaults-dynamic", **conf)).getOrCreate()
+        spark = region_recovery.configure(base_builder("defaults-dynamic", ONE, **conf)).getOrCreate()
         rr = region_recovery.RegionRecovery.attach(spark)
         df = spark.range(100)
         assert df.groupBy((df.id % 3).alias("k")).count().count() == 3
@@ -153,7 +154,8 @@ def test_spark_defaults_conf_list_values_are_extended_not_replaced(tmp_path):
         sys.path.insert(0, "tests/integration")
         from sparkcluster import base_builder
         import region_recovery
-        spark = region_recovery.configure(base_builder("defaults-conf-merge")).getOrCreate()
+        ONE = "local-cluster[1,1,1024]"  # the settings are what is read; one executor shows them
+        spark = region_recovery.configure(base_builder("defaults-conf-merge", ONE)).getOrCreate()
         rr = region_recovery.RegionRecovery.attach(spark)
         df = spark.range(100)
         assert df.groupBy((df.id % 3).alias("k")).count().count() == 3

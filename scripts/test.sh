@@ -18,7 +18,7 @@ printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
 [ -x .venv/bin/ruff ] || scripts/setup.sh --python-only
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-scripts/setup.sh
+scripts/setup.sh --check-format  # the Scala formatting is checked while sbt builds the jar (the machine is idle)
 export PYTHONUNBUFFERED=1
 mkdir -p target
 pytest() { .venv/bin/python -m pytest -p no:cacheprovider --timeout=600 "$@"; }
@@ -54,7 +54,7 @@ on_exit() {
 trap on_exit EXIT
 
 if [ "${1:-}" = "--fast" ]; then
-  background jvm-suites target/jvm-suites.log build/sbt scalafmtCheckAll test
+  background jvm-suites target/jvm-suites.log build/sbt test
   printf '\n==> pytest: the tests that need no Spark\n'
   pytest --durations=10 "${NO_SPARK[@]}"
   finish jvm-suites
@@ -96,7 +96,7 @@ fi
 if [ "$FULL" = 1 ]; then
   export -f apt_install prepare has
   export ARGS
-  background jvm-suites target/jvm-suites.log build/sbt scalafmtCheckAll test
+  background jvm-suites target/jvm-suites.log build/sbt test
   background prepare target/prepare.log bash -euo pipefail -c prepare
   # the tests that start Spark map Spark's classes from a class archive built once (tests/conftest.py)
   background class-archive target/class-archive.log scripts/build-class-archive.sh

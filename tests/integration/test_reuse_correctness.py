@@ -213,7 +213,8 @@ def test_unchanged_input_is_reused_and_nothing_is_rewritten_after_the_run(shared
 
 
 def test_a_query_outside_the_run_is_never_rewritten_while_the_run_waits(shared_cluster, tmp_path):
-    s = Scenario(shared_cluster, tmp_path, **{"spark.regionRecovery.restart-strategy.fixed-delay.delay": "10 s"})
+    # the backoff must outlast the other thread's query (it took more than 10 s once, on a loaded machine)
+    s = Scenario(shared_cluster, tmp_path, **{"spark.regionRecovery.restart-strategy.fixed-delay.delay": "20 s"})
     done = threading.Event()
     seen: dict = {}
 

@@ -17,8 +17,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # installed once per pyproject.toml (its hash in .venv/installed-from): a second setup in the same run (test.sh's
 # lint, then the rest) checks nothing again. pip compiles every module at install: keep it, since under
-# PYTHONDONTWRITEBYTECODE (set on CI's machines) no process writes a .pyc, and each would compile its imports
-# again (a full run took about 10% longer with --no-compile)
+# PYTHONDONTWRITEBYTECODE (set on this machine, likely on CI's of the same kind) no process writes a .pyc, and each
+# would compile its imports again (a full run took about 10% longer with --no-compile)
 stamp="$(sha1sum pyproject.toml | cut -d' ' -f1)"
 if [ "$(cat .venv/installed-from 2>/dev/null)" != "$stamp" ]; then
   step "installing pyspark 4.3.0 and the package (editable) into .venv"

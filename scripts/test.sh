@@ -103,16 +103,15 @@ if [ "$FULL" = 1 ]; then
   # the fast layer first, so a broken unit fails in a minute; then every test that starts Spark
   printf '\n==> pytest: the tests that need no Spark\n'
   pytest --durations=5 "${NO_SPARK[@]}"
-else
-  prepare
-fi
-if [ "$FULL" = 1 ]; then
   finish jvm-suites
   finish prepare
   finish class-archive
-elif has tests/integration || has tests/bench || has tests/browser || has tests/containers || has "tests " ||
-  has "tests/ "; then
-  scripts/build-class-archive.sh  # the class archive of the tests that start Spark (tests/conftest.py)
+else
+  prepare
+  if has tests/integration || has tests/bench || has tests/browser || has tests/containers || has "tests " ||
+    has "tests/ "; then
+    scripts/build-class-archive.sh  # the class archive of the tests that start Spark (tests/conftest.py)
+  fi
 fi
 printf '\n==> pytest %s\n' "$*"
 pytest "$@"

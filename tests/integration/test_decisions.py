@@ -4,6 +4,7 @@ application, each looking only at the stages it ran."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from operator import add
@@ -15,12 +16,17 @@ from region_recovery.testing import faults
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def test_executor_loss_and_fetch_failures_planned_versus_actual(shared_cluster):
+def test_executor_loss_and_fetch_failures_planned_versus_actual(shared_cluster, tmp_path):
     c = shared_cluster()
     c.wait_executors(2)
+    release = str(tmp_path / "release")
 
     def slow(rows):
-        time.sleep(2.5)
+        # B's tasks hold until the kill: one that finished on the victim first would lose its own output
+        # too, and Spark's rerun of it is not a restart of this failure (a fixed sleep raced under load)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.1)
         return list(rows)
 
     first = c.sc.parallelize(range(4000), 6).map(lambda x: (x % 60, 1)).reduceByKey(add, 4)  # map stage A
@@ -40,7 +46,8 @@ def test_executor_loss_and_fetch_failures_planned_versus_actual(shared_cluster):
     victim = c.model.read(lambda m: sorted({o.executor_id for o in m.shuffles[a_shuffle].outputs.values()})[0])
     lost = sorted(o.map_index for o in c.model.outputs_on(victim) if o.shuffle_id == a_shuffle)
     time.sleep(0.5)
-    faults.kill_executor(c.rr, victim)
+    assert faults.wait_gone(faults.kill_executor(c.rr, victim))
+    open(release, "w").close()
     runner.join(240)
     assert result == {k: 4000 // 6 + (1 if k < 4000 % 6 else 0) for k in range(6)}
     c.rr.sync()

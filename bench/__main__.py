@@ -88,8 +88,11 @@ def main(argv=None) -> int:
             print(path)
         return 0
     names = list(scenarios.SCENARIOS) if args.scenario == "all" else [args.scenario]
-    for name in names:  # an unknown mode fails before anything runs
-        harness.select_modes(name, args.master, args.modes)
+    wanted = (  # an unknown mode fails before anything runs
+        harness.select_modes_of_all(args.master, args.modes)
+        if args.scenario == "all"
+        else {args.scenario: harness.select_modes(args.scenario, args.master, args.modes)}
+    )
     failed = []
     for name in names:
         out = args.out
@@ -105,7 +108,7 @@ def main(argv=None) -> int:
                 sf=args.sf,
                 queries=args.queries,
                 conf=dict(args.conf),
-                only=args.modes,
+                only=list(wanted[name]),
             )
         except (harness.ChecksumMismatch, RuntimeError) as e:  # report it, go on with the other scenarios
             print(f"ERROR: {name}: {e}", file=sys.stderr)

@@ -57,6 +57,19 @@ def select_modes(scenario: str, master: str = DEFAULT_MASTER, wanted: list[str] 
     return tuple(m for m in order if m in wanted)
 
 
+def select_modes_of_all(master: str = DEFAULT_MASTER, wanted: list[str] | None = None) -> dict[str, tuple[str, ...]]:
+    """`run all --modes`: each scenario runs the listed modes it has; a mode no scenario has is an error."""
+    if wanted is None:
+        return {name: modes(name, master) for name in scenarios.SCENARIOS}
+    unknown = [m for m in wanted if not any(m in modes(name, master) for name in scenarios.SCENARIOS)]
+    if unknown:
+        raise SystemExit(f"no scenario has mode {', '.join(unknown)}")
+    return {
+        name: select_modes(name, master, [m for m in wanted if m in modes(name, master)])
+        for name in scenarios.SCENARIOS
+    }
+
+
 def _own_scale(table: dict, scale: str) -> dict:
     """driver-crash's and streaming-catch-up's sizes: smoke runs their small sizes, large their medium ones."""
     return table.get(scale) or table["small" if scale == "smoke" else "medium"]

@@ -117,6 +117,18 @@ def test_modes_chooses_a_subset_in_the_scenarios_order_with_vanilla_and_recovery
         harness.select_modes("transient-failure", wanted=["nofault", "recovery"])
 
 
+def test_run_all_gives_each_scenario_the_listed_modes_it_has():
+    chosen = harness.select_modes_of_all(wanted=["recovery", "nofault", "vanilla"])
+    assert chosen["overhead"] == ("vanilla", "recovery")
+    assert chosen["executor-crash"] == ("nofault", "vanilla", "recovery")
+    assert chosen["streaming-catch-up"] == ("vanilla", "recovery")
+    assert harness.select_modes_of_all()["executor-crash"] == harness.modes("executor-crash")
+    with pytest.raises(SystemExit, match="no scenario has mode nofalut"):
+        harness.select_modes_of_all(wanted=["nofalut", "vanilla", "recovery"])
+    with pytest.raises(SystemExit, match="must include vanilla and recovery"):
+        harness.select_modes_of_all(wanted=["nofault", "recovery"])
+
+
 def test_without_the_failure_free_run_the_backoff_is_still_reported():
     runs = {"vanilla": run("vanilla", 40.0), "recovery": run("recovery", 14.0)}
     runs["recovery"]["recovery_report"] = {"runs": [{"restart_decisions": [{"restart": True, "backoff_ms": 1000}]}]}

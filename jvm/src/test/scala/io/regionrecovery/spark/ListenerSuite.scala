@@ -223,6 +223,7 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     agent.honourFence() // what the agent's thread does once a second, and at executor stop
     assert(served.forall(o => !dataFile(o).exists()), "a thawed, fenced executor must not serve its outputs")
     agent.store.deleteApp(agent.appKey)
+    java.nio.file.Files.delete(root) // empty once the application is deleted
   }
 
   test("stopping the context stops the state; the next application gets a new one") {

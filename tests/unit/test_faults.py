@@ -93,3 +93,11 @@ def test_a_gated_transient_failure_waits_for_its_gate_before_failing(tmp_path):
     gate.touch()
     t.join(10)
     assert failed_at and failed_at[0] >= opened
+
+
+def test_signal_if_same_leaves_an_unreaped_zombie_alone(child):
+    started = faults.start_time(child.pid)
+    child.kill()
+    assert faults.wait_gone(child.pid, timeout=10)
+    assert faults.start_time(child.pid) == started  # still in the process table, not reaped
+    assert not faults.signal_if_same(child.pid, started, signal.SIGKILL)

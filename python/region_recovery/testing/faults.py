@@ -73,12 +73,14 @@ def is_running(pid: int, started: int | None) -> bool:
 
 
 def signal_if_same(pid: int, started: int | None, sig: int = signal.SIGKILL) -> bool:
-    """Signals `pid` only if it is still the process that started at `started`; True if it was sent.
+    """Signals `pid` only if it is still the process that started at `started` and has not exited; True if
+    it was sent.
 
     For clean-ups of processes a test saw earlier and whose parent may since have died (orphans are
-    no longer in our tree): a recycled pid is never touched.
+    no longer in our tree): a recycled pid is never touched, and neither is a zombie (an orphan's new
+    parent may reap it late: it exited on its own and must not be counted as killed).
     """
-    if started is None or start_time(pid) != started:
+    if not is_running(pid, started):
         return False
     try:
         os.kill(pid, sig)

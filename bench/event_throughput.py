@@ -1,7 +1,11 @@
 """Event path cost: the listener's time per event on Spark's listener thread, and how many events
 per second Python drains and decodes.
 
-    python bench/event_throughput.py [--tasks 20000] [--master local-cluster[2,1,1024]]
+    python bench/event_throughput.py [--tasks 20000] [--master local-cluster[2,1,1024]] [--conf KEY=VALUE ...]
+
+The settings are region_recovery.configure()'s (retained outputs on where free, as users get them);
+`--conf spark.regionRecovery.retained.enabled=false` measures the event path without retention, as
+the result committed on 2026-11-22 did (retention became configure()'s default on 2026-11-24).
 
 1. Listener thread: Spark times every listener class on its listener-bus thread
    (LiveListenerBusMetrics); we read that timer for RegionRecoveryListener after a job of
@@ -25,8 +29,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # run as a file: bench.__main__'s parser
 
+from bench.__main__ import _conf  # noqa: E402
 from region_recovery import configure  # noqa: E402
+from region_recovery.jvm import events as ev  # noqa: E402
 from region_recovery.jvm.gateway import jvm_bridge  # noqa: E402
 from region_recovery.jvm.wire import decode_batch  # noqa: E402
 from region_recovery.model import LiveModel  # noqa: E402
@@ -37,6 +44,7 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=20_000)
     p.add_argument("--master", default="local-cluster[2,1,1024]")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "event_throughput.json"))
+    p.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE", help="a Spark setting")
     args = p.parse_args()
 
     from pyspark.sql import SparkSession
@@ -48,8 +56,10 @@ def main() -> None:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.regionRecovery.eventBuffer.capacity", str(4 * args.tasks + 10_000))
+        .config("spark.regionRecovery.eventBuffer.capacity", str(5 * args.tasks + 10_000))
     )
+    for key, value in args.conf:
+        builder = builder.config(key, value)
     spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     sc = spark.sparkContext
@@ -93,12 +103,16 @@ def main() -> None:
         model.apply_batch(b)
     apply_s = time.perf_counter() - t0
     status = json.loads(state.statusJson())
+    retained = spark.conf.get("spark.regionRecovery.retained.enabled", "false")
     spark.stop()
 
     bytes_total = sum(len(d) for d in raw)
     result = {
         "tasks": args.tasks,
         "master": args.master,
+        "conf": dict(args.conf),
+        "retained_enabled": retained,
+        "outputs_retained": sum(isinstance(e, ev.MapOutputRetained) for b in batches for e in b.events),
         "events": n,
         "job_wall_s": round(job_s, 2),
         "listener_thread": {

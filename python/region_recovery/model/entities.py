@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..jvm import events as ev
 from ..jvm.events import Determinism
 from .executors import ExecutorLoss
 
@@ -22,22 +21,6 @@ class ExecutorState:
     removed_time: int | None = None
     loss: ExecutorLoss | None = None
     removals: int = 0  # how many ExecutorRemoved events Spark posted (duplicates happen)
-
-
-@dataclass(frozen=True)
-class OutputEvidence:
-    """What the shuffle IO hook reported about a map output's content (the driver's guard compares it)."""
-
-    map_id: int
-    bytes: int
-    records: int = -1  # order-independent, blind to a change that keeps the count
-    checksums: int = 0  # how many per-partition checksums Spark gave (0: checksums off)
-    checksum_digest: int = 0  # of Spark's per-partition checksums: order-dependent
-    lengths_digest: int = 0  # of the per-partition (compressed) lengths: order-dependent under compression
-
-    @classmethod
-    def of(cls, e: ev.MapOutputCommitted) -> OutputEvidence:
-        return cls(e.map_id, e.bytes, e.records, e.checksums, e.checksum_digest, e.lengths_digest)
 
 
 @dataclass
@@ -56,7 +39,6 @@ class MapOutput:
     lost_reason: str | None = None
     computations: int = 1  # 1 = computed once; more = recomputed after a loss or a retry
     committed_bytes: int | None = None  # confirmed by the shuffle IO hook
-    evidence: OutputEvidence | None = None  # its content, as the shuffle IO hook reported it
     records: int = -1  # records written, as the task's metrics say
     retained_bytes: int | None = None  # kept in the retained directory (survives the executor)
     retained_checksum: int | None = None
@@ -75,8 +57,6 @@ class Recomputation:
     bytes_after: int = -1
     map_id_before: int = -1  # the task that wrote the replaced output, and the recomputing task
     map_id_after: int = -1
-    evidence_before: OutputEvidence | None = None
-    evidence_after: OutputEvidence | None = None
     records_before: int = -1  # from the tasks' metrics (also without the shuffle IO hook)
     records_after: int = -1
 
@@ -96,7 +76,7 @@ class Shuffle:
     # retention reports that overtook their TaskEnd, by map id (bytes, checksum)
     pending_retained: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     # commit reports that overtook their TaskEnd, by map id
-    pending_commits: dict[int, OutputEvidence] = field(default_factory=dict, repr=False)
+    pending_commits: dict[int, int] = field(default_factory=dict, repr=False)  # map id -> committed bytes
 
     def available_count(self) -> int:
         return sum(1 for o in self.outputs.values() if o.available)

@@ -19,7 +19,6 @@ from .entities import (
     Failure,
     Job,
     MapOutput,
-    OutputEvidence,
     Recomputation,
     Shuffle,
     Stage,
@@ -378,13 +377,9 @@ class LiveModel:
         sh = self._shuffle(e.shuffle_id)
         out = sh.outputs.get(e.map_index)
         if out is not None and out.map_id == e.map_id:
-            out.committed_bytes, out.evidence = e.bytes, OutputEvidence.of(e)
-            for r in reversed(sh.recomputations):  # the report came after the TaskEnd that recorded it
-                if r.map_index == e.map_index and r.map_id_after == e.map_id and r.evidence_after is None:
-                    r.evidence_after = out.evidence
-                    break
+            out.committed_bytes = e.bytes
         else:  # the commit report overtook the TaskEnd: remember it until the task ends
-            sh.pending_commits[e.map_id] = OutputEvidence.of(e)
+            sh.pending_commits[e.map_id] = e.bytes
 
     # ---- helpers -------------------------------------------------------------------------
     def _shuffle(self, shuffle_id: int) -> Shuffle:
@@ -421,8 +416,7 @@ class LiveModel:
             records=e.shuffle_records_written,
         )
         if e.task_id in sh.pending_commits:
-            out.evidence = sh.pending_commits.pop(e.task_id)
-            out.committed_bytes = out.evidence.bytes
+            out.committed_bytes = sh.pending_commits.pop(e.task_id)
         if e.task_id in sh.pending_retained:
             out.retained_bytes, out.retained_checksum = sh.pending_retained.pop(e.task_id)
         if old is not None:
@@ -441,8 +435,6 @@ class LiveModel:
                         out.bytes,
                         old.map_id,
                         out.map_id,
-                        old.evidence,
-                        out.evidence,
                         old.records,
                         out.records,
                     )

@@ -87,14 +87,13 @@ def main(argv=None) -> int:
         for path in plot.plot_all():
             print(path)
         return 0
-    names = list(scenarios.SCENARIOS) if args.scenario == "all" else [args.scenario]
     wanted = (  # an unknown mode fails before anything runs
         harness.select_modes_of_all(args.master, args.modes)
         if args.scenario == "all"
         else {args.scenario: harness.select_modes(args.scenario, args.master, args.modes)}
     )
     failed = []
-    for name in names:
+    for name, modes in wanted.items():
         out = args.out
         if out and args.scenario == "all":
             os.makedirs(out, exist_ok=True)
@@ -108,7 +107,7 @@ def main(argv=None) -> int:
                 sf=args.sf,
                 queries=args.queries,
                 conf=dict(args.conf),
-                only=list(wanted[name]),
+                only=list(modes),
             )
         except (harness.ChecksumMismatch, RuntimeError) as e:  # report it, go on with the other scenarios
             print(f"ERROR: {name}: {e}", file=sys.stderr)

@@ -4,7 +4,6 @@ application, each looking only at the stages it ran."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from operator import add
@@ -24,9 +23,7 @@ def test_executor_loss_and_fetch_failures_planned_versus_actual(shared_cluster, 
     def slow(rows):
         # B's tasks hold until the kill: one that finished on the victim first would lose its own output
         # too, and Spark's rerun of it is not a restart of this failure (a fixed sleep raced under load)
-        deadline = time.monotonic() + 120
-        while not os.path.exists(release) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        faults.wait_for_gate(release)
         return list(rows)
 
     first = c.sc.parallelize(range(4000), 6).map(lambda x: (x % 60, 1)).reduceByKey(add, 4)  # map stage A

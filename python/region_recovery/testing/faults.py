@@ -141,6 +141,17 @@ def wait_gone(pid: int, timeout: float = 30.0) -> bool:
     return False
 
 
+def wait_for_gate(gate: str, timeout_s: float = 120.0) -> bool:
+    """In a task: waits (at most `timeout_s`) until the file `gate` exists, which the test creates once
+    whatever must happen first has happened; True if it did."""
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(gate):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def transient_failure(state_dir: str, partitions, times: int, gate: str | None = None, gate_timeout_s: float = 120.0):
     """A function for mapPartitionsWithIndex that fails `times` times per chosen partition, then passes.
 
@@ -160,9 +171,7 @@ def transient_failure(state_dir: str, partitions, times: int, gate: str | None =
                     continue
                 os.close(fd)
                 if gate is not None:
-                    deadline = time.monotonic() + gate_timeout_s
-                    while not os.path.exists(gate) and time.monotonic() < deadline:
-                        time.sleep(0.05)
+                    wait_for_gate(gate, gate_timeout_s)
                 raise RuntimeError(f"injected transient fault {n + 1} of {times} in partition {index}")
         return rows
 

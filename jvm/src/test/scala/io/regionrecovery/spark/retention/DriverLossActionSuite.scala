@@ -131,7 +131,9 @@ class DriverLossActionSuite extends AnyFunSuite {
       agent.leaseTick()
       answer = None
       advance(20000L)
-      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L) // another executor of the host
+      // another executor of the host; +1 ms: in the same millisecond as this agent's own renewal, the lease would
+      // look unchanged (contents and modification time) and the renewal would go unseen
+      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30001L)
       agent.leaseTick()
       advance(11000L) // 31 s silent, the other's renewal 11 s ago
       agent.leaseTick()

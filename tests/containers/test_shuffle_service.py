@@ -1,10 +1,11 @@
 """The external shuffle service on a worker host, with and without the plugin.
 
-One worker host (127.0.0.11, two executors) runs Spark's external shuffle service. Retained outputs
-and the service are alternatives: with both on, the application refuses to start and says why. The
-plugin without retention coexists with the service; an executor SIGKILL between two actions is
-measured against plain Spark with the service (map tasks of the second action, from Spark's status
-tracker). Each driver is its own process, so the plain one really runs without the plugin.
+One worker host (127.0.0.11, two executors) runs Spark's external shuffle service. Beside it, retention
+adopts nothing (the service serves a lost executor's outputs) and only keeps files for job recovery
+(tests/integration/test_job_recovery_shuffle_service.py). The plugin, without and with retention, coexists
+with the service; an executor SIGKILL between two actions is measured against plain Spark with the service
+(map tasks of the second action, from Spark's status tracker). Each driver is its own process, so the plain
+one really runs without the plugin.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ DRIVER = Path(__file__).with_name("shuffle_service_driver.py")
 MEASURED: dict[str, dict] = {}
 
 
-def run_driver(cluster, mode: str, workdir: Path, kill: bool = True) -> dict:
+def run_driver(cluster, mode: str, workdir: Path) -> dict:
     workdir.mkdir()
     env = dict(os.environ, PYSPARK_PYTHON="python3")
     log = open(workdir / "driver.log", "w")
@@ -35,7 +36,7 @@ def run_driver(cluster, mode: str, workdir: Path, kill: bool = True) -> dict:
         deadline = time.monotonic() + 240
         while not (workdir / "ready").exists() and driver.poll() is None and time.monotonic() < deadline:
             time.sleep(0.3)
-        if (workdir / "ready").exists() and kill:
+        if (workdir / "ready").exists():
             (host,) = cluster.workers
             pids = host.java_pids("CoarseGrainedExecutorBackend")
             assert len(pids) == 2, pids
@@ -53,10 +54,11 @@ def run_driver(cluster, mode: str, workdir: Path, kill: bool = True) -> dict:
     return json.loads(out.read_text())
 
 
-def test_retention_and_the_shuffle_service_together_are_refused_clearly(shuffle_service_host, tmp_path):
-    got = run_driver(shuffle_service_host, "retained", tmp_path / "retained", kill=False)
-    assert "refused" in got, got
-    assert "spark.shuffle.service.enabled" in got["refused"], got["refused"]
+def test_retention_beside_the_shuffle_service_leaves_the_outputs_to_it(shuffle_service_host, tmp_path):
+    got = run_driver(shuffle_service_host, "retained", tmp_path / "retained")
+    assert "refused" not in got, got
+    assert got["correct"] and got["map_tasks_after"] == 0, got  # the service served the killed executor's outputs
+    assert not shuffle_service_host.wait_no_retained_bytes(), "the application's retained files outlived it"
 
 
 def test_the_plugin_coexists_with_the_shuffle_service_after_an_executor_sigkill(shuffle_service_host, tmp_path):

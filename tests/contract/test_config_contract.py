@@ -85,6 +85,7 @@ PROBES = {
         *["", " ", "spark.files", " spark.files , spark.myjob.* ", "spark.a,spark.b", "spark.a,", ",", "a b"],
         *["spark.*", "*", "spark.x*y", "spark.é", "spark.a;rm", "\u00a0spark.a", "\x1fspark.a\x00"],
     ],
+    "env-name": ["NODE_NAME", " _X1 ", "", "1NODE", "NODE-NAME", "a.b", "x" * 128, "x" * 129, "é", "\u00a0NODE"],
     "uri": ["/tmp/jobs", "hdfs://nn:8020/jobs", "file:/tmp/x", "s3a://bucket/p", "", "relative", "1x://y", "hdfs:"],
 }
 CHOICE_EXTRA = ["", "nonsense", "REGION", "Fixed-Delay", "JOB-END", "\u00a0full", "\tfull\x00"]

@@ -229,8 +229,8 @@ spark.stop()
 
 @pytest.mark.parametrize(
     "key,value",
-    [("spark.shuffle.service.enabled", "true"), ("spark.shuffle.checksum.enabled", "false")],
-    ids=["external-shuffle-service", "checksums-off"],
+    [("spark.shuffle.push.enabled", "true"), ("spark.shuffle.checksum.enabled", "false")],
+    ids=["push-based-shuffle", "checksums-off"],
 )
 def test_retention_refuses_to_start_where_adoption_is_untested_or_unverifiable(tmp_path, plugin_jar, key, value):
     """In a fresh driver (settings of a failed start would leak into later sessions of this process)."""

@@ -339,7 +339,7 @@ def test_a_typo_in_the_first_part_of_a_key_is_a_warning_with_a_suggestion(caplog
         "region-recovery: Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') "
         "is ignored. Did you mean spark.regionRecovery.restart-strategy.type? Known keys start with "
         "spark.regionRecovery. and one of: eventBuffer, execution, failover, failover-strategy, job-event, "
-        "job-recovery, restart-strategy, retained, streaming (`region-recovery config` lists them)."
+        "job-recovery, restart-strategy, retained, shuffleIo, streaming (`region-recovery config` lists them)."
     )
     assert (
         f"key {PREFIX}retaind.enabled (value 'true') is ignored. Did you mean {PREFIX}retained.enabled?"

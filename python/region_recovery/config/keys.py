@@ -11,6 +11,7 @@ from .parsers import (
     DURATION_FORMS,
     parse_attempts_or_unlimited,
     parse_duration_ms,
+    parse_env_name,
     parse_jitter,
     parse_job_id,
     parse_multiplier,
@@ -315,6 +316,62 @@ RETAINED_LEASE_TIMEOUT = duration(
     section=_RETAINED,
 )
 
+RETAINED_NODE_ENV = register(
+    ConfigKey(
+        PREFIX + "retained.nodeEnv",
+        "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME",
+        parse_env_name,
+        "an environment variable's name; empty = always the host",
+        (
+            "The environment variable in which an executor finds the name of its node: a live executor on the "
+            "lost executor's node adopts its outputs, and leases, fences and cleanup work per node. Unset or "
+            "empty in the executor's environment: the node is the executor's host. On Kubernetes every executor "
+            "pod is its own host; a pod template sets this variable from the downward API (`spec.nodeName`), and "
+            "the node's executor pods share a `hostPath` volume holding both `spark.local.dir` and `retained.dir` "
+            "(docs/kubernetes.md)."
+        ),
+        "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME",
+        type="env-name",
+        read_by="jvm",
+        section=_RETAINED,
+    )
+)
+RETAINED_REATTACH_TIMEOUT = duration(
+    PREFIX + "retained.reattachTimeout",
+    "0 ms",
+    (
+        "How long a lost executor's outputs stay registered when no live executor is on its node, waiting for "
+        "a new executor that mounts its volume (Spark's persistent volume claim reuse on Kubernetes): that "
+        "executor finds the lost one's retained files, verifies them and the outputs are registered at it, so "
+        "no map task re-runs. Past the timeout they are unregistered and recomputed. A task that fetches from "
+        "the lost executor during the wait fails and Spark recomputes what it read, as without the wait."
+    ),
+    accepted_extra="; 0 = off",
+    shown_default="0",
+    read_by="jvm",
+    section=_RETAINED,
+)
+LOCAL_DISK_SHUFFLE_IO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
+KUBERNETES_SHUFFLE_IO = "org.apache.spark.shuffle.KubernetesLocalDiskShuffleDataIO"
+SHUFFLE_IO_DELEGATE = choice(
+    PREFIX + "shuffleIo.delegate",
+    LOCAL_DISK_SHUFFLE_IO,
+    {
+        LOCAL_DISK_SHUFFLE_IO.lower(): LOCAL_DISK_SHUFFLE_IO,
+        "local-disk": LOCAL_DISK_SHUFFLE_IO,
+        KUBERNETES_SHUFFLE_IO.lower(): KUBERNETES_SHUFFLE_IO,
+        "kubernetes-local-disk": KUBERNETES_SHUFFLE_IO,
+    },
+    f"{LOCAL_DISK_SHUFFLE_IO} (local-disk), {KUBERNETES_SHUFFLE_IO} (kubernetes-local-disk)",
+    (
+        "The shuffle IO that `io.regionrecovery.spark.RegionRecoveryShuffleDataIO` wraps (both write the same "
+        "local-disk files). KubernetesLocalDiskShuffleDataIO adds Spark's own recovery of shuffle files from a "
+        "reused persistent volume claim, beside the plugin's (docs/kubernetes.md says what each covers)."
+    ),
+    read_by="jvm",
+    section=_RETAINED,
+)
+
 _JOB_RECOVERY = "Batch job recovery after a driver crash"
 _JR = PREFIX + "job-recovery."
 
@@ -577,6 +634,7 @@ def check_streaming_intervals(conf: Mapping[str, Any]) -> None:
 
 
 register_namespace(PREFIX + "retained")
+register_namespace(PREFIX + "shuffleIo")
 register_namespace(PREFIX + "restart-strategy")
 register_namespace(PREFIX + "failover")
 register_namespace(PREFIX + "eventBuffer")

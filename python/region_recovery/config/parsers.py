@@ -186,6 +186,17 @@ def parse_job_id(text: str) -> str:
     return job_id
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def parse_env_name(text: str) -> str:
+    """An environment variable's name; empty means unset."""
+    name = _trim(text)
+    if name and not _ENV_NAME.fullmatch(name):
+        raise ValueError("not an environment variable name: a letter or '_', then letters, digits or '_'")
+    return name
+
+
 def parse_uri(text: str) -> str:
     """A Hadoop FileSystem URI (scheme:...) or an absolute local path; empty means the default."""
     uri = _trim(text)

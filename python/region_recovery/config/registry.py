@@ -30,7 +30,19 @@ class ConfigError(ValueError, RegionRecoveryError):
         self.value = value
 
 
-TYPES = ("boolean", "int", "duration", "bytes", "double", "choice", "int-or-unlimited", "path", "job-id", "uri")
+TYPES = (
+    "boolean",
+    "int",
+    "duration",
+    "bytes",
+    "double",
+    "choice",
+    "int-or-unlimited",
+    "path",
+    "job-id",
+    "uri",
+    "env-name",
+)
 
 
 @dataclass(frozen=True)

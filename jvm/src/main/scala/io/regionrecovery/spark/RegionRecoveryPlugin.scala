@@ -15,7 +15,8 @@ import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException}
 import io.regionrecovery.spark.jobrecovery.JobRecovery
 import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
-import io.regionrecovery.spark.retention.{RetentionDecision, RetentionPolicy, RetentionPreconditions}
+import io.regionrecovery.spark.retention.{RetentionDecision, RetentionDeployment, RetentionPolicy}
+import io.regionrecovery.spark.retention.{RetentionPreconditions, SparkCoordinatorActions}
 import io.regionrecovery.spark.retention.RetentionRecords
 
 /**
@@ -59,8 +60,11 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     else {
       val root = RetainedStore.root(settings.retention.dir)
       val incarnation = RetainedStore.newIncarnation()
-      val coordinator = new RetentionCoordinator(sc, new RetainedStore(root), state.offer, new UiRetentionRecords(sc),
-        RetentionPolicy.fromSettings(settings.retention), incarnation)
+      val deployment = RetentionDeployment(settings.retention.reattachTimeoutMs,
+        RetentionPreconditions.shuffleService(settings.spark))
+      val coordinator = new RetentionCoordinator(new SparkCoordinatorActions(sc), new RetainedStore(root), state.offer,
+        new UiRetentionRecords(sc), RetentionPolicy.fromSettings(settings.retention), incarnation, Clock.System,
+        deployment)
       logInfo(s"region-recovery: retained shuffle outputs on, under ${coordinator.store.root} " +
         s"(this driver's incarnation $incarnation)")
       Some(coordinator)
@@ -76,7 +80,7 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     val extraConf = new java.util.HashMap[String, String]()
     retention.foreach { r =>
       RetentionDecision(r.incarnation, settings.retention.dir, RetentionPreconditions.isAuto(settings),
-        settings.retention.leaseTimeoutMs, jobRecovery.map(jr => (jr.jobId, jr.windowMs)))
+        settings.retention.leaseTimeoutMs, jobRecovery.map(jr => (jr.jobId, jr.windowMs)), settings.retention.nodeEnv)
         .forExecutors.foreach { case (k, v) => extraConf.put(k, v) }
     }
     extraConf.put(ChangeGuard.AskCommitsConfKey, guard.isDefined.toString)

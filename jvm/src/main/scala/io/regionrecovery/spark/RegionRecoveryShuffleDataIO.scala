@@ -9,18 +9,33 @@ import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
 import io.regionrecovery.spark.core._
+import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputComparison}
 import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 
 /**
- * `spark.shuffle.sort.io.plugin.class` hook: Spark's local-disk shuffle IO, unchanged, plus reports.
- * The driver part reports shuffle registration and removal (ContextCleaner posts no listener event
- * for it); the executor part reports every committed map output to the driver through the plugin.
+ * `spark.shuffle.sort.io.plugin.class` hook: Spark's local-disk shuffle IO (or, by
+ * `spark.regionRecovery.shuffleIo.delegate`, Spark's Kubernetes variant of it, which also recovers
+ * files from a reused volume claim), unchanged, plus reports. The driver part reports shuffle
+ * registration and removal (ContextCleaner posts no listener event for it); the executor part
+ * reports every committed map output to the driver through the plugin.
  */
 class RegionRecoveryShuffleDataIO(conf: SparkConf) extends ShuffleDataIO {
-  private val delegate = new LocalDiskShuffleDataIO(conf)
+  private val delegate: ShuffleDataIO = RegionRecoveryShuffleDataIO.delegateFor(conf)
   override def executor(): ShuffleExecutorComponents = new ReportingExecutorComponents(delegate.executor())
   override def driver(): ShuffleDriverComponents = new ReportingDriverComponents(delegate.driver())
+}
+
+object RegionRecoveryShuffleDataIO {
+  /** The configured delegate; both accepted classes take the SparkConf, as Spark's ShuffleDataIOUtils calls them. */
+  def delegateFor(conf: SparkConf): ShuffleDataIO =
+    ConfigKeys.ShuffleIoDelegate.read(conf.getOption) match {
+      case ConfigKeys.LocalDiskShuffleIo => new LocalDiskShuffleDataIO(conf)
+      case other =>
+        Class.forName(other, true,
+          Option(Thread.currentThread().getContextClassLoader).getOrElse(getClass.getClassLoader))
+          .getConstructor(classOf[SparkConf]).newInstance(conf).asInstanceOf[ShuffleDataIO]
+    }
 }
 
 class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends ShuffleDriverComponents {
@@ -50,14 +65,16 @@ class ReportingDriverComponents(delegate: ShuffleDriverComponents) extends Shuff
   }
 
   /**
-   * With retention on (and the plugin loaded, which adopts the outputs of lost executors), Spark
+   * With retention on (and the plugin loaded, which adopts the outputs of lost executors; not beside the
+   * external shuffle service, which serves them and where Spark keeps its own rules), Spark
    * must not unregister a lost executor's map outputs itself: DAGScheduler.handleExecutorLost
    * computes fileLost = !supportsReliableStorage && (workerHost.isDefined || !externalShuffleService),
    * and TaskSetManager.executorLost skips its Resubmitted path. The coordinator decides instead.
    */
   override def supportsReliableStorage(): Boolean = {
     val s = CurrentApplication.current
-    (s != null && !s.stopped && s.features.retention.isDefined) || delegate.supportsReliableStorage()
+    (s != null && !s.stopped && s.features.retention.exists(!_.deployment.shuffleService)) ||
+    delegate.supportsReliableStorage()
   }
 }
 
@@ -112,8 +129,9 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
     val agent = RetentionAgent.current
     val retained = if (agent == null) None else Some(agent.retain(shuffleId, mapId))
     retained.foreach { case (files, bytes) =>
+      // the node, not the host: the driver counts retained bytes and finds adopters per node
       if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
-        if (tc == null) -1 else tc.partitionId(), agent.executorId, host, bytes, files,
+        if (tc == null) -1 else tc.partitionId(), agent.executorId, agent.nodeOrElse(host), bytes, files,
         RetainedStore.digest(checksums, partitionLengths)))
     }
   }

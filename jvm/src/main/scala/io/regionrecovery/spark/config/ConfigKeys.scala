@@ -1,5 +1,7 @@
 package io.regionrecovery.spark.config
 
+import java.util.Locale
+
 import io.regionrecovery.spark.config.ConfigType._
 
 /**
@@ -17,6 +19,9 @@ object ConfigKeys {
   val BytesForms: String =
     "a whole number with a binary unit b, k/kb/KiB, m/mb/MiB, g/gb/GiB, t/tb/TiB or p/pb/PiB, any case " +
       "(e.g. '64m', '1g', '512 MiB'); a bare number means bytes"
+
+  val LocalDiskShuffleIo = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
+  val KubernetesShuffleIo = "org.apache.spark.shuffle.KubernetesLocalDiskShuffleDataIO"
 
   private def aliases(groups: (String, Seq[String])*): Seq[(String, String)] =
     groups.flatMap { case (canonical, names) => names.map(_ -> canonical) }
@@ -147,6 +152,35 @@ object ConfigKeys {
       "driver that crashed), timed on its monotonic clock. An executor that stops while its driver does not answer " +
       "deletes them at once.", ReadBy.Jvm)
 
+  val RetainedNodeEnv: ConfigKey[String] = ConfigKey(Prefix + "retained.nodeEnv", EnvNameType,
+    "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME", "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME",
+    "an environment variable's name; empty = always the host",
+    "The environment variable in which an executor finds the name of its node: a live executor on the lost " +
+      "executor's node adopts its outputs, and leases, fences and cleanup work per node. Unset or empty in the " +
+      "executor's environment: the node is the executor's host. On Kubernetes every executor pod is its own " +
+      "host; a pod template sets this variable from the downward API (spec.nodeName), and the node's executor " +
+      "pods share a hostPath volume holding both spark.local.dir and retained.dir (docs/kubernetes.md).",
+    ReadBy.Jvm)
+
+  val RetainedReattachTimeout: ConfigKey[Long] = ConfigKey(Prefix + "retained.reattachTimeout", DurationType(None),
+    0L, "0", DurationForms + "; 0 = off",
+    "How long a lost executor's outputs stay registered when no live executor is on its node, waiting for a new " +
+      "executor that mounts its volume (Spark's persistent volume claim reuse on Kubernetes): that executor finds " +
+      "the lost one's retained files, verifies them and the outputs are registered at it, so no map task re-runs. " +
+      "Past the timeout they are unregistered and recomputed. A task that fetches from the lost executor during " +
+      "the wait fails and Spark recomputes what it read, as without the wait.", ReadBy.Jvm)
+
+  val ShuffleIoDelegate: ConfigKey[String] = ConfigKey(Prefix + "shuffleIo.delegate",
+    ChoiceType(Seq(LocalDiskShuffleIo.toLowerCase(Locale.ROOT) -> LocalDiskShuffleIo,
+      "local-disk" -> LocalDiskShuffleIo,
+      KubernetesShuffleIo.toLowerCase(Locale.ROOT) -> KubernetesShuffleIo,
+      "kubernetes-local-disk" -> KubernetesShuffleIo)),
+    LocalDiskShuffleIo, LocalDiskShuffleIo,
+    s"$LocalDiskShuffleIo (local-disk), $KubernetesShuffleIo (kubernetes-local-disk)",
+    "The shuffle IO that io.regionrecovery.spark.RegionRecoveryShuffleDataIO wraps (both write the same " +
+      "local-disk files). KubernetesLocalDiskShuffleDataIO adds Spark's own recovery of shuffle files from a reused " +
+      "persistent volume claim, beside the plugin's (docs/kubernetes.md says what each covers).", ReadBy.Jvm)
+
   // ---- batch job recovery after a driver crash (FLIP-383's keys after the prefix) ---------------------
 
   private val JR = Prefix + "job-recovery."
@@ -265,7 +299,8 @@ object ConfigKeys {
     FailureRateDelay, ExponentialInitialBackoff, ExponentialMaxBackoff, ExponentialMultiplier,
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
     RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
-    RetainedRelease, RetainedLeaseTimeout, JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
+    RetainedRelease, RetainedLeaseTimeout, RetainedNodeEnv, RetainedReattachTimeout, ShuffleIoDelegate,
+    JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
     JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryDir, JobRecoveryWorkerTimeout, JobRecoveryWindow,
     JobEventWriteBufferSize, JobEventFlushInterval,
     CheckpointingInterval, CheckpointingIntervalDuringBacklog, CheckpointingDuringRecovery, StreamingInitialBatch,

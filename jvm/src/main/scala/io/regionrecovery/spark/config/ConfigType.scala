@@ -168,6 +168,19 @@ object ConfigType {
     def json(value: String): String = io.regionrecovery.spark.core.Json.str(value)
   }
 
+  /** An environment variable's name: a letter or '_', then letters, digits or '_'; empty means unset. */
+  case object EnvNameType extends ConfigType[String]("env-name") {
+    private val Allowed = "[A-Za-z_][A-Za-z0-9_]{0,127}".r
+    def parse(raw: String): String = {
+      val name = raw.trim
+      if (name.nonEmpty && !Allowed.matches(name))
+        throw new IllegalArgumentException(
+          "not an environment variable name: a letter or '_', then letters, digits or '_'")
+      name
+    }
+    def json(value: String): String = io.regionrecovery.spark.core.Json.str(value)
+  }
+
   /**
    * Setting names, comma-separated: each a name, or a prefix ending in '*'; letters, digits and
    * '.', '_', '-' only. Empty means none. Whitespace around each name is ignored.

@@ -53,6 +53,10 @@ final class RetentionSettings private[config] (lookup: String => Option[String])
   lazy val maxBytesPerHost: Long = RetainedMaxBytes.read(lookup)
   /** `retained.leaseTimeout`. */
   lazy val leaseTimeoutMs: Long = RetainedLeaseTimeout.read(lookup)
+  /** `retained.nodeEnv` ("" = the node is always the host). */
+  lazy val nodeEnv: String = RetainedNodeEnv.read(lookup)
+  /** `retained.reattachTimeout` (0 = no wait for a reattached volume). */
+  lazy val reattachTimeoutMs: Long = RetainedReattachTimeout.read(lookup)
 }
 
 /** The job-recovery keys beyond `job-recovery.enabled`; each is parsed once, when first read. */

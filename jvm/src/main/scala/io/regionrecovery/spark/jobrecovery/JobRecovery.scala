@@ -141,7 +141,7 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
     val partialOk = rec.partialAllowed && rec.splitSignature.isDefined && splitNow == rec.splitSignature
     val byHost = rec.outputs.groupBy(_.host)
     waitForAgents(byHost.keySet)
-    val agentsByHost = actions.liveAgents.groupBy(_.host)
+    val agentsByHost = actions.liveAgents.groupBy(_.node) // a recorded output's host is the node holding its copy
     val served = Seq.newBuilder[(RecordedOutput, RecoverRef, AgentInfo, Array[Long], Long, BlockManagerId)]
     val failures = Seq.newBuilder[String]
     byHost.toSeq.sortBy(_._1).foreach { case (host, outs) =>
@@ -191,7 +191,7 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
         (o.mapIndex, at, lengths, ref.mapId, o.rowChecksum)
       })
     ok.foreach { case (o, ref, agent, _, bytes, _) =>
-      actions.recoveredOutput(sid, ref.mapId, o.mapIndex, agent.executorId, agent.host, bytes, o.digest)
+      actions.recoveredOutput(sid, ref.mapId, o.mapIndex, agent.executorId, agent.node, bytes, o.digest)
     }
     val bytes = ok.map(_._5).sum
     decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recovered,
@@ -203,7 +203,7 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
   /** Waits until each host has a live agent, or until the previous-worker timeout from the driver's start. */
   private def waitForAgents(hosts: Set[String]): Unit = {
     val deadline = startedAt + workerTimeoutMs
-    def missing = hosts -- actions.liveAgents.map(_.host)
+    def missing = hosts -- actions.liveAgents.map(_.node)
     while (missing.nonEmpty && clock.millis() < deadline) actions.sleep(50)
   }
 

@@ -4,8 +4,9 @@ package io.regionrecovery.spark.retention
  * What the coordinator does with a lost executor's registered outputs, decided by the policy alone
  * (a pure function, so every rule is tested without Spark): which live agent adopts them and why,
  * or why none does; which outputs are offered to it and which are refused, with the reason that the
- * MapOutputUnregistered event carries. Adoption stays on the lost executor's host: the adopter links
- * the retained files, which are on that host's disks.
+ * MapOutputUnregistered event carries. Adoption stays on the lost executor's node (its host unless
+ * the executors' environment names a node): the adopter links the retained files, which are on that
+ * node's disk.
  *
  * @param adopter the chosen agent, None when nothing is adopted
  * @param reason  why this adopter was chosen, or why none was (recorded in the history JSON)
@@ -18,36 +19,50 @@ final case class AdoptionDecision[O](adopter: Option[AgentInfo], reason: String,
 object AdoptionDecision {
 
   /**
-   * The adopter among `live` agents for the outputs of `lostExecutor` on `host`: an avoided host has
-   * none; executors of the host that the policy avoids are never chosen; the first preferred one
-   * that is left wins; otherwise the lowest executor id (string order), as before policies existed.
+   * The adopter among `live` agents for the outputs of `lostExecutor` on `node`: an avoided node (a
+   * policy's avoided host names it) has none; executors of the node that the policy avoids are never
+   * chosen; the first preferred one that is left wins; otherwise the lowest executor id (string
+   * order), as before policies existed.
    */
-  def chooseAdopter(policy: RetentionPolicy, lostExecutor: String, host: String,
+  def chooseAdopter(policy: RetentionPolicy, lostExecutor: String, node: String,
       live: Seq[AgentInfo]): Either[String, (AgentInfo, String)] = {
-    if (host == null) return Left("the lost executor's host is unknown")
-    if (policy.avoidedHosts.contains(host)) return Left(RetentionPolicy.avoidedHostReason(host))
-    val onHost = live.filter(a => a.host == host && a.executorId != lostExecutor).sortBy(_.executorId)
-    val allowed = onHost.filterNot(a => policy.avoidedExecutors.contains(a.executorId))
-    if (onHost.isEmpty) Left(s"no live executor with a retention agent on host $host")
+    if (node == null) return Left("the lost executor's node is unknown")
+    if (policy.avoidedHosts.contains(node)) return Left(RetentionPolicy.avoidedHostReason(node))
+    val onNode = live.filter(a => a.node == node && a.executorId != lostExecutor).sortBy(_.executorId)
+    val allowed = onNode.filterNot(a => policy.avoidedExecutors.contains(a.executorId))
+    if (onNode.isEmpty) Left(s"no live executor with a retention agent on node $node")
     else if (allowed.isEmpty)
-      Left(s"every live executor on host $host is avoided by policy (${onHost.map(_.executorId).mkString(", ")})")
+      Left(s"every live executor on node $node is avoided by policy (${onNode.map(_.executorId).mkString(", ")})")
     else
       policy.preferredExecutors.iterator.flatMap(id => allowed.find(_.executorId == id)).nextOption() match {
         case Some(a) => Right(a -> s"executor ${a.executorId} is preferred by policy")
         case None =>
           val a = allowed.head
           val why = if (policy.preferredExecutors.isEmpty) "" else "; no preferred executor is live there"
-          Right(a -> s"lowest executor id among ${allowed.size} live executors on host $host$why")
+          Right(a -> s"lowest executor id among ${allowed.size} live executors on node $node$why")
       }
   }
 
   /**
    * The adopter after the ones in `failed` could not adopt (lost too, or unreachable): the same
-   * choice among the host's other live agents, so a policy's preferences and avoidances still hold.
+   * choice among the node's other live agents, so a policy's preferences and avoidances still hold.
    */
-  def nextAdopter(policy: RetentionPolicy, lostExecutor: String, host: String, live: Seq[AgentInfo],
+  def nextAdopter(policy: RetentionPolicy, lostExecutor: String, node: String, live: Seq[AgentInfo],
       failed: Set[String]): Either[String, (AgentInfo, String)] =
-    chooseAdopter(policy, lostExecutor, host, live.filterNot(a => failed.contains(a.executorId)))
+    chooseAdopter(policy, lostExecutor, node, live.filterNot(a => failed.contains(a.executorId)))
+
+  /**
+   * The outputs any adopter may be offered, and the others with why not: an output of a shuffle the
+   * policy excludes is refused for that reason (the user's choice is named first), then unsafe ones.
+   */
+  def eligible[O](policy: RetentionPolicy, outputs: Seq[O])(shuffleOf: O => Int,
+      unsafe: O => Option[String]): (Seq[O], Seq[(O, String)]) = {
+    val (excluded, allowed) = outputs.partition(o => policy.excludes(shuffleOf(o)))
+    val checked = allowed.map(o => o -> unsafe(o))
+    (checked.collect { case (o, None) => o },
+      excluded.map(o => o -> ("not adopted: " + RetentionPolicy.excludedReason(shuffleOf(o)))) ++
+        checked.collect { case (o, Some(why)) => o -> ("not adopted: " + why) })
+  }
 
   /**
    * The whole decision for the outputs of one lost executor; `shuffleOf` gives an output's shuffle
@@ -55,20 +70,17 @@ object AdoptionDecision {
    * An output of a shuffle the policy excludes is refused for that reason (the user's choice is
    * named first); the others are refused when unsafe, then offered to the adopter.
    */
-  def decide[O](policy: RetentionPolicy, lostExecutor: String, host: String, live: Seq[AgentInfo], outputs: Seq[O])(
+  def decide[O](policy: RetentionPolicy, lostExecutor: String, node: String, live: Seq[AgentInfo], outputs: Seq[O])(
       shuffleOf: O => Int, unsafe: O => Option[String] = (_: O) => None): AdoptionDecision[O] = {
     if (outputs.isEmpty) return AdoptionDecision(None, "nothing to adopt: no registered outputs", Nil, Nil)
-    val (excluded, allowed) = outputs.partition(o => policy.excludes(shuffleOf(o)))
-    val checked = allowed.map(o => o -> unsafe(o))
-    val eligible = checked.collect { case (o, None) => o }
-    val refusals = excluded.map(o => o -> ("not adopted: " + RetentionPolicy.excludedReason(shuffleOf(o)))) ++
-      checked.collect { case (o, Some(why)) => o -> ("not adopted: " + why) }
+    val (eligible, refusals) = this.eligible(policy, outputs)(shuffleOf, unsafe)
+    val excluded = outputs.filter(o => policy.excludes(shuffleOf(o)))
     if (eligible.isEmpty)
       AdoptionDecision(None,
         if (excluded.size == outputs.size) "nothing to adopt: every output belongs to a shuffle excluded from retention"
         else "nothing to adopt: every output is excluded or unsafe to adopt", Nil, refusals)
     else
-      chooseAdopter(policy, lostExecutor, host, live) match {
+      chooseAdopter(policy, lostExecutor, node, live) match {
         case Right((a, why)) => AdoptionDecision(Some(a), why, eligible, refusals)
         case Left(why) =>
           AdoptionDecision(None, why, Nil, refusals ++ eligible.map(_ -> ("not adopted: " + why)))

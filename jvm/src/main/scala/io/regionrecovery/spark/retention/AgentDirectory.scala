@@ -8,13 +8,17 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
 
-/** The driver's view of one live executor's agent. */
-final case class AgentInfo(executorId: String, host: String, ref: AnyRef)
+/**
+ * The driver's view of one live executor's agent: `node` is where its retained files are shared (its
+ * host unless its environment names a node), `held` the other executors whose retained files were on
+ * its store when it started (a reattached volume).
+ */
+final case class AgentInfo(executorId: String, node: String, ref: AnyRef, held: Seq[String] = Nil)
 
 /**
  * The driver's directory of live retention agents, and the deletions carried out through them.
- * Retained files live on the executors' hosts, so an agent on the right host deletes them; the
- * driver deletes directly only where it shares the host (local-cluster, client mode on a worker
+ * Retained files live on the executors' nodes, so an agent on the right node deletes them; the
+ * driver deletes directly only where it shares the node (local-cluster, client mode on a worker
  * node), which is also the fallback when no agent is left there.
  */
 private[retention] final class AgentDirectory(store: RetainedStore, appKey: () => String, rpc: AgentRpc)
@@ -22,8 +26,8 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   private val agents = new ConcurrentHashMap[String, AgentInfo]()
   private val removed = ConcurrentHashMap.newKeySet[String]()
 
-  /** Live agents, sorted by host and executor id. */
-  def live: Seq[AgentInfo] = agents.values().asScala.toSeq.sortBy(a => (a.host, a.executorId))
+  /** Live agents, sorted by node and executor id. */
+  def live: Seq[AgentInfo] = agents.values().asScala.toSeq.sortBy(a => (a.node, a.executorId))
 
   def get(executorId: String): Option[AgentInfo] = Option(agents.get(executorId))
 
@@ -31,14 +35,14 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   def register(h: RetentionAgentHello): Unit =
     if (removed.contains(h.executorId))
       logWarning(s"region-recovery: ignoring the retention agent of executor ${h.executorId}: already removed")
-    else agents.put(h.executorId, AgentInfo(h.executorId, h.host, h.ref))
+    else agents.put(h.executorId, AgentInfo(h.executorId, h.node, h.ref, h.held))
 
   /** Marks an executor removed; true only the first time (Spark may report one removal twice). */
   def markRemoved(executorId: String): Boolean = removed.add(executorId)
 
   def remove(executorId: String): Option[AgentInfo] = Option(agents.remove(executorId))
 
-  private def onePerHost: Seq[AgentInfo] = live.groupBy(_.host).values.map(_.head).toSeq.sortBy(_.host)
+  private def onePerNode: Seq[AgentInfo] = live.groupBy(_.node).values.map(_.head).toSeq.sortBy(_.node)
 
   def ask(a: AgentInfo, request: AgentRequest, timeoutMs: Long = RetentionProtocol.AskTimeoutMs): AnyRef =
     rpc.ask(a.ref, request, timeoutMs)
@@ -49,9 +53,12 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
       try rpc.send(a.ref, ForgetMapStatuses(shuffleIds))
       catch { case NonFatal(_) => })
 
-  /** Deletes an executor's retained directory on its host (and fences it): through a live agent there, else locally. */
-  def purge(host: String, executorId: String, fence: Boolean): (Int, Long) =
-    live.find(a => a.host == host && a.executorId != executorId) match {
+  /**
+   * Deletes an executor's retained directory on its node (and fences it): through `via` (the agent
+   * that adopted from a reattached volume), else a live agent on the node, else locally.
+   */
+  def purge(node: String, executorId: String, fence: Boolean, via: Option[AgentInfo] = None): (Int, Long) =
+    via.orElse(live.find(a => a.node == node && a.executorId != executorId)) match {
       case Some(a) =>
         try { val r = ask(a, PurgeRequest(appKey(), executorId, fence)).asInstanceOf[PurgeReply]; (r.files, r.bytes) }
         catch {
@@ -69,11 +76,11 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   }
 
   /**
-   * Deletes the retained files of some outputs of `executorId` on `host`, and with `served` also the
+   * Deletes the retained files of some outputs of `executorId` on `node`, and with `served` also the
    * files its block manager serves (when that executor is alive to do it). Returns (files, bytes).
    */
-  def releaseOutputs(executorId: String, host: String, refs: Array[OutputRef], served: Boolean): (Int, Long) = {
-    val via = get(executorId).orElse(live.find(_.host == host))
+  def releaseOutputs(executorId: String, node: String, refs: Array[OutputRef], served: Boolean): (Int, Long) = {
+    val via = get(executorId).orElse(live.find(_.node == node))
     try {
       via match {
         case Some(a) =>
@@ -89,15 +96,15 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
     }
   }
 
-  /** Deletes the retained files of one shuffle on every host (agents, and the driver's own host). */
+  /** Deletes the retained files of one shuffle on every node (agents, and the driver's own host). */
   def releaseShuffle(shuffleId: Int): (Int, Long) = {
     var files = 0; var bytes = 0L
-    onePerHost.foreach { a =>
+    onePerNode.foreach { a =>
       try {
         val r = ask(a, ReleaseShuffle(appKey(), shuffleId)).asInstanceOf[PurgeReply]
         files += r.files; bytes += r.bytes
       } catch {
-        case NonFatal(e) => logWarning(s"region-recovery: releasing shuffle $shuffleId on ${a.host} failed: $e")
+        case NonFatal(e) => logWarning(s"region-recovery: releasing shuffle $shuffleId on ${a.node} failed: $e")
       }
     }
     try { val (f, b) = store.releaseShuffle(appKey(), shuffleId); files += f; bytes += b }
@@ -105,18 +112,18 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
     (files, bytes)
   }
 
-  /** Each host's agent marks the application's retained directory kept for a resubmission of `jobId` until `until`. */
-  def keepApplication(app: String, until: Long, jobId: String, timeoutMs: Long): Unit = onePerHost.foreach { a =>
+  /** One agent per node marks the application's retained directory kept for a resubmission of `jobId` until `until`. */
+  def keepApplication(app: String, until: Long, jobId: String, timeoutMs: Long): Unit = onePerNode.foreach { a =>
     try ask(a, KeepApplication(app, until, jobId), timeoutMs)
-    catch { case NonFatal(e) => logWarning(s"region-recovery: retained files on ${a.host} not marked kept: $e") }
+    catch { case NonFatal(e) => logWarning(s"region-recovery: retained files on ${a.node} not marked kept: $e") }
   }
 
-  /** Each host's agent deletes the application's retained directory there (application end, best effort). */
-  def purgeApplication(app: String, timeoutMs: Long): Unit = onePerHost.foreach { a =>
+  /** One agent per node deletes the application's retained directory there (application end, best effort). */
+  def purgeApplication(app: String, timeoutMs: Long): Unit = onePerNode.foreach { a =>
     try ask(a, PurgeRequest(app, null, fence = false), timeoutMs)
     catch {
       case NonFatal(e) => // it raced with the executor's stop, which deletes them itself (LeaseEnding)
-        logInfo(s"region-recovery: the agent on ${a.host} did not confirm deleting the application's retained " +
+        logInfo(s"region-recovery: the agent on ${a.node} did not confirm deleting the application's retained " +
           s"files (it is stopping and deletes them itself): $e")
     }
   }

@@ -1,6 +1,6 @@
 package io.regionrecovery.spark.retention
 
-import java.util.concurrent.ExecutorService
+import java.util.concurrent.{ExecutorService, ScheduledExecutorService}
 
 import org.apache.spark.SparkContext
 import org.apache.spark.regionrecovery.{Relocation, SparkInternals}
@@ -38,6 +38,9 @@ trait CoordinatorActions extends AgentRpc {
   def unregisterEndpoint(ref: AnyRef): Unit
   /** The coordinator's single worker thread. */
   def newWorker(): ExecutorService
+  /** A daemon thread that runs timeouts (a reattached volume's wait), handing them to the worker. */
+  def newTimer(): ScheduledExecutorService =
+    SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-timer")
 }
 
 /** The real thing: Spark's MapOutputTrackerMaster and RpcEnv, a daemon thread. */

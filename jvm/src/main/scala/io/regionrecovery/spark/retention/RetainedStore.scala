@@ -417,6 +417,20 @@ final class RetainedStore(val root: Path) extends Logging {
   }
 
   /**
+   * Other executors of this application whose retained files are on this store, unfenced: on a
+   * reattached volume (Spark's claim reuse) the executor that wrote them is gone, and the driver may
+   * register their outputs at this one. Directory names, which are the executor ids Spark assigns.
+   */
+  def heldExecutors(appKey: String, ownExecutorId: String): Seq[String] = {
+    val dir = appDir(appKey)
+    if (!Files.isDirectory(dir)) return Nil
+    namesIn(dir).filter { n =>
+      n != safe(ownExecutorId) && !n.endsWith(".fenced") && Files.isDirectory(dir.resolve(n)) &&
+      !isFenced(appKey, n) && namesIn(dir.resolve(n)).nonEmpty
+    }.sorted
+  }
+
+  /**
    * A fenced executor stops: its fence has done its work (the process will not retain or serve again).
    * Removes the fence, then the application's directory and lease if nothing else of it is left on
    * this host (another executor of the application here keeps them).

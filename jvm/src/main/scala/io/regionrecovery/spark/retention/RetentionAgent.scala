@@ -54,8 +54,9 @@ object RetentionAgent extends Logging {
           None
         } else {
           store.linkOnly = auto
+          val node = nodeOf(d.nodeEnv, sys.env.get, host)
           val a = new RetentionAgent(store, RetainedStore.appKey(appId, d.incarnation),
-            executorId, d.leaseTimeoutMs, d.jobRecovery)
+            executorId, d.leaseTimeoutMs, d.jobRecovery, node = node)
           // the agent and its shutdown hook exist before its lease does: a SIGTERM (its worker killing a starting
           // executor as the application ends) then either finds the agent to stop, or stops it before its first
           // lease write, which startLease then skips; a hook added during shutdown throws, and no lease is written
@@ -64,9 +65,11 @@ object RetentionAgent extends Logging {
           a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
           if (!a.startLease()) None
           else {
-            logInfo(s"region-recovery: retaining map outputs of executor $executorId in " +
-              a.store.executorDir(a.appKey, executorId))
-            Some(RetentionAgentHello(executorId, host, a.ref))
+            val held = a.store.heldExecutors(a.appKey, executorId)
+            logInfo(s"region-recovery: retaining map outputs of executor $executorId on node $node in " +
+              a.store.executorDir(a.appKey, executorId) +
+              (if (held.isEmpty) "" else s"; this volume holds the retained files of executors ${held.mkString(", ")}"))
+            Some(RetentionAgentHello(executorId, node, a.ref, held))
           }
         }
       }
@@ -77,6 +80,13 @@ object RetentionAgent extends Logging {
         catch { case NonFatal(_) => }
         None
     }
+
+  /**
+   * The executor's node: the value of the environment variable `nodeEnv` (a pod template sets it from
+   * the downward API's spec.nodeName), else its host. Retained files are shared per node.
+   */
+  private[retention] def nodeOf(nodeEnv: String, env: String => Option[String], host: String): String =
+    Option(nodeEnv).filter(_.nonEmpty).flatMap(env).map(_.trim).filter(_.nonEmpty).getOrElse(host)
 
   private val stopLock = new Object
 
@@ -102,12 +112,15 @@ object RetentionAgent extends Logging {
 
 /**
  * One executor's agent; `appKey` names its application incarnation's retained directory on this
- * host. `jobRecovery` is (job id, window ms) when job recovery is on: a lost driver's files are then
+ * host; `node` is where its retained files are shared (its host unless the environment names a node). `jobRecovery` is (job id, window ms) when job recovery is on: a lost driver's files are then
  * kept for a resubmission instead of deleted ([[DriverLossAction]]).
  */
 final class RetentionAgent(val store: RetainedStore, val appKey: String, val executorId: String,
     val leaseTimeoutMs: Long, val jobRecovery: Option[(String, Long)] = None,
-    clock: Clock = Clock.System, executor: AgentActions = new SparkAgentActions) extends Logging {
+    clock: Clock = Clock.System, executor: AgentActions = new SparkAgentActions, val node: String = null)
+    extends Logging {
+  /** Where this agent's retained files are shared: its node, else `host` (an agent made without one, in tests). */
+  def nodeOrElse(host: String): String = if (node != null) node else host
   @volatile private[spark] var ref: AnyRef = _
   @volatile private[spark] var shutdownHook: AnyRef = _
   private def nanoTime(): Long = clock.nanos()

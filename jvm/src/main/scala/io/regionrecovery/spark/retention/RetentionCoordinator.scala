@@ -8,9 +8,9 @@ import scala.jdk.CollectionConverters._
 import scala.util.Try
 import scala.util.control.NonFatal
 
-import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.regionrecovery.Relocation
+import org.apache.spark.storage.BlockManagerId
 
 import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.ConfigKeys
@@ -26,11 +26,12 @@ import io.regionrecovery.spark.core.DriverFeature
  * through [[CoordinatorActions]] and its time comes from a [[Clock]]: its unit tests fake both.
  */
 final class RetentionCoordinator(actions: CoordinatorActions, val store: RetainedStore, offer: Event => Unit,
-    records: RetentionRecords, initialPolicy: RetentionPolicy, val incarnation: String, clock: Clock)
+    records: RetentionRecords, initialPolicy: RetentionPolicy, val incarnation: String, clock: Clock,
+    val deployment: RetentionDeployment)
     extends DriverFeature with Logging {
-  def this(sc: SparkContext, store: RetainedStore, offer: Event => Unit, records: RetentionRecords,
-      initialPolicy: RetentionPolicy, incarnation: String) =
-    this(new SparkCoordinatorActions(sc), store, offer, records, initialPolicy, incarnation, Clock.System)
+  def this(actions: CoordinatorActions, store: RetainedStore, offer: Event => Unit, records: RetentionRecords,
+      initialPolicy: RetentionPolicy, incarnation: String, clock: Clock) =
+    this(actions, store, offer, records, initialPolicy, incarnation, clock, RetentionDeployment())
 
   @volatile private var currentPolicy = initialPolicy
   val ledger = new RetainedLedger(initialPolicy.maxBytesPerHost, initialPolicy.release)
@@ -94,7 +95,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   /** What agents tell the driver: a hello through the plugin channel, lease pings on the driver endpoint. */
   def handle(request: DriverRequest): AnyRef = request match {
-    case h: RetentionAgentHello => agents.register(h); null
+    case h: RetentionAgentHello =>
+      agents.register(h)
+      if (h.held.nonEmpty) onWorker(s"reattached volume of executor ${h.executorId}")(reattached(h.executorId))
+      null
     case p: LeasePing =>
       if (fenced.contains(p.executorId)) LeaseFenced
       else if (stopped && keepAtEnd.isEmpty) LeaseEnding
@@ -121,7 +125,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * is not deterministic are never restored: Spark recomputes them (and rolls back their consumers
    * by its own rules), as it would without retention.
    */
-  private def unsafeToAdopt(o: (Int, Int, Long, org.apache.spark.storage.BlockManagerId)): Option[String] = {
+  private def unsafeToAdopt(o: (Int, Int, Long, BlockManagerId)): Option[String] = {
     val (sid, _, mapId, _) = o
     lazy val mismatched = actions.checksumMismatchIndices(sid)
     determinism.get(sid) match {
@@ -147,7 +151,12 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val startedAt = now
     val lost = agents.remove(executorId)
     val outputs = actions.outputsOnExecutor(executorId)
-    val host = lost.map(_.host).orElse(outputs.headOption.map(_._4.host)).orNull
+    val node = lost.map(_.node).orElse(outputs.headOption.map(_._4.host)).orNull
+    if (deployment.shuffleService) {
+      // Spark keeps the outputs registered (supportsReliableStorage is the delegate's): the service serves them.
+      record(executorId, reason, lossTime, startedAt, 0L, 0, 0, null, RetentionDeployment.ShuffleServiceReason)
+      return
+    }
     if (isHeartbeatTimeout(reason)) {
       // Not trusted: the process may come back. Unregister at once, delete, fence.
       actions.unregisterOutputsOnExecutor(executorId)
@@ -157,19 +166,51 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       }
       record(executorId, reason, lossTime, startedAt, 0L, 0, outputs.size, null,
         "heartbeat timeout: the outputs of a timed-out executor are not trusted")
-      purge(host, executorId, "heartbeat timeout")
+      purge(node, executorId, "heartbeat timeout")
       return
     }
     val decision =
-      AdoptionDecision.decide(currentPolicy, executorId, host, agents.live, outputs)(_._1, unsafeToAdopt)
-    decision.refused.foreach { case ((sid, idx, mapId, location), why) =>
+      AdoptionDecision.decide(currentPolicy, executorId, node, agents.live, outputs)(_._1, unsafeToAdopt)
+    val noneOnNode = !agents.live.exists(a => a.node == node && a.executorId != executorId)
+    if (decision.adopter.isEmpty && noneOnNode && deployment.reattachTimeoutMs > 0) {
+      val (eligible, refusals) = AdoptionDecision.eligible(currentPolicy, outputs)(_._1, unsafeToAdopt)
+      if (eligible.nonEmpty) {
+        unregister(executorId, refusals)
+        val loss = LostOutputs(executorId, reason, lossTime, startedAt, node, eligible, outputs.size)
+        agents.live.find(_.held.contains(executorId)) match {
+          case Some(a) => adoptFromVolume(loss, a) // its replacement was faster than this handler
+          case None => waitForVolume(loss)
+        }
+        return
+      }
+    }
+    unregister(executorId, decision.refused)
+    val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size),
+      decision.adopter, decision.reason,
+      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed))
+    // What is left of the lost executor's retained directory (outputs not adopted) goes now.
+    purge(node, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost",
+      adopted)
+  }
+
+  private def unregister(executorId: String, refused: Seq[((Int, Int, Long, BlockManagerId), String)]): Unit =
+    refused.foreach { case ((sid, idx, mapId, location), why) =>
       actions.unregisterIfCurrent(sid, idx, mapId, location)
       offer(MapOutputUnregisteredEvent(now, sid, mapId, idx, executorId, why))
     }
+
+  /**
+   * Asks `first` to adopt `loss.offered` (then the next adopter `next` names, while adopters fail),
+   * relocates what it adopted, unregisters the rest and records the loss. Returns the adopter that
+   * answered, if any (the reattached volume's holder purges the lost executor's directory).
+   */
+  private def adopt(loss: LostOutputs, first: Option[AgentInfo], firstReason: String,
+      next: Set[String] => Either[String, (AgentInfo, String)]): Option[AgentInfo] = {
+    val executorId = loss.executorId
     val askStart = now
-    var adopterReason = decision.reason
-    val refs = decision.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
-    val digests = decision.offered.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
+    var adopterReason = firstReason
+    val refs = loss.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
+    val digests = loss.offered.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
     def ask(a: AgentInfo): Option[AdoptReply] =
       try Some(agents.ask(a, AdoptRequest(appKey, executorId, refs, digests)).asInstanceOf[AdoptReply])
       catch {
@@ -178,14 +219,14 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           adopterReason += s"; the adoption by ${a.executorId} failed: $e"
           None
       }
-    // The adopter may be lost too (two executors of a host die at once, its loss not handled yet): the
-    // next one of the host tries, until one answers or none is left.
-    var adopter = decision.adopter
+    // The adopter may be lost too (two executors of a node die at once, its loss not handled yet): the
+    // next one of the node tries, until one answers or none is left.
+    var adopter = first
     var reply: Option[AdoptReply] = adopter.flatMap(ask)
     var failed = Set.empty[String]
     while (reply.isEmpty && adopter.nonEmpty) {
       failed += adopter.get.executorId
-      adopter = AdoptionDecision.nextAdopter(currentPolicy, executorId, host, agents.live, failed) match {
+      adopter = next(failed) match {
         case Right((a, why)) => adopterReason += s"; then executor ${a.executorId}: $why"; Some(a)
         case Left(why) => adopterReason += s"; no other adopter: $why"; None
       }
@@ -195,7 +236,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     testDelayBeforeRelocation()
     var adopted = 0
     val notRelocated = Seq.newBuilder[OutputRef] // adopted by the agent, but not relocated: its copy goes
-    decision.offered.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
+    loss.offered.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
       val failure = reply.fold("adoption failed")(_.failures(i))
       if (failure == null) {
         val r = reply.get
@@ -203,10 +244,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         // with that check: Spark may have dropped the output on purpose since it was listed.
         actions.relocateIfCurrent(sid, idx, mapId, location, r.location) match {
           case Relocation.Relocated =>
-            ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, r.location.host))
+            ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, adopter.get.node))
             adopted += 1
             offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
-              r.location.host, r.bytes(i), lossTime))
+              r.location.host, r.bytes(i), loss.lossTime))
           case other =>
             val why = other match {
               case Relocation.NotRegistered(what) => AdoptionRules.stale(what)
@@ -224,22 +265,64 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     }
     val dropped = notRelocated.result()
     if (dropped.nonEmpty) reply.foreach { r =>
-      val (files, bytes) = agents.releaseOutputs(r.location.executorId, r.location.host, dropped.toArray,
+      val (files, bytes) = agents.releaseOutputs(r.location.executorId, adopter.get.node, dropped.toArray,
         served = true)
       logInfo(s"region-recovery: ${dropped.size} adopted outputs of $executorId were not relocated (Spark " +
         s"changed them meanwhile); the adopter ${r.location.executorId} deleted its $files files ($bytes bytes)")
     }
     if (adopted > 0) {
       val epoch = actions.incrementEpoch()
-      agents.forgetMapStatuses(decision.offered.map(_._1).distinct.toArray)
-      logInfo(s"region-recovery: executor $executorId lost ($reason): $adopted of ${outputs.size} map outputs " +
+      agents.forgetMapStatuses(loss.offered.map(_._1).distinct.toArray)
+      logInfo(s"region-recovery: executor $executorId lost (${loss.reason}): $adopted of ${loss.total} map outputs " +
         s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now $epoch, " +
-        s"${now - lossTime} ms after the removal")
+        s"${now - loss.lossTime} ms after the removal")
     }
-    record(executorId, reason, lossTime, startedAt, askMs, adopted, outputs.size - adopted,
+    record(executorId, loss.reason, loss.lossTime, loss.startedAt, askMs, adopted, loss.total - adopted,
       adopter.map(_.executorId).orNull, adopterReason)
-    // What is left of the lost executor's retained directory (outputs not adopted) goes now.
-    purge(host, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost")
+    if (reply.isDefined) adopter else None
+  }
+
+  // ---- a lost executor's volume reattached to a new executor (Spark's claim reuse) ----------------
+
+  /** Lost executors whose outputs stay registered, waiting for a new executor that mounts their volume (worker thread). */
+  private val waitingForVolume = mutable.LinkedHashMap[String, LostOutputs]()
+  @volatile private var volumeTimer: java.util.concurrent.ScheduledExecutorService = _
+
+  private def waitForVolume(loss: LostOutputs): Unit = {
+    waitingForVolume(loss.executorId) = loss
+    if (volumeTimer == null) volumeTimer = actions.newTimer()
+    logInfo(s"region-recovery: executor ${loss.executorId} lost (${loss.reason}) with no live executor on node " +
+      s"${loss.node}: its ${loss.offered.size} map outputs stay registered for up to " +
+      s"${deployment.reattachTimeoutMs} ms (${ConfigKeys.RetainedReattachTimeout.name}), waiting for an executor " +
+      "that mounts its volume")
+    val expire: Runnable = () =>
+      onWorker(s"reattach timeout of executor ${loss.executorId}") {
+        waitingForVolume.remove(loss.executorId).foreach(noVolumeInTime)
+      }
+    volumeTimer.schedule(expire, deployment.reattachTimeoutMs, TimeUnit.MILLISECONDS)
+  }
+
+  /** A new agent's store holds lost executors' retained files: those waiting are adopted from it. */
+  private def reattached(executorId: String): Unit =
+    agents.get(executorId).foreach { a =>
+      a.held.foreach(lostId => waitingForVolume.remove(lostId).foreach(adoptFromVolume(_, a)))
+    }
+
+  private def adoptFromVolume(loss: LostOutputs, a: AgentInfo): Unit = {
+    val adopter = adopt(loss, Some(a),
+      s"executor ${a.executorId} mounts the lost executor's volume: its store " +
+        s"holds the retained files of ${loss.executorId} (${now - loss.lossTime} ms after the removal)",
+      _ => Left("no other executor mounts that volume"))
+    purge(a.node, loss.executorId, "executor lost; its volume was reattached", adopter.orElse(Some(a)))
+  }
+
+  private def noVolumeInTime(loss: LostOutputs): Unit = {
+    val why = s"no executor mounted the volume of executor ${loss.executorId} within " +
+      s"${deployment.reattachTimeoutMs} ms (${ConfigKeys.RetainedReattachTimeout.name}) and no live executor is on " +
+      s"node ${loss.node}"
+    unregister(loss.executorId, loss.offered.map(_ -> ("not adopted: " + why)))
+    record(loss.executorId, loss.reason, loss.lossTime, loss.startedAt, 0L, 0, loss.total, null, why)
+    purge(loss.node, loss.executorId, "executor lost")
   }
 
   /** Executors whose retained directory was purged and fenced: their lease pings are answered [[LeaseFenced]]. */
@@ -250,11 +333,11 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * that host if there is one; in any case the executor itself is told at its next lease ping, in
    * case it runs again (a frozen host has no live agent to do it).
    */
-  private def purge(host: String, executorId: String, reason: String): Unit = {
+  private def purge(node: String, executorId: String, reason: String, via: Option[AgentInfo] = None): Unit = {
     fenced.add(executorId)
-    val (files, bytes) = agents.purge(host, executorId, fence = true)
+    val (files, bytes) = agents.purge(node, executorId, fence = true, via)
     ledger.synchronized(ledger.executorPurged(executorId))
-    offer(RetainedFilesDeletedEvent(now, executorId, host, files, bytes, reason))
+    offer(RetainedFilesDeletedEvent(now, executorId, node, files, bytes, reason))
   }
 
   // ---- job recovery: outputs of a crashed driver of the same job ------------------------------------
@@ -443,6 +526,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   private def applicationEnd(): Unit = {
     stopped = true
     worker.shutdownNow()
+    Option(volumeTimer).foreach(_.shutdownNow())
     try actions.unregisterEndpoint(driverEndpoint)
     catch { case NonFatal(_) => }
     Try(appKey).toOption.foreach { id =>

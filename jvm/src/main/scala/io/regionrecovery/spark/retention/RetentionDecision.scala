@@ -5,22 +5,23 @@ package io.regionrecovery.spark.retention
  * driver plugin returns from its init (Spark passes it to each executor plugin's init): an executor
  * retains exactly when its driver runs retention, with the driver's settings, and never decides
  * from its own configuration. Only facts of its own host (the retained root's owner, hard links to
- * spark.local.dir) can still keep one executor from retaining.
+ * spark.local.dir) can still keep one executor from retaining, and only its environment names its node.
  *
  * @param incarnation    this driver's token: part of the retained directory's name on every host
  * @param dir            `retained.dir` as set ("" = the default, which each host resolves for itself)
  * @param linkOnly       retain by hard link only (`retained.enabled=auto`)
  * @param leaseTimeoutMs `retained.leaseTimeout`
  * @param jobRecovery    (job id, window ms) while job recovery runs on the driver ([[DriverLossAction]])
+ * @param nodeEnv        `retained.nodeEnv`: the environment variable naming the executor's node ("" = its host)
  */
 final case class RetentionDecision(incarnation: String, dir: String, linkOnly: Boolean, leaseTimeoutMs: Long,
-    jobRecovery: Option[(String, Long)]) {
+    jobRecovery: Option[(String, Long)], nodeEnv: String = "") {
   import RetentionDecision._
 
   /** The entries of the driver plugin's extra configuration. */
   def forExecutors: Map[String, String] =
     Map(RetentionProtocol.IncarnationConfKey -> incarnation, DirKey -> dir, LinkOnlyKey -> linkOnly.toString,
-      LeaseTimeoutKey -> leaseTimeoutMs.toString) ++
+      LeaseTimeoutKey -> leaseTimeoutMs.toString, NodeEnvKey -> nodeEnv) ++
       DriverLossAction.forExecutors(jobRecovery).map(RetentionProtocol.JobRecoveryConfKey -> _)
 }
 
@@ -28,6 +29,7 @@ object RetentionDecision {
   val DirKey = "retained.dir"
   val LinkOnlyKey = "retained.link-only"
   val LeaseTimeoutKey = "retained.lease-timeout-ms"
+  val NodeEnvKey = "retained.node-env"
 
   /**
    * An executor's reading of [[RetentionDecision.forExecutors]]: None (retain nothing) unless the
@@ -39,6 +41,28 @@ object RetentionDecision {
       dir <- extraConf.get(DirKey)
       linkOnly <- extraConf.get(LinkOnlyKey).collect { case "true" => true; case "false" => false }
       lease <- extraConf.get(LeaseTimeoutKey).filter(v => v.nonEmpty && v.length < 19 && v.forall(_.isDigit))
+      nodeEnv <- extraConf.get(NodeEnvKey)
     } yield RetentionDecision(incarnation, dir, linkOnly, lease.toLong,
-      DriverLossAction.fromDriver(extraConf.get(RetentionProtocol.JobRecoveryConfKey).orNull))
+      DriverLossAction.fromDriver(extraConf.get(RetentionProtocol.JobRecoveryConfKey).orNull), nodeEnv)
 }
+
+/**
+ * What the coordinator knows of the deployment, fixed for the application.
+ *
+ * @param reattachTimeoutMs `retained.reattachTimeout`: how long a lost executor's outputs wait for an
+ *                          executor that mounts its volume when none is live on its node (0 = no wait)
+ * @param shuffleService    the external shuffle service runs: it serves lost executors' outputs, so
+ *                          nothing is adopted and retention keeps files for job recovery only
+ */
+final case class RetentionDeployment(reattachTimeoutMs: Long = 0L, shuffleService: Boolean = false)
+
+object RetentionDeployment {
+  val ShuffleServiceReason: String =
+    "adoption off beside the external shuffle service: it serves the lost executor's outputs, which stay " +
+      "registered; their retained copies are kept for job recovery"
+}
+
+/** A lost executor's outputs being handed to an adopter: `offered` to it, `total` registered at the loss. */
+private[retention] final case class LostOutputs(executorId: String, reason: String, lossTime: Long,
+    startedAt: Long, node: String, offered: Seq[(Int, Int, Long, org.apache.spark.storage.BlockManagerId)],
+    total: Int)

@@ -106,8 +106,13 @@ final case class KeepApplication(appKey: String, until: Long, jobId: String) ext
 /** What an executor's agent tells the driver; the coordinator's handler matches over all of them. */
 sealed trait DriverRequest
 
-/** An agent says hello through the plugin channel; `ref` is its RPC endpoint (an RpcEndpointRef). No reply. */
-final case class RetentionAgentHello(executorId: String, host: String, ref: AnyRef) extends DriverRequest
+/**
+ * An agent says hello through the plugin channel; `ref` is its RPC endpoint (an RpcEndpointRef), `node`
+ * where its retained files are shared, `held` the other executors of the application whose retained
+ * files its store holds (a reattached volume). No reply.
+ */
+final case class RetentionAgentHello(executorId: String, node: String, ref: AnyRef, held: Seq[String] = Nil)
+    extends DriverRequest
 
 /**
  * An agent asks the driver whether it is still there (lease renewal, driver-loss check). Reply:

@@ -14,12 +14,13 @@ import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
  *    could verify nothing (neither the data against its checksums nor the digest reported at commit).
  *  - spark.shuffle.useOldFetchProtocol=true: map ids are partition indexes, so a recomputed output
  *    has the same id and file names as the retained one, and the two cannot be told apart.
- *  - spark.shuffle.service.enabled=true: the external shuffle service serves a lost executor's files
- *    from the original directories and a fetch failure may unregister a whole host; never tested.
  *  - spark.shuffle.push.enabled=true: push-based shuffle merges outputs in the shuffle service; never tested.
  *  - spark.shuffle.manager other than the sort shuffle manager: its files are not the ones retained.
  *  - spark.shuffle.sort.io.plugin.class other than ours: nothing retains the committed outputs or
  *    reports their digest, so there is nothing to adopt and nothing to verify against.
+ *
+ * Beside the external shuffle service retention runs without adoption (the service serves a lost
+ * executor's outputs): it keeps only the files a resubmitted driver recovers the job from.
  */
 object RetentionPreconditions {
   val ShuffleIoClass = "io.regionrecovery.spark.RegionRecoveryShuffleDataIO"
@@ -43,10 +44,6 @@ object RetentionPreconditions {
       out +=
         s"$oldFetch=${raw(oldFetch)}: map ids are then partition indexes, so a recomputed map output has the same id " +
           s"and file names as a retained one and the two cannot be told apart (accepted: false, the default)"
-    val ess = "spark.shuffle.service.enabled"
-    if (isTrue(get(ess)))
-      out += s"$ess=${raw(ess)}: retention is not tested with the external shuffle service, which serves a lost " +
-        s"executor's files from its original directories (accepted: false, the default)"
     val push = "spark.shuffle.push.enabled"
     if (isTrue(get(push)))
       out += s"$push=${raw(push)}: retention is not tested with push-based shuffle, which merges map outputs in the " +
@@ -74,10 +71,14 @@ object RetentionPreconditions {
       s". Change ${if (problems.size == 1) "that setting" else "those settings"} or set " +
       s"${ConfigKeys.RetainedEnabled.name}=false."
 
+  /** Whether the external shuffle service runs: retention then adopts nothing and keeps files for job recovery only. */
+  def shuffleService(get: String => Option[String]): Boolean = isTrue(get("spark.shuffle.service.enabled"))
+
   /**
    * Why `retained.enabled=auto` keeps retention off under these settings (empty: it retains). Beyond
    * [[problems]], dynamic allocation (it removes idle executors on purpose, and a default must not
-   * change what happens to their outputs) and local mode (nothing to adopt in one JVM).
+   * change what happens to their outputs), local mode (nothing to adopt in one JVM) and the external
+   * shuffle service (it serves lost executors' outputs; retention would only keep files for job recovery).
    */
   def autoOffReasons(get: String => Option[String]): Seq[String] = {
     val dynamic = "spark.dynamicAllocation.enabled"
@@ -85,6 +86,10 @@ object RetentionPreconditions {
     val local = master == "local" || master.startsWith("local[")
     problems(get) ++
       (if (isTrue(get(dynamic))) Seq(s"$dynamic=true: executors are removed on purpose") else Nil) ++
+      (if (shuffleService(get))
+         Seq("spark.shuffle.service.enabled=true: the external shuffle service serves lost executors' outputs " +
+           s"(retention beside it keeps files for job recovery only: set ${ConfigKeys.RetainedEnabled.name}=true)")
+       else Nil) ++
       (if (local) Seq(s"spark.master=$master: the executor is the driver's own JVM, never lost alone") else Nil)
   }
 

@@ -27,7 +27,7 @@ class ConfigContractSuite extends AnyFunSuite {
     val fields = Set("key", "type", "default", "choices", "minimum", "accepted", "doc", "deprecated_names", "read_by")
     objects.foreach(o => assert(o.fieldNames().asScala.toSet == fields, o))
     val types = Set("boolean", "int", "duration", "bytes", "double", "choice", "int-or-unlimited", "path", "job-id",
-      "uri", "setting-names")
+      "uri", "setting-names", "env-name")
     assert(objects.map(_.get("type").asText).toSet == types, "every type is used")
     def key(name: String) = objects.find(_.get("key").asText == ConfigKeys.Prefix + name).get
     val lease = key("retained.leaseTimeout")

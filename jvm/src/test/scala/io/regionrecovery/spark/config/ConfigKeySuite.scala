@@ -45,10 +45,10 @@ class ConfigKeySuite extends AnyFunSuite {
       "Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') is ignored. Did " +
         "you mean spark.regionRecovery.restart-strategy.type? Known keys start with spark.regionRecovery. and one " +
         "of: eventBuffer, execution, failover, failover-strategy, job-event, job-recovery, restart-strategy, " +
-        "retained, streaming (`region-recovery config` lists them).",
+        "retained, shuffleIo, streaming (`region-recovery config` lists them).",
       "Unknown configuration key spark.regionRecovery.ui.colour (value 'x') is ignored. Known keys start with " +
         "spark.regionRecovery. and one of: eventBuffer, execution, failover, failover-strategy, job-event, " +
-        "job-recovery, restart-strategy, retained, streaming (`region-recovery config` lists them)."))
+        "job-recovery, restart-strategy, retained, shuffleIo, streaming (`region-recovery config` lists them)."))
     // the suggestions Python's difflib makes (tests/unit/test_config.py)
     val rs = p + "restart-strategy."
     Seq(rs + "fixed-delay.attemps" -> (rs + "fixed-delay.attempts"),
@@ -105,11 +105,12 @@ class ConfigKeySuite extends AnyFunSuite {
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
     val names = ConfigKeys.all.map(_.name)
-    assert(names == names.sorted && names.distinct == names && names.size == 38)
+    assert(names == names.sorted && names.distinct == names && names.size == 41)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
     assert(jvm == Set("eventBuffer.capacity", "retained.enabled", "retained.dir", "retained.maxBytes",
-      "retained.release", "retained.leaseTimeout", "job-recovery.previous-worker.recovery.timeout",
+      "retained.release", "retained.leaseTimeout", "retained.nodeEnv", "retained.reattachTimeout",
+      "shuffleIo.delegate", "job-recovery.previous-worker.recovery.timeout",
       "job-recovery.window", "job-recovery.code-version", "job-recovery.input-digest", "job-recovery.ignored-settings",
       "job-event.store.write-buffer.size",
       "job-event.store.write-buffer.flush-interval",

@@ -15,13 +15,13 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     assert(chosen(base) == Right("10"))
     assert(chosen(base, lost = "10") == Right("1"))
     val (_, why) = AdoptionDecision.chooseAdopter(base, "1", "a", live).toOption.get
-    assert(why == "lowest executor id among 3 live executors on host a")
+    assert(why == "lowest executor id among 3 live executors on node a")
   }
 
   test("adoption stays on the host: no live agent there means no adopter") {
-    assert(chosen(base, lost = "3", host = "b") == Left("no live executor with a retention agent on host b"))
-    assert(chosen(base, host = "c") == Left("no live executor with a retention agent on host c"))
-    assert(chosen(base, host = null) == Left("the lost executor's host is unknown"))
+    assert(chosen(base, lost = "3", host = "b") == Left("no live executor with a retention agent on node b"))
+    assert(chosen(base, host = "c") == Left("no live executor with a retention agent on node c"))
+    assert(chosen(base, host = null) == Left("the lost executor's node is unknown"))
   }
 
   test("preferred executors are tried in order; one that is not on the host or not live is skipped") {
@@ -31,7 +31,7 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     assert(why == "executor 2 is preferred by policy")
     val (_, fallback) = AdoptionDecision.chooseAdopter(base.copy(preferredExecutors = Seq("3")), "1", "a", live)
       .toOption.get
-    assert(fallback == "lowest executor id among 3 live executors on host a; no preferred executor is live there")
+    assert(fallback == "lowest executor id among 3 live executors on node a; no preferred executor is live there")
   }
 
   test("when adopters fail (lost at the same time), the next one of the host tries, under the same policy") {
@@ -39,7 +39,7 @@ class AdoptionDecisionSuite extends AnyFunSuite {
       AdoptionDecision.nextAdopter(p, "1", "a", live, failed).map(_._1.executorId)
     assert(next(base, Set("10")) == Right("2"))
     assert(next(base, Set("10", "2")) == Right("4"))
-    assert(next(base, Set("10", "2", "4")) == Left("no live executor with a retention agent on host a"))
+    assert(next(base, Set("10", "2", "4")) == Left("no live executor with a retention agent on node a"))
     assert(next(base.copy(preferredExecutors = Seq("4", "2")), Set("4")) == Right("2"), "preferences still hold")
     assert(next(base.copy(avoidedExecutors = Set("2")), Set("10")) == Right("4"), "avoidances still hold")
   }
@@ -48,7 +48,7 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     assert(chosen(base.copy(avoidedExecutors = Set("10"))) == Right("2"))
     assert(chosen(base.copy(avoidedExecutors = Set("2"), preferredExecutors = Seq("2", "4"))) == Right("4"))
     assert(chosen(base.copy(avoidedExecutors = Set("10", "2", "4"))) ==
-      Left("every live executor on host a is avoided by policy (10, 2, 4)"))
+      Left("every live executor on node a is avoided by policy (10, 2, 4)"))
   }
 
   test("an avoided host adopts nothing") {

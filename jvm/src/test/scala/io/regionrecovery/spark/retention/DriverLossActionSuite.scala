@@ -29,7 +29,8 @@ class DriverLossActionSuite extends AnyFunSuite {
   }
 
   test("the driver's retention decision reaches the executors whole: what it runs, they follow") {
-    val onDriver = RetentionDecision("tok3n", "/data/rr", linkOnly = true, 120000L, Some(("etl", 300000L)))
+    val onDriver =
+      RetentionDecision("tok3n", "/data/rr", linkOnly = true, 120000L, Some(("etl", 300000L)), "MY_NODE")
     val passed = onDriver.forExecutors
     assert(RetentionDecision.fromDriver(passed) == Some(onDriver))
     assert(passed(RetentionProtocol.JobRecoveryConfKey) == DriverLossAction.forExecutors(onDriver.jobRecovery).get)

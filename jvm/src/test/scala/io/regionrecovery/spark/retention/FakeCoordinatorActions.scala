@@ -1,6 +1,7 @@
 package io.regionrecovery.spark.retention
 
-import java.util.concurrent.ExecutorService
+import java.util.concurrent.{ExecutorService, ScheduledExecutorService, ScheduledFuture}
+import java.util.concurrent.{ScheduledThreadPoolExecutor, TimeUnit}
 
 import scala.collection.mutable
 
@@ -69,4 +70,11 @@ final class FakeCoordinatorActions extends CoordinatorActions {
   override def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef = { endpoint = handler; name }
   override def unregisterEndpoint(ref: AnyRef): Unit = endpointUnregistered = true
   override def newWorker(): ExecutorService = new DirectExecutorService
+  /** Timeouts scheduled on the coordinator's timer, (task, delay ms): a test runs them when it wants. */
+  val timeouts = mutable.Buffer[(Runnable, Long)]()
+  override def newTimer(): ScheduledExecutorService = new ScheduledThreadPoolExecutor(0) {
+    override def schedule(task: Runnable, delay: Long, unit: TimeUnit): ScheduledFuture[_] = {
+      timeouts += task -> unit.toMillis(delay); null
+    }
+  }
 }

@@ -52,6 +52,28 @@ class RetainedStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("a reattached volume holds other executors' files: unfenced, non-empty directories of the application only") {
+    withRoot { (root, store) =>
+      val bm = root.getParent.resolve("bm")
+      assert(store.heldExecutors("app-1", "9").isEmpty, "no application directory yet")
+      store.retain("app-1", "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
+      store.retain("app-1", "2", "shuffle_0_2", Seq(file(bm, "shuffle_0_2_0.data", 10)))
+      store.retain("app-1", "9", "shuffle_0_3", Seq(file(bm, "shuffle_0_3_0.data", 10)))
+      store.retain("app-2", "4", "shuffle_0_4", Seq(file(bm, "shuffle_0_4_0.data", 10)))
+      Files.createDirectories(store.executorDir("app-1", "5")) // empty: nothing to offer
+      store.writeFence("app-1", "2") // purged by the driver: never offered again
+      assert(store.heldExecutors("app-1", "9") == Seq("1"))
+    }
+  }
+
+  test("an executor's node: the named environment variable if set and not blank, else its host") {
+    val env = Map("NODE_NAME" -> "node-a", "BLANK" -> " ").get _
+    assert(RetentionAgent.nodeOf("NODE_NAME", env, "10.0.0.7") == "node-a")
+    assert(RetentionAgent.nodeOf("BLANK", env, "10.0.0.7") == "10.0.0.7")
+    assert(RetentionAgent.nodeOf("UNSET", env, "10.0.0.7") == "10.0.0.7")
+    assert(RetentionAgent.nodeOf("", env, "10.0.0.7") == "10.0.0.7", "empty setting: always the host")
+  }
+
   test("deleteTree counts what it deletes and refuses anything outside the root, or the root itself") {
     withRoot { (root, store) =>
       val d = store.executorDir("app-1", "4")

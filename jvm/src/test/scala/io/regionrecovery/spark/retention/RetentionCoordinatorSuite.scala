@@ -13,7 +13,8 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
   private val HeartbeatTimeout = "Executor heartbeat timed out after 120000 ms"
   private val Determinate = 0
 
-  private final class Fixture(policy: RetentionPolicy = RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L)) {
+  private final class Fixture(policy: RetentionPolicy = RetentionPolicy(ReleasePolicy.ShuffleCleanup, 0L),
+      deployment: RetentionDeployment = RetentionDeployment()) {
     val tmp: Path = Files.createTempDirectory("rr-coordinator-")
     tmp.toFile.deleteOnExit() // nothing is written below it: no agent runs on the driver's host here
     val clock = new ManualClock()
@@ -26,12 +27,13 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
       override def retained(json: String): Unit = ledgerRecords += json
     }
     val coordinator = new RetentionCoordinator(spark, new RetainedStore(tmp.resolve("retained")), e => events += e,
-      records, policy, "tok", clock)
+      records, policy, "tok", clock, deployment)
 
     /** A live executor with an agent answering `reply` (default: adopts everything, PurgeReply(0, 0) otherwise). */
-    def agent(id: String, host: String = "host-a")(reply: AgentRequest => AnyRef = adoptAll(id, host)): Unit = {
+    def agent(id: String, host: String = "host-a", held: Seq[String] = Nil)(
+        reply: AgentRequest => AnyRef = adoptAll(id, host)): Unit = {
       spark.agents(s"agent-$id") = reply
-      coordinator.handle(RetentionAgentHello(id, host, s"agent-$id"))
+      coordinator.handle(RetentionAgentHello(id, host, s"agent-$id", held))
     }
     def adoptAll(id: String, host: String)(r: AgentRequest): AnyRef = r match {
       case a: AdoptRequest =>
@@ -239,5 +241,77 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(kept.asks[PurgeRequest].isEmpty)
     kept.coordinator.shutdown()
     assert(kept.spark.endpointUnregistered)
+  }
+
+  test("pods of one node: an executor on the lost executor's node adopts, whatever host (pod IP) it has") {
+    val f = new Fixture
+    f.agent("1", host = "node-a")(); f.agent("2", host = "node-b")(); f.agent("3", host = "node-a")()
+    f.stage(0)
+    val podOf1 = f.spark.location("1", "10.0.0.11") // Spark's host on Kubernetes is the pod IP
+    val m = 1L
+    f.spark.registered((0, 0)) = (m, podOf1)
+    f.coordinator.outputRetained(MapOutputRetainedEvent(0L, 0, m, 0, "1", "node-a", 100L, 3, 77L))
+    f.coordinator.executorRemoved("1", "The executor with id 1 was deleted by a user or the framework.", 0L)
+    assert(f.asks[AdoptRequest].map(_._1) == Seq("agent-3"), "executor 2 has a lower id but is on node-b")
+    assert(f.spark.registered((0, 0)) == ((m, f.spark.location("3", "node-a"))))
+    assert(f.lossRecords.head.contains("live executors on node node-a"))
+    assert(f.deleted.map(d => (d.executorId, d.host)) == Seq(("1", "node-a")))
+  }
+
+  test("beside the external shuffle service nothing is adopted, unregistered or deleted: the service serves them") {
+    val f = new Fixture(deployment = RetentionDeployment(shuffleService = true))
+    f.agent("2")(); f.stage(0)
+    val m = f.output(0, 0, "1")
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(f.asks[AgentRequest].isEmpty && f.unregistered.isEmpty && f.deleted.isEmpty)
+    assert(f.spark.registered((0, 0)) == ((m, f.spark.location("1", "host-a"))))
+    assert(f.lossRecords.head.contains("adoption off beside the external shuffle service"))
+    assert(f.ping("1") == LeaseRenewed, "not fenced: its retained files stay for job recovery")
+  }
+
+  test("a reattached volume: the outputs wait registered, then move to the executor whose store holds them") {
+    val f = new Fixture(deployment = RetentionDeployment(reattachTimeoutMs = 60000L))
+    f.agent("1", host = "pod-1")(); f.agent("2", host = "pod-2")()
+    f.stage(0)
+    val m0 = f.output(0, 0, "1", host = "pod-1"); val m1 = f.output(0, 1, "1", host = "pod-1")
+    f.coordinator.executorRemoved("1", "The executor with id 1 was deleted by a user or the framework.", 0L)
+    assert(f.asks[AdoptRequest].isEmpty && f.unregistered.isEmpty && f.deleted.isEmpty)
+    assert(f.spark.registered.values.map(_._2).toSet == Set(f.spark.location("1", "pod-1")), "still at the lost one")
+    assert(f.spark.timeouts.map(_._2) == Seq(60000L))
+    f.clock.advance(7000L)
+    f.agent("4", host = "pod-4", held = Seq("1"))() // the replacement pod mounts executor 1's claim
+    val Seq((ref, req)) = f.asks[AdoptRequest]
+    assert(ref == "agent-4" && req.fromExecutor == "1" && req.outputs.map(_.mapId).toSeq == Seq(m0, m1))
+    val to = f.spark.location("4", "pod-4")
+    assert(f.spark.registered.toMap == Map((0, 0) -> (m0, to), (0, 1) -> (m1, to)))
+    assert(f.asks[PurgeRequest] == Seq("agent-4" -> PurgeRequest(f.coordinator.appKey, "1", fence = true)),
+      "the executor that mounts the volume deletes what is left of the lost executor's directory")
+    assert(f.lossRecords.head.contains("mounts the lost executor's volume") && f.lossRecords.head.contains(
+      "\"adopted\": 2"))
+    f.spark.timeouts.head._1.run() // the timeout fires later: nothing waits any more
+    assert(f.unregistered.isEmpty && f.lossRecords.size == 1)
+  }
+
+  test("a volume not reattached in time: the waiting outputs are unregistered, saying why") {
+    val f = new Fixture(deployment = RetentionDeployment(reattachTimeoutMs = 60000L))
+    f.agent("2", host = "pod-2")(); f.stage(0)
+    f.output(0, 0, "1", host = "pod-1")
+    f.coordinator.executorRemoved("1", "lost", 0L)
+    assert(f.unregistered.isEmpty)
+    f.spark.timeouts.head._1.run()
+    assert(f.spark.registered.isEmpty)
+    val Seq(u) = f.unregistered
+    assert(u.reason.contains("no executor mounted the volume of executor 1 within 60000 ms"), u.reason)
+    f.agent("4", host = "pod-4", held = Seq("1"))() // too late: nothing is asked
+    assert(f.asks[AdoptRequest].isEmpty)
+  }
+
+  test("without a reattach timeout, no live executor on the node means the outputs are unregistered at once") {
+    val f = new Fixture
+    f.agent("2", host = "pod-2")(); f.stage(0)
+    f.output(0, 0, "1", host = "pod-1")
+    f.coordinator.executorRemoved("1", "lost", 0L)
+    assert(f.spark.registered.isEmpty && f.spark.timeouts.isEmpty)
+    assert(f.unregistered.map(_.reason) == Seq("not adopted: no live executor with a retention agent on node pod-1"))
   }
 }

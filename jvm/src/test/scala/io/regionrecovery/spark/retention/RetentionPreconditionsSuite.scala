@@ -36,8 +36,9 @@ class RetentionPreconditionsSuite extends AnyFunSuite {
     assert(onlyProblem("spark.shuffle.useOldFetchProtocol", "true").contains("map ids are then partition indexes"))
   }
 
-  test("the external shuffle service and push-based shuffle: refused as untested") {
-    assert(onlyProblem("spark.shuffle.service.enabled", "true").contains("not tested with the external shuffle"))
+  test("push-based shuffle: refused as untested; the external shuffle service is accepted (no adoption there)") {
+    assert(RetentionPreconditions.problems((ours + ("spark.shuffle.service.enabled" -> "true")).get).isEmpty)
+    assert(RetentionPreconditions.shuffleService(Map("spark.shuffle.service.enabled" -> " TRUE").get))
     assert(onlyProblem("spark.shuffle.push.enabled", "TRUE").contains("not tested with push-based shuffle"))
   }
 
@@ -74,10 +75,10 @@ class RetentionPreconditionsSuite extends AnyFunSuite {
   }
 
   test("the refusal names the retention key and every bad setting") {
-    val conf = Map("spark.shuffle.checksum.enabled" -> "false", "spark.shuffle.service.enabled" -> "true")
+    val conf = Map("spark.shuffle.checksum.enabled" -> "false", "spark.shuffle.push.enabled" -> "true")
     val e = intercept[IllegalArgumentException](RetentionPreconditions.require(conf.get))
     assert(e.getMessage.startsWith(s"${ConfigKeys.RetainedEnabled.name}=true is refused: "))
-    Seq("spark.shuffle.checksum.enabled=false", "spark.shuffle.service.enabled=true", s"$io=<unset>",
+    Seq("spark.shuffle.checksum.enabled=false", "spark.shuffle.push.enabled=true", s"$io=<unset>",
       s"set ${ConfigKeys.RetainedEnabled.name}=false").foreach(k => assert(e.getMessage.contains(k), k))
   }
 
@@ -100,10 +101,10 @@ class RetentionPreconditionsSuite extends AnyFunSuite {
     sc.stop()
   }
 
-  test("the driver plugin fails the application's start with retention on and the external shuffle service") {
+  test("the driver plugin fails the application's start with retention on and push-based shuffle") {
     val e = intercept[IllegalArgumentException](new SparkContext(conf(ConfigKeys.RetainedEnabled.name -> "true",
-      "spark.shuffle.service.enabled" -> "true")))
+      "spark.shuffle.push.enabled" -> "true")))
     assert(e.getMessage.contains(ConfigKeys.RetainedEnabled.name) && e.getMessage.contains(
-      "spark.shuffle.service.enabled=true"))
+      "spark.shuffle.push.enabled=true"))
   }
 }

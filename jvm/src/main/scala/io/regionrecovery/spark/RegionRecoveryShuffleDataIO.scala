@@ -32,9 +32,10 @@ object RegionRecoveryShuffleDataIO {
     ConfigKeys.ShuffleIoDelegate.read(conf.getOption) match {
       case ConfigKeys.LocalDiskShuffleIo => new LocalDiskShuffleDataIO(conf)
       case other =>
-        Class.forName(other, true,
-          Option(Thread.currentThread().getContextClassLoader).getOrElse(getClass.getClassLoader))
-          .getConstructor(classOf[SparkConf]).newInstance(conf).asInstanceOf[ShuffleDataIO]
+        try Class.forName(other, true,
+            Option(Thread.currentThread().getContextClassLoader).getOrElse(getClass.getClassLoader))
+            .getConstructor(classOf[SparkConf]).newInstance(conf).asInstanceOf[ShuffleDataIO]
+        catch { case e: java.lang.reflect.InvocationTargetException if e.getCause != null => throw e.getCause }
     }
 }
 

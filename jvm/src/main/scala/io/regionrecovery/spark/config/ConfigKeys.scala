@@ -127,7 +127,7 @@ object ConfigKeys {
 
   val RetainedMaxBytes: ConfigKey[Long] = ConfigKey(Prefix + "retained.maxBytes", BytesType, 0L, "0",
     BytesForms + "; 0 = no cap",
-    "Cap on retained bytes per host. Past it, the driver releases the least recently used outputs of shuffles no " +
+    "Cap on retained bytes per node (the executor's host unless retained.nodeEnv names a node). Past it, the driver releases the least recently used outputs of shuffles no " +
       "running job or SQL execution uses: unregistered (Spark recomputes them if they are needed again: correct, " +
       "only slower), their retained and served files deleted. Outputs of shuffles in use are never released, so " +
       "a single running shuffle larger than the cap exceeds it (counted as overCap in rr.retained_ledger()).",

@@ -11,9 +11,10 @@ import org.apache.spark.internal.Logging
 /**
  * The driver's view of one live executor's agent: `node` is where its retained files are shared (its
  * host unless its environment names a node), `held` the other executors whose retained files were on
- * its store when it started (a reattached volume).
+ * its store when it started (a reattached volume), `sparkDirs` its own Spark directories.
  */
-final case class AgentInfo(executorId: String, node: String, ref: AnyRef, held: Seq[String] = Nil)
+final case class AgentInfo(executorId: String, node: String, ref: AnyRef, held: Seq[String] = Nil,
+    sparkDirs: Seq[String] = Nil)
 
 /**
  * The driver's directory of live retention agents, and the deletions carried out through them.
@@ -35,7 +36,7 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   def register(h: RetentionAgentHello): Unit =
     if (removed.contains(h.executorId))
       logWarning(s"region-recovery: ignoring the retention agent of executor ${h.executorId}: already removed")
-    else agents.put(h.executorId, AgentInfo(h.executorId, h.node, h.ref, h.held))
+    else agents.put(h.executorId, AgentInfo(h.executorId, h.node, h.ref, h.held, h.sparkDirs))
 
   /** Marks an executor removed; true only the first time (Spark may report one removal twice). */
   def markRemoved(executorId: String): Boolean = removed.add(executorId)
@@ -55,13 +56,17 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
 
   /**
    * Deletes an executor's retained directory on its node (and fences it): through `via` (the agent
-   * that adopted from a reattached volume), else a live agent on the node, else locally.
+   * that adopted from a reattached volume), else a live agent on the node, else locally. An agent
+   * also deletes `sparkDirs`, the lost executor's own Spark directories there.
    */
-  def purge(node: String, executorId: String, fence: Boolean, via: Option[AgentInfo] = None): (Int, Long) =
+  def purge(node: String, executorId: String, fence: Boolean, via: Option[AgentInfo] = None,
+      sparkDirs: Seq[String] = Nil): (Int, Long) =
     via.orElse(live.find(a => a.node == node && a.executorId != executorId)) match {
       case Some(a) =>
-        try { val r = ask(a, PurgeRequest(appKey(), executorId, fence)).asInstanceOf[PurgeReply]; (r.files, r.bytes) }
-        catch {
+        try {
+          val r = ask(a, PurgeRequest(appKey(), executorId, fence, sparkDirs.toList)).asInstanceOf[PurgeReply]
+          (r.files, r.bytes)
+        } catch {
           case NonFatal(e) =>
             logWarning(s"region-recovery: purge through ${a.executorId} failed: $e")
             purgeLocally(executorId, fence)

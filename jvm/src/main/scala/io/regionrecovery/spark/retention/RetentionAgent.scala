@@ -55,8 +55,9 @@ object RetentionAgent extends Logging {
         } else {
           store.linkOnly = auto
           val node = nodeOf(d.nodeEnv, sys.env.get, host)
+          val own = SparkInternals.executorDirs.toSeq
           val a = new RetentionAgent(store, RetainedStore.appKey(appId, d.incarnation),
-            executorId, d.leaseTimeoutMs, d.jobRecovery, node = node)
+            executorId, d.leaseTimeoutMs, d.jobRecovery, node = node, sparkDirs = own)
           // the agent and its shutdown hook exist before its lease does: a SIGTERM (its worker killing a starting
           // executor as the application ends) then either finds the agent to stop, or stops it before its first
           // lease write, which startLease then skips; a hook added during shutdown throws, and no lease is written
@@ -69,7 +70,7 @@ object RetentionAgent extends Logging {
             logInfo(s"region-recovery: retaining map outputs of executor $executorId on node $node in " +
               a.store.executorDir(a.appKey, executorId) +
               (if (held.isEmpty) "" else s"; this volume holds the retained files of executors ${held.mkString(", ")}"))
-            Some(RetentionAgentHello(executorId, node, a.ref, held))
+            Some(RetentionAgentHello(executorId, node, a.ref, held, own))
           }
         }
       }
@@ -117,8 +118,8 @@ object RetentionAgent extends Logging {
  */
 final class RetentionAgent(val store: RetainedStore, val appKey: String, val executorId: String,
     val leaseTimeoutMs: Long, val jobRecovery: Option[(String, Long)] = None,
-    clock: Clock = Clock.System, executor: AgentActions = new SparkAgentActions, val node: String = null)
-    extends Logging {
+    clock: Clock = Clock.System, executor: AgentActions = new SparkAgentActions, val node: String = null,
+    val sparkDirs: Seq[String] = Nil) extends Logging {
   /** Where this agent's retained files are shared: its node, else `host` (an agent made without one, in tests). */
   def nodeOrElse(host: String): String = if (node != null) node else host
   @volatile private[spark] var ref: AnyRef = _
@@ -374,6 +375,11 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
         else store.purgeExecutor(p.appKey, p.executorId, p.fence)
       logInfo(s"region-recovery: deleted $files retained files ($bytes bytes) of " +
         s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appKey)}")
+      if (p.sparkDirs != null && p.sparkDirs.nonEmpty) {
+        val (sf, sb) = LostExecutorDirs.delete(p.sparkDirs, sparkDirs)
+        logInfo(s"region-recovery: deleted the Spark directories of lost executor ${p.executorId} on this node " +
+          s"(${p.sparkDirs.mkString(", ")}): $sf files, $sb bytes")
+      }
       PurgeReply(files, bytes)
     case f: ForgetMapStatuses =>
       f.shuffleIds.foreach(executor.forgetMapStatuses)

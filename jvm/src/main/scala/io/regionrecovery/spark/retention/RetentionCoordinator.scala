@@ -152,6 +152,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val lost = agents.remove(executorId)
     val outputs = actions.outputsOnExecutor(executorId)
     val node = lost.map(_.node).orElse(outputs.headOption.map(_._4.host)).orNull
+    val sparkDirs = lost.map(_.sparkDirs).getOrElse(Nil) // deleted on its node once it is handled, unless not trusted
     if (deployment.shuffleService) {
       // Spark keeps the outputs registered (supportsReliableStorage is the delegate's): the service serves them.
       record(executorId, reason, lossTime, startedAt, 0L, 0, 0, null, RetentionDeployment.ShuffleServiceReason)
@@ -176,7 +177,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       val (eligible, refusals) = AdoptionDecision.eligible(currentPolicy, outputs)(_._1, unsafeToAdopt)
       if (eligible.nonEmpty) {
         unregister(executorId, refusals)
-        val loss = LostOutputs(executorId, reason, lossTime, startedAt, node, eligible, outputs.size)
+        val loss = LostOutputs(executorId, reason, lossTime, startedAt, node, eligible, outputs.size, sparkDirs)
         agents.live.find(_.held.contains(executorId)) match {
           case Some(a) => adoptFromVolume(loss, a) // its replacement was faster than this handler
           case None => waitForVolume(loss)
@@ -185,12 +186,13 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       }
     }
     unregister(executorId, decision.refused)
-    val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size),
+    val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size,
+      sparkDirs),
       decision.adopter, decision.reason,
       failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed))
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
     purge(node, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost",
-      adopted)
+      adopted, sparkDirs)
   }
 
   private def unregister(executorId: String, refused: Seq[((Int, Int, Long, BlockManagerId), String)]): Unit =
@@ -313,7 +315,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       s"executor ${a.executorId} mounts the lost executor's volume: its store " +
         s"holds the retained files of ${loss.executorId} (${now - loss.lossTime} ms after the removal)",
       _ => Left("no other executor mounts that volume"))
-    purge(a.node, loss.executorId, "executor lost; its volume was reattached", adopter.orElse(Some(a)))
+    purge(a.node, loss.executorId, "executor lost; its volume was reattached", adopter.orElse(Some(a)), loss.sparkDirs)
   }
 
   private def noVolumeInTime(loss: LostOutputs): Unit = {
@@ -322,7 +324,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       s"node ${loss.node}"
     unregister(loss.executorId, loss.offered.map(_ -> ("not adopted: " + why)))
     record(loss.executorId, loss.reason, loss.lossTime, loss.startedAt, 0L, 0, loss.total, null, why)
-    purge(loss.node, loss.executorId, "executor lost")
+    purge(loss.node, loss.executorId, "executor lost", None, loss.sparkDirs)
   }
 
   /** Executors whose retained directory was purged and fenced: their lease pings are answered [[LeaseFenced]]. */
@@ -333,9 +335,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * that host if there is one; in any case the executor itself is told at its next lease ping, in
    * case it runs again (a frozen host has no live agent to do it).
    */
-  private def purge(node: String, executorId: String, reason: String, via: Option[AgentInfo] = None): Unit = {
+  private def purge(node: String, executorId: String, reason: String, via: Option[AgentInfo] = None,
+      sparkDirs: Seq[String] = Nil): Unit = {
     fenced.add(executorId)
-    val (files, bytes) = agents.purge(node, executorId, fence = true, via)
+    val (files, bytes) = agents.purge(node, executorId, fence = true, via, sparkDirs)
     ledger.synchronized(ledger.executorPurged(executorId))
     offer(RetainedFilesDeletedEvent(now, executorId, node, files, bytes, reason))
   }

@@ -62,7 +62,10 @@ object RetentionDeployment {
       "registered; their retained copies are kept for job recovery"
 }
 
-/** A lost executor's outputs being handed to an adopter: `offered` to it, `total` registered at the loss. */
+/**
+ * A lost executor's outputs being handed to an adopter: `offered` to it, `total` registered at the
+ * loss; `sparkDirs` its own Spark directories, deleted on its node once this is done.
+ */
 private[retention] final case class LostOutputs(executorId: String, reason: String, lossTime: Long,
     startedAt: Long, node: String, offered: Seq[(Int, Int, Long, org.apache.spark.storage.BlockManagerId)],
-    total: Int)
+    total: Int, sparkDirs: Seq[String])

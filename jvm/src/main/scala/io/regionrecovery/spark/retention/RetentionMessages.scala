@@ -61,9 +61,11 @@ final case class AdoptRequest(appKey: String, fromExecutor: String, outputs: Arr
 
 /**
  * Delete the retained directory of `executorId` on this host (of the whole application when it is
- * null), and fence that executor when `fence` is set. Reply: [[PurgeReply]].
+ * null), and fence that executor when `fence` is set; delete `sparkDirs` too, the lost executor's
+ * own Spark directories on this node ([[LostExecutorDirs]]). Reply: [[PurgeReply]] (retained files only).
  */
-final case class PurgeRequest(appKey: String, executorId: String, fence: Boolean) extends AgentRequest
+final case class PurgeRequest(appKey: String, executorId: String, fence: Boolean,
+    sparkDirs: Seq[String] = Nil) extends AgentRequest
 
 /** Drop the cached map statuses of these shuffles (outputs moved). Sent, no reply. */
 final case class ForgetMapStatuses(shuffleIds: Array[Int]) extends AgentRequest
@@ -109,10 +111,11 @@ sealed trait DriverRequest
 /**
  * An agent says hello through the plugin channel; `ref` is its RPC endpoint (an RpcEndpointRef), `node`
  * where its retained files are shared, `held` the other executors of the application whose retained
- * files its store holds (a reattached volume). No reply.
+ * files its store holds (a reattached volume), `sparkDirs` its own Spark directories (deleted on its
+ * node once it is lost). No reply.
  */
-final case class RetentionAgentHello(executorId: String, node: String, ref: AnyRef, held: Seq[String] = Nil)
-    extends DriverRequest
+final case class RetentionAgentHello(executorId: String, node: String, ref: AnyRef, held: Seq[String] = Nil,
+    sparkDirs: Seq[String] = Nil) extends DriverRequest
 
 /**
  * An agent asks the driver whether it is still there (lease renewal, driver-loss check). Reply:

@@ -113,6 +113,13 @@ object SparkInternals {
   def localDirs: Array[String] = SparkEnv.get.blockManager.diskBlockManager.localDirsString
 
   /**
+   * Every directory of this executor's own under its local directories: its block manager's and its
+   * root directories (spark-* on Kubernetes and in local mode; standalone and YARN give it theirs).
+   */
+  def executorDirs: Array[String] =
+    localDirs ++ org.apache.spark.util.Utils.getOrCreateLocalRootDirs(SparkEnv.get.conf)
+
+  /**
    * Waits until this executor's shuffle manager exists. Spark creates it after the executor plugins
    * (so a plugin's agent can be asked to adopt by the driver before its executor can serve a file):
    * true once it is there, false after `timeoutMs`.

@@ -66,6 +66,33 @@ class RetainedStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("a lost executor's Spark directories: only Spark-named, absolute, not the deleting executor's own, no link") {
+    withRoot { (root, _) =>
+      val node = root.getParent
+      val lostBm = node.resolve("blockmgr-0b9e1c4e-4c51-4b0f-9a43-6f4fd1e0c2a1")
+      val lostRoot = node.resolve("spark-7d0f3e2a-1b2c-4d5e-8f90-a1b2c3d4e5f6")
+      val own = node.resolve("blockmgr-11111111-2222-4333-8444-555555555555")
+      val other = node.resolve("data")
+      Seq(lostBm.resolve("0c"), lostRoot.resolve("userFiles"), own.resolve("0c"), other).foreach(
+        Files.createDirectories(_))
+      file(lostBm.resolve("0c"), "shuffle_0_5_0.data", 100)
+      file(lostRoot.resolve("userFiles"), "app.jar", 20)
+      file(own.resolve("0c"), "shuffle_0_6_0.data", 7)
+      file(other, "keep", 1)
+      val link = node.resolve("spark-aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
+      Files.createSymbolicLink(link, other)
+      assert(LostExecutorDirs.refusal("relative/blockmgr-x", Set.empty).contains("not an absolute path"))
+      assert(LostExecutorDirs.refusal(other.toString, Set.empty).exists(_.startsWith("not named")))
+      assert(LostExecutorDirs.refusal(own.toString, Set(own.toString)).contains("this executor's own directory"))
+      assert(LostExecutorDirs.refusal(link.toString, Set.empty).contains("a symbolic link"))
+      val asked = Seq(lostBm, lostRoot, own, other, link, node.resolve("blockmgr-00000000-0000-4000-8000-000000000000"))
+      assert(LostExecutorDirs.delete(asked.map(_.toString), Seq(own.toString)) == ((2, 120L)))
+      assert(!Files.exists(lostBm) && !Files.exists(lostRoot))
+      assert(Files.exists(own.resolve("0c").resolve("shuffle_0_6_0.data")) && Files.exists(other.resolve("keep")))
+      assert(Files.isSymbolicLink(link) && Files.exists(other), "a link is neither followed nor removed")
+    }
+  }
+
   test("an executor's node: the named environment variable if set and not blank, else its host") {
     val env = Map("NODE_NAME" -> "node-a", "BLANK" -> " ").get _
     assert(RetentionAgent.nodeOf("NODE_NAME", env, "10.0.0.7") == "node-a")

@@ -258,6 +258,21 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.deleted.map(d => (d.executorId, d.host)) == Seq(("1", "node-a")))
   }
 
+  test("a lost executor's own Spark directories are deleted on its node with its retained ones, unless not trusted") {
+    val f = new Fixture
+    val dirs = Seq("/spark-node/blockmgr-0b9e1c4e-4c51-4b0f-9a43-6f4fd1e0c2a1")
+    def hello(id: String, node: String): Unit = {
+      f.spark.agents(s"agent-$id") = f.adoptAll(id, node)
+      f.coordinator.handle(RetentionAgentHello(id, node, s"agent-$id", Nil, dirs.map(_.replace("0b9e", id * 4))))
+    }
+    hello("1", "node-a"); hello("2", "node-a"); hello("3", "node-a")
+    f.stage(0); f.output(0, 0, "1", host = "node-a")
+    f.coordinator.executorRemoved("1", "lost", 0L)
+    assert(f.asks[PurgeRequest].map(_._2.sparkDirs) == Seq(dirs.map(_.replace("0b9e", "1111"))))
+    f.coordinator.executorRemoved("3", HeartbeatTimeout, 0L) // the process may still write there
+    assert(f.asks[PurgeRequest].map(_._2).last == PurgeRequest(f.coordinator.appKey, "3", fence = true))
+  }
+
   test("beside the external shuffle service nothing is adopted, unregistered or deleted: the service serves them") {
     val f = new Fixture(deployment = RetentionDeployment(shuffleService = true))
     f.agent("2")(); f.stage(0)

@@ -48,6 +48,7 @@ SLOW = (
     "tests/containers/",
     "tests/integration/test_job_recovery.py",
     "tests/integration/test_job_recovery_limits.py",
+    "tests/integration/test_job_recovery_shuffle_service.py",
     "tests/integration/test_job_identity.py",
     "tests/integration/test_demo.py",
 )
@@ -57,7 +58,7 @@ ONE_BY_ONE = ("tests/bench/test_bench_smoke.py",)
 # Measured seconds per group on a 2-core machine (scripts/test.sh prints the slowest tests): the longest groups
 # start first, so that neither worker is left with a long one at the end. Unlisted groups count 30 s.
 SECONDS: dict[str, float] = {
-    "tests/containers": 650,
+    "tests/containers": 800,
     "tests/integration/test_job_recovery.py": 400,
     "tests/integration/test_job_recovery_limits.py": 240,
     "tests/integration/test_job_identity.py": 200,

@@ -40,6 +40,7 @@ class Host:
     address: str
     command: str
     env: dict[str, str] = field(default_factory=dict)
+    volumes: dict[str, str] = field(default_factory=dict)  # host directory -> mount point (read-write)
     container: object = None  # testcontainers DockerContainer while it runs
 
     @property
@@ -54,6 +55,8 @@ class Host:
         env = {"SPARK_LOCAL_IP": self.address, "SPARK_LOCAL_DIRS": LOCAL_DIR, "JAVA_TOOL_OPTIONS": JVM_OPTIONS}
         for k, v in {**env, **self.env}.items():
             c = c.with_env(k, v)
+        for source, target in self.volumes.items():
+            c = c.with_volume_mapping(source, target, "rw")
         self.container = c.start()
         return self
 

@@ -243,7 +243,7 @@ final class RetainedStore(val root: Path) extends Logging {
   def markKept(appKey: String, until: Long, jobId: String): Unit = {
     require(jobId != null && jobId.nonEmpty && !jobId.exists(c => c == '\t' || c == '\n' || c == '\r'),
       s"bad job id for a keep mark: $jobId")
-    ensureDir(root)
+    if (!Files.isDirectory(appDir(appKey))) return // nothing to keep: a mark alone would outlive everything
     val tmp = root.resolve(
       s"${safe(appKey)}.keep.${ProcessHandle.current().pid()}-${Thread.currentThread().getId}.tmp")
     Files.write(tmp, s"$until\t$jobId".getBytes(StandardCharsets.UTF_8))

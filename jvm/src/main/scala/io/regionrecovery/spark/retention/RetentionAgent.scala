@@ -139,6 +139,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   @volatile private var cutOffLogged = false
   @volatile private var droppedForDriverLoss = false
   @volatile private var markedKept = false // this agent kept the files for a resubmission (job recovery)
+  @volatile private var applicationEnded = false // the driver asked to delete this application's files: it ends
   private val leaseThread = SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-lease")
   private def renewEveryMs: Long = math.max(500L, leaseTimeoutMs / 4)
   private def pingTimeoutMs: Long = math.min(renewEveryMs, 10000L)
@@ -316,6 +317,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
 
   /** What a stopping executor does with its application's files on this host, given the driver's answer. */
   private[spark] def afterStop(answer: Option[AnyRef]): Unit = answer match {
+    case None if applicationEnded => // the driver said so before it went: an end, not a loss (nothing to keep)
+      store.deleteApp(appKey)
     case None if silentMs > leaseTimeoutMs && othersReachTheDriver => // cut off for a while (killed by its worker)
       logCutOff()
     case None =>
@@ -370,6 +373,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
         java.time.Instant.ofEpochMilli(k.until))
       null
     case p: PurgeRequest =>
+      // the driver deletes its ending application's files: a stop that finds it gone later is no driver loss
+      if (p.executorId == null && p.appKey == appKey) applicationEnded = true
       val (files, bytes) =
         if (p.executorId == null) store.deleteApp(p.appKey)
         else store.purgeExecutor(p.appKey, p.executorId, p.fence)

@@ -139,6 +139,25 @@ class RetentionAgentSuite extends AnyFunSuite {
     }
   }
 
+  test("with job recovery, a stop after the driver deleted its ending application's files keeps nothing") {
+    withFixture(Some(("nightly", 600000L))) { f =>
+      f.commit(0, 1L)
+      f.driver(Some(LeaseRenewed))
+      f.agent.leaseTick()
+      // the application ends: its driver asks each node to delete its files, then is gone before this stop pings
+      assert(f.agent.handle(PurgeRequest(App, null, fence = false)).asInstanceOf[PurgeReply].files == 2)
+      f.commit(0, 2L) // a late commit of the ending application
+      f.driver(None)
+      f.agent.afterStop(None)
+      assert(f.names.isEmpty, "an end is not a driver loss: nothing is kept for a resubmission, not even a mark")
+    }
+    withFixture(Some(("nightly", 600000L))) { f =>
+      f.driver(None)
+      f.agent.afterStop(None) // a driver lost before anything was retained here: no mark without files
+      assert(f.names.isEmpty)
+    }
+  }
+
   test("a fenced answer to a lease ping deletes the executor's files, writes the fence, and stops its serving") {
     withFixture() { f =>
       f.commit(0, 1L)

@@ -68,9 +68,13 @@ def three_hosts(image):
 
 
 @pytest.fixture(scope="module")
-def shuffle_service_host(image):
-    """Master on 127.0.0.10; one worker on 127.0.0.11 (two executor slots) running the external shuffle service."""
+def shuffle_service_host(image, tmp_path_factory):
+    """Master on 127.0.0.10; one worker on 127.0.0.11 (two executor slots) running the external shuffle service.
+    `c.shared` is a directory of this machine mounted at the same path in the worker (a job's input and output)."""
     c = StandaloneCluster("rr-ess", 10, [2], {"spark.shuffle.service.enabled": "true"})
+    c.shared = tmp_path_factory.mktemp("ess-shared")
+    c.shared.chmod(0o777)
+    c.workers[0].volumes[str(c.shared)] = str(c.shared)
     try:
         yield c.start()
     finally:

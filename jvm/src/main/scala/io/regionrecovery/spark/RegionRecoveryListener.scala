@@ -129,6 +129,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
       reason, fShuffle, fMapId, fMapIndex, fReduce, lostExec, bmHost, exClass, message, byApp, counts))
     state.consumers.taskEnded(e.stageId, reason == Event.Reason.Success)
     if (e.taskType == "ShuffleMapTask") features.foreach(_.mapTaskEnded(t.taskId))
+    if (reason == Event.Reason.FetchFailed && lostExec != null) features.foreach(_.fetchFailed(lostExec))
   }
 
   override def onExecutorAdded(e: SparkListenerExecutorAdded): Unit =

@@ -32,6 +32,9 @@ trait DriverFeature {
   /** SparkListenerTaskEnd of a shuffle map task. */
   def mapTaskEnded(taskId: Long): Unit = ()
 
+  /** A task failed to fetch a map output served by `executorId` (SparkListenerTaskEnd with FetchFailed). */
+  def fetchFailed(executorId: String): Unit = ()
+
   /** SparkListenerExecutorRemoved. */
   def executorRemoved(executorId: String, reason: String, time: Long): Unit = ()
 

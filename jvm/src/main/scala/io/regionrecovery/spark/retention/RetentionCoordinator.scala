@@ -318,10 +318,27 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     purge(a.node, loss.executorId, "executor lost; its volume was reattached", adopter.orElse(Some(a)), loss.sparkDirs)
   }
 
-  private def noVolumeInTime(loss: LostOutputs): Unit = {
-    val why = s"no executor mounted the volume of executor ${loss.executorId} within " +
-      s"${deployment.reattachTimeoutMs} ms (${ConfigKeys.RetainedReattachTimeout.name}) and no live executor is on " +
-      s"node ${loss.node}"
+  /**
+   * A task failed to fetch from a lost executor whose outputs wait for its volume: Spark unregisters
+   * the one output it read and resubmits the map stage. The wait ends at once, so that the stage
+   * recomputes all the waiting outputs in one attempt (as without the wait), not one per fetch failure.
+   */
+  override def fetchFailed(executorId: String): Unit =
+    if (!stopped && deployment.reattachTimeoutMs > 0) onWorker(s"fetch failure from executor $executorId") {
+      waitingForVolume.remove(executorId).foreach { loss =>
+        giveUp(loss,
+          s"a task failed to fetch from executor ${loss.executorId} while its outputs waited for its " +
+            s"volume (${ConfigKeys.RetainedReattachTimeout.name}): they are recomputed with the output it read")
+      }
+    }
+
+  private def noVolumeInTime(loss: LostOutputs): Unit =
+    giveUp(loss,
+      s"no executor mounted the volume of executor ${loss.executorId} within " +
+        s"${deployment.reattachTimeoutMs} ms (${ConfigKeys.RetainedReattachTimeout.name}) and no live executor is on " +
+        s"node ${loss.node}")
+
+  private def giveUp(loss: LostOutputs, why: String): Unit = {
     unregister(loss.executorId, loss.offered.map(_ -> ("not adopted: " + why)))
     record(loss.executorId, loss.reason, loss.lossTime, loss.startedAt, 0L, 0, loss.total, null, why)
     purge(loss.node, loss.executorId, "executor lost", None, loss.sparkDirs)

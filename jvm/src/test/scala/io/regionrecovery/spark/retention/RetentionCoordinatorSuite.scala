@@ -321,6 +321,21 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.asks[AdoptRequest].isEmpty)
   }
 
+  test("a fetch failure from a waiting executor ends the wait: all its outputs are unregistered at once") {
+    val f = new Fixture(deployment = RetentionDeployment(reattachTimeoutMs = 60000L))
+    f.agent("2", host = "pod-2")(); f.stage(0)
+    f.output(0, 0, "1", host = "pod-1"); f.output(0, 1, "1", host = "pod-1")
+    f.coordinator.executorRemoved("1", "lost", 0L)
+    f.coordinator.fetchFailed("2") // not waiting: nothing happens
+    assert(f.unregistered.isEmpty)
+    f.coordinator.fetchFailed("1")
+    assert(f.spark.registered.isEmpty, "the stage Spark resubmits recomputes both, not one per fetch failure")
+    assert(f.unregistered.size == 2 && f.unregistered.forall(_.reason.contains("a task failed to fetch")))
+    f.spark.timeouts.head._1.run()
+    f.agent("4", host = "pod-4", held = Seq("1"))()
+    assert(f.asks[AdoptRequest].isEmpty && f.lossRecords.size == 1)
+  }
+
   test("without a reattach timeout, no live executor on the node means the outputs are unregistered at once") {
     val f = new Fixture
     f.agent("2", host = "pod-2")(); f.stage(0)

@@ -18,6 +18,7 @@ the first time a task attempt for it succeeds.
 - map_tasks_reexecuted: the same for shuffle map tasks.
 - stages_skipped: stages a job listed that never ran in that application (their outputs reused).
 - shuffle_bytes_written: bytes every task attempt wrote to shuffle files (Spark's task metrics).
+- fetch_failures: task attempts that ended in a fetch failure (a reducer found a map output gone).
 
 `counts_by_group` gives the same counts per job group (tpch-executor-kill: one group per query run).
 """
@@ -47,6 +48,7 @@ class AppCounts:
     stages_run: set[int] = field(default_factory=set)
     failed_jobs: int = 0
     shuffle_bytes_written: int = 0
+    fetch_failures: int = 0
     launched_by_group: Counter = field(default_factory=Counter)
     map_launched_by_group: Counter = field(default_factory=Counter)
     executors_removed: list[str] = field(default_factory=list)  # Spark's reasons, e.g. heartbeat timed out
@@ -85,7 +87,9 @@ def read_app(lines: Iterable[str]) -> AppCounts:
             c.map_launched_by_group[group_of.get(sid, "")] += is_map
             written = ((e.get("Task Metrics") or {}).get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written")
             c.shuffle_bytes_written += written or 0
-            ok = (e.get("Task End Reason") or {}).get("Reason") == "Success"
+            reason = (e.get("Task End Reason") or {}).get("Reason")
+            c.fetch_failures += reason == "FetchFailed"
+            ok = reason == "Success"
             if ok and not info.get("Failed") and not info.get("Killed"):
                 name, tasks, rdd = stage_key.get(sid, (f"stage {sid}", -1, -1))
                 unit = (group_of.get(sid, ""), name, tasks, rdd, info["Index"])
@@ -137,6 +141,7 @@ def counts(apps: list[AppCounts]) -> dict[str, int]:
         "map_tasks_reexecuted": sum(a.map_tasks_launched for a in apps) - len(map_units),
         "stages_skipped": sum(a.stages_skipped for a in apps),
         "shuffle_bytes_written": sum(a.shuffle_bytes_written for a in apps),
+        "fetch_failures": sum(a.fetch_failures for a in apps),
         "applications": len(apps),
     }
 

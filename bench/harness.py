@@ -27,14 +27,20 @@ DEFAULT_MASTER = "local-cluster[2,1,1024]"
 MODES = ("vanilla", "recovery")
 # the same workload with the fault left out (plain Spark): what a failure costs is measured against it
 FAULT_SCENARIOS = ("executor-crash", "heartbeat-timeout", "transient-failure", "shuffle-scale")
+# executors as Kubernetes pods (bench.pods): two recovery modes, one per Kubernetes setup (docs/kubernetes.md)
+# (recovery-reattach-wait: the claim, with job 2 waiting for the replacement pod; the others do not wait)
+POD_LOSS_MODES = ("nofault", "vanilla", "recovery-hostpath", "recovery-reattach", "recovery-reattach-wait")
 
 
 def modes(scenario: str, master: str = DEFAULT_MASTER) -> tuple[str, ...]:
     """The modes a scenario runs, in order: nofault first in the fault scenarios; executor-crash on the
     benchmark's standalone cluster adds plain Spark with the external shuffle service (vanilla-ess);
-    streaming-catch-up adds vanilla with a fixed batch limit."""
+    streaming-catch-up adds vanilla with a fixed batch limit; pod-loss has a recovery mode per Kubernetes setup
+    (the node hostPath, the reattached claim) and runs on its own pods whatever the master."""
     if scenario == "streaming-catch-up":
         return streaming_catch_up.MODES
+    if scenario == "pod-loss":
+        return POD_LOSS_MODES
     if scenario == "executor-crash" and master == DEFAULT_MASTER:
         return ("nofault", "vanilla", "vanilla-ess", "recovery")
     if scenario in FAULT_SCENARIOS:
@@ -42,30 +48,44 @@ def modes(scenario: str, master: str = DEFAULT_MASTER) -> tuple[str, ...]:
     return MODES
 
 
+def recovery_modes(order) -> list[str]:
+    """The modes with the plugin: recovery, or pod-loss's recovery-hostpath, recovery-reattach(-wait)."""
+    return [m for m in order if scenarios.is_recovery(m)]
+
+
+def _named(order: tuple[str, ...], mode: str) -> list[str]:
+    """The scenario's modes `--modes` names with `mode`: itself, or for `recovery` in a scenario without a plain
+    recovery mode (pod-loss) every recovery mode it has."""
+    if mode in order:
+        return [mode]
+    return recovery_modes(order) if mode == "recovery" else []
+
+
 def select_modes(scenario: str, master: str = DEFAULT_MASTER, wanted: list[str] | None = None) -> tuple[str, ...]:
-    """The modes of `wanted` (`--modes`; None: all) in the scenario's order. Vanilla and recovery always run:
-    every figure compares them; nofault and the other vanilla modes may be left out."""
+    """The modes of `wanted` (`--modes`; None: all) in the scenario's order. Vanilla and a recovery mode always
+    run: every figure compares them; nofault and the other vanilla modes may be left out (`recovery` names all
+    of pod-loss's recovery modes)."""
     order = modes(scenario, master)
     if wanted is None:
         return order
-    unknown = [m for m in wanted if m not in order]
+    unknown = [m for m in wanted if not _named(order, m)]
     if unknown:
         raise SystemExit(f"{scenario} has no mode {', '.join(unknown)}; its modes are {','.join(order)}")
-    missing = [m for m in MODES if m not in wanted]
-    if missing:
+    chosen = {n for m in wanted for n in _named(order, m)}
+    if "vanilla" not in chosen or not recovery_modes(chosen):
         raise SystemExit(f"--modes must include vanilla and recovery (every figure compares them): {','.join(wanted)}")
-    return tuple(m for m in order if m in wanted)
+    return tuple(m for m in order if m in chosen)
 
 
 def select_modes_of_all(master: str = DEFAULT_MASTER, wanted: list[str] | None = None) -> dict[str, tuple[str, ...]]:
     """`run all --modes`: each scenario runs the listed modes it has; a mode no scenario has is an error."""
     if wanted is None:
         return {name: modes(name, master) for name in scenarios.SCENARIOS}
-    unknown = [m for m in wanted if not any(m in modes(name, master) for name in scenarios.SCENARIOS)]
+    unknown = [m for m in wanted if not any(_named(modes(name, master), m) for name in scenarios.SCENARIOS)]
     if unknown:
         raise SystemExit(f"no scenario has mode {', '.join(unknown)}")
     return {
-        name: select_modes(name, master, [m for m in wanted if m in modes(name, master)])
+        name: select_modes(name, master, [m for m in wanted if _named(modes(name, master), m)])
         for name in scenarios.SCENARIOS
     }
 
@@ -77,8 +97,9 @@ def _own_scale(table: dict, scale: str) -> dict:
 
 def uses_standalone(scenario: str, master: str) -> bool:
     """executor-crash runs every mode on a standalone cluster the benchmark starts, so that plain Spark
-    with the external shuffle service (which local-cluster cannot run) is measured on the same cluster."""
-    return scenario == "executor-crash" and master == DEFAULT_MASTER
+    with the external shuffle service (which local-cluster cannot run) is measured on the same cluster;
+    pod-loss on a standalone master without a worker (its executors are the pods it starts), whatever --master."""
+    return (scenario == "executor-crash" and master == DEFAULT_MASTER) or scenario == "pod-loss"
 
 
 class ChecksumMismatch(RuntimeError):
@@ -146,7 +167,9 @@ def run_mode(
     spec["params"] = params or {}
     spec["conf"] = dict(conf or {})
     env_extra = None
-    if cluster is not None:
+    if scenario == "pod-loss":  # started by the worker once its SparkContext exists (bench.pods)
+        spec["pods"] = {"root": os.path.join(work, "pods"), "layout": scenarios.POD_LAYOUT.get(mode, "nodes")}
+    elif cluster is not None:
         spec["executor_local_dir"] = os.path.join(cluster.workdir, "local")
         env_extra = {"BENCH_CLUSTER_PIDS": ",".join(map(str, cluster.pids))}
         spec["conf"].update(cluster.app_conf, **(cluster.ess_conf if mode == "vanilla-ess" else {}))
@@ -188,6 +211,10 @@ def run_mode(
             row["first_run_error"] = r["first_run_error"]
         if scenario == "tpch-executor-kill":
             tpch.add_counts(row, eventlog.counts_by_group(apps))
+        if scenario == "pod-loss":  # the lost pod's map outputs of job 1 that job 2 ran again, apart from the
+            # consumer stage's own retries (its tasks, which fetch-failed, are shuffle map tasks too)
+            job1 = eventlog.counts_by_group(apps).get("map-stage", {})
+            row["outputs_recomputed"] = job1.get("map_tasks_reexecuted", 0)
         if r.get("report"):
             row["recovery_report"] = {k: r["report"].get(k) for k in ("runs", "jobs", "consumer_restarts")}
         _announce(scenario, scale, row)
@@ -200,6 +227,11 @@ def run_mode(
                 kept = os.path.join(keep, f"{scenario}-{mode}-events")
                 shutil.rmtree(kept, ignore_errors=True)
                 shutil.copytree(events, kept)
+            pod_logs = os.path.join(work, "pods", "logs")
+            if os.path.isdir(pod_logs):  # pod-loss: each pod's executor log
+                kept = os.path.join(keep, f"{scenario}-{mode}-pods")
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(pod_logs, kept)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -214,7 +246,6 @@ def _announce(scenario: str, scale: str, row: dict) -> None:
 def _targets(
     scenario: str, scale: str, runs: dict[str, dict], ratio: float | None, ratios: dict | None = None
 ) -> list[dict]:
-    rec = runs["recovery"]
     ratios = ratios or {}
 
     def t(name, value, met):
@@ -223,6 +254,10 @@ def _targets(
     def moonshot(key: str, limit: float, what: str) -> list[dict]:
         value = ratios.get(key)
         return [t(f"moonshot: {what} <= {limit} x the failure-free run", value, value is not None and value <= limit)]
+
+    if scenario == "pod-loss":
+        return pod_loss_targets(runs, ratios, t, moonshot)
+    rec = runs["recovery"]
 
     if scenario == "overhead":
         return [t("wall ratio <= 1.03 (medium scale)", ratio, ratio is not None and ratio <= 1.03)]
@@ -304,6 +339,76 @@ def _targets(
     return []
 
 
+def pod_loss_combine(rows: list[dict]) -> dict:
+    """pod-loss, over a mode's applications: each one's counts of the lost pod's outputs (held, recomputed,
+    adopted) and fetch failures; the time after job 1 (the kill, the driver's removal, the replacement's start,
+    the wait if any, job 2; nofault: job 2 alone), its median, and the medians without the wait for the
+    replacement (recovery-reattach-wait). Job 1 is the same in every mode, and on a busy machine its time varied
+    by more than the failure cost."""
+    out = {f"{k}_runs": [r.get(k) for r in rows] for k in ("outputs_recomputed", "fetch_failures")}
+    out.update(
+        {f"{k}_runs": [r["extra"].get(k) for r in rows] for k in ("outputs_on_killed_executor", "outputs_adopted")}
+    )
+    rows = [r for r in rows if r["extra"].get("after_job1_s") is not None]  # an action that failed has none
+    if not rows:
+        return out
+    after = [r["extra"]["after_job1_s"] for r in rows]
+    out.update(after_job1_s=round(statistics.median(after), 3), after_job1_s_runs=after)
+    waited = [r["extra"].get("waited_for_replacement_s") for r in rows]
+    if all(w is not None for w in waited):
+        out["after_job1_without_wait_s"] = round(statistics.median(a - w for a, w in zip(after, waited)), 3)
+        out["wall_without_wait_s"] = round(statistics.median(r["wall_s"] - w for r, w in zip(rows, waited)), 3)
+    return out
+
+
+def pod_loss_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
+    """pod-loss: each faulted mode's time after job 1 over the failure-free run's (`after_job1_<mode>_over_nofault`)
+    and each recovery mode's over vanilla's; for the mode whose job 2 waited for the replacement pod
+    (recovery-reattach-wait), both without that wait too: what the loss costs when the application has other
+    work while the pod starts."""
+    out = {}
+    key = {m: m.replace("-", "_") for m in runs}
+    free = (runs.get("nofault") or {}).get("after_job1_s")
+    for mode, row in runs.items():
+        if row.get("wall_without_wait_s") is not None and "nofault" in runs:
+            out[f"wall_{key[mode]}_without_wait_over_nofault"] = _ratio(
+                row["wall_without_wait_s"], runs["nofault"]["wall_s"]
+            )
+    for mode, row in runs.items():
+        if mode == "nofault" or row.get("after_job1_s") is None:
+            continue
+        if free is not None:
+            out[f"after_job1_{key[mode]}_over_nofault"] = _ratio(row["after_job1_s"], free)
+            if row.get("after_job1_without_wait_s") is not None:
+                out[f"after_job1_{key[mode]}_without_wait_over_nofault"] = _ratio(
+                    row["after_job1_without_wait_s"], free
+                )
+        if scenarios.is_recovery(mode) and "vanilla" in runs:
+            out[f"after_job1_{key[mode]}_over_vanilla"] = _ratio(
+                row["after_job1_s"], runs["vanilla"].get("after_job1_s")
+            )
+    return out
+
+
+def pod_loss_targets(runs: dict[str, dict], ratios: dict, t, moonshot) -> list[dict]:
+    """pod-loss: vanilla recomputes every map output of the lost pod (the fault cost something); each recovery
+    mode re-executes no map task in any of its applications, and its moonshot is 1.15 x the failure-free run."""
+    van = runs["vanilla"]
+    held = van["extra"].get("outputs_on_killed_executor")
+    out = [
+        t(
+            f"vanilla re-executed every map output of the lost pod ({held})",
+            van["map_tasks_reexecuted"],
+            held is not None and held > 0 and van["map_tasks_reexecuted"] >= held,
+        )
+    ]
+    for mode in recovery_modes(runs):
+        redone = max(runs[mode].get("map_tasks_reexecuted_runs") or [runs[mode]["map_tasks_reexecuted"]])
+        out.append(t(f"{mode}: map tasks re-executed == 0 (the most of any application)", redone, redone == 0))
+        out += moonshot(f"wall_{mode.replace('-', '_')}_over_nofault", 1.15, mode)
+    return out
+
+
 def ratio_interval(vanilla: list[float], recovery: list[float], rounds: int = 2000) -> list[float]:
     """A 95% bootstrap interval of median(recovery) / median(vanilla), resampling each mode's runs.
 
@@ -332,6 +437,8 @@ def _combine(rows: list[dict]) -> dict:
     if passes or len(runs) > 1:
         row["wall_s_runs"] = runs
         row["wall_s"] = round(statistics.median(runs), 3)
+    if len(rows) > 1:  # the counts are the first application's; every application's map tasks re-executed
+        row["map_tasks_reexecuted_runs"] = [r["map_tasks_reexecuted"] for r in rows]
     return row
 
 
@@ -357,6 +464,8 @@ def run_scenario(
         reps = scenarios.SCALES[scale]["reps"]
     elif scenario == "driver-crash":  # start-up dominates and varies by seconds on a busy machine
         reps = _own_scale(driver_crash.SCALES, scale)["reps"]
+    elif scenario == "pod-loss":
+        reps = scenarios.SCALES[scale]["pod_reps"]
     order = select_modes(scenario, master, only)
     measured: dict[str, list[dict]] = {m: [] for m in order}
     params = {}
@@ -365,9 +474,15 @@ def run_scenario(
         params = {"data": tpch.data_dir(sf), "queries": list(queries or tpch.ALL_QUERIES), "sf": sf}
     cluster = None
     if uses_standalone(scenario, master):
-        cluster = StandaloneCluster(tempfile.mkdtemp(prefix="bench-standalone-"), env={"PYTHONPATH": _pythonpath()})
+        pods_only = scenario == "pod-loss"  # the master alone: the pods register with the driver themselves
+        cluster = StandaloneCluster(
+            tempfile.mkdtemp(prefix="bench-standalone-"), env={"PYTHONPATH": _pythonpath()}, worker=not pods_only
+        )
         cluster.start()
-        progress(f"{scenario}: standalone master {cluster.url}, one worker with the external shuffle service")
+        if pods_only:
+            progress(f"{scenario}: standalone master {cluster.url} without a worker; each mode starts its own pods")
+        else:
+            progress(f"{scenario}: standalone master {cluster.url}, one worker with the external shuffle service")
         master = cluster.url
     try:
         for rep in range(reps):  # alternate the order so that drift on the machine hits every mode
@@ -377,17 +492,22 @@ def run_scenario(
         if cluster is not None:
             cluster.stop()
             if keep:
-                for name in ("master", "worker"):
+                for name in ("master", "worker") if cluster.worker else ("master",):
                     log = os.path.join(cluster.workdir, f"{name}.log")
                     shutil.copy(log, os.path.join(keep, f"{scenario}-standalone-{name}.log"))
             shutil.rmtree(cluster.workdir, ignore_errors=True)
     combine = driver_crash.combine if scenario == "driver-crash" else _combine
     runs = {mode: combine(rows) for mode, rows in measured.items()}
-    v, r = runs["vanilla"], runs["recovery"]
+    if scenario == "pod-loss":
+        for mode, rows in measured.items():
+            runs[mode].update(pod_loss_combine(rows))
+    v, r = runs["vanilla"], runs[recovery_modes(order)[0]]  # pod-loss: recovery-hostpath (each has its ratios)
     ratio = round(r["wall_s"] / v["wall_s"], 3) if v["wall_s"] else None
     ratios = cost_ratios(runs)
     if scenario == "streaming-catch-up":
         ratios.update(streaming_catch_up.ratios(runs))
+    if scenario == "pod-loss":
+        ratios.update(pod_loss_ratios(runs))
     if len(v.get("wall_s_runs", [])) > 1 and len(r.get("wall_s_runs", [])) > 1:
         ratios["wall_ratio_95ci"] = ratio_interval(v["wall_s_runs"], r["wall_s_runs"])
     if "cold_pass_s_runs" in v and "cold_pass_s_runs" in r:  # overhead: the first query of a fresh JVM
@@ -418,6 +538,10 @@ def run_scenario(
         walls = ", ".join(f"{m} {runs[m]['wall_s']} s" for m in order)
         redone = ", ".join(f"{m} {runs[m]['rows_redone']}" for m in order)
         progress(f"{scenario} [{scale}]: wall {walls}; rows redone {redone}; written to {path}")
+    elif scenario == "pod-loss":
+        walls = ", ".join(f"{m} {runs[m]['wall_s']} s" for m in order)
+        redone = ", ".join(f"{m} {runs[m]['map_tasks_reexecuted']}" for m in order)
+        progress(f"{scenario} [{scale}]: wall {walls}; map tasks re-executed {redone}; written to {path}")
     else:
         progress(
             f"{scenario} [{scale}]: wall vanilla {v['wall_s']} s, recovery {r['wall_s']} s (ratio {ratio}); "
@@ -441,27 +565,33 @@ def backoff_s(row: dict) -> float:
 
 
 def cost_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
-    """Recovery against every other mode, and every faulted mode against the failure-free run.
+    """Each recovery mode against every other mode, and every faulted mode against the failure-free run.
 
-    wall_recovery_over_<mode> for each other mode; with a failure-free figure (nofault_wall) also
-    wall_<mode>_over_nofault for each faulted mode. When the restart strategy waited, recovery_backoff_s,
-    and with a failure-free figure wall_recovery_without_backoff_over_nofault.
+    wall_<recovery mode>_over_<mode> for each mode without the plugin but nofault (wall_recovery_over_vanilla;
+    pod-loss: wall_recovery_hostpath_over_vanilla, ...); with a failure-free figure (nofault_wall) also
+    wall_<mode>_over_nofault for each faulted mode. When the restart strategy waited, recovery_backoff_s, and
+    with a failure-free figure wall_recovery_without_backoff_over_nofault.
     """
-    rec = runs["recovery"]
-    out = {
-        f"wall_recovery_over_{m.replace('-', '_')}": _ratio(rec["wall_s"], row["wall_s"])
-        for m, row in runs.items()
-        if m not in ("recovery", "nofault")
-    }
+    out = {}
+    for r in recovery_modes(runs):
+        out.update(
+            {
+                f"wall_{r.replace('-', '_')}_over_{m.replace('-', '_')}": _ratio(runs[r]["wall_s"], row["wall_s"])
+                for m, row in runs.items()
+                if m != "nofault" and not scenarios.is_recovery(m)
+            }
+        )
     for m, row in runs.items():
         free = nofault_wall(runs, m)
         if m != "nofault" and free is not None:
             out[f"wall_{m.replace('-', '_')}_over_nofault"] = _ratio(row["wall_s"], free)
-    waited, free = backoff_s(rec), nofault_wall(runs, "recovery")
+    if "recovery" not in runs:
+        return out
+    waited, free = backoff_s(runs["recovery"]), nofault_wall(runs, "recovery")
     if waited:
         out["recovery_backoff_s"] = round(waited, 3)
     if waited and free is not None:
-        out["wall_recovery_without_backoff_over_nofault"] = _ratio(rec["wall_s"] - waited, free)
+        out["wall_recovery_without_backoff_over_nofault"] = _ratio(runs["recovery"]["wall_s"] - waited, free)
     return out
 
 

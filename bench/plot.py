@@ -43,8 +43,13 @@ def plot_all() -> list[str]:
     loaded = _load()
     if not loaded:
         raise SystemExit(f"no results in {RESULTS}: run `python -m bench run all` first")
-    # streaming-catch-up has three modes and its own chart
-    results = [r for r in loaded if r["scenario"] != "streaming-catch-up"]
+    # streaming-catch-up has three modes and its own chart; pod-loss has no plain recovery mode (failure_cost.png
+    # has its recovery modes)
+    results = [
+        r
+        for r in loaded
+        if r["scenario"] != "streaming-catch-up" and any(run["mode"] == "recovery" for run in r["runs"])
+    ]
     # driver-crash's wall time is not the workload's: the crashed attempt until the kill + the resubmission
     names = [
         f"{r['scenario']}\n({r['scale']}{', 2 processes' if r['scenario'] == 'driver-crash' else ''})" for r in results
@@ -77,14 +82,22 @@ def plot_all() -> list[str]:
 
 def _plot_failure_cost(plt, results: list[dict]) -> str:
     """Each faulted mode's wall time over the failure-free run's, per scenario (1.0 = the failure cost nothing)."""
-    modes = ("vanilla", "vanilla-ess", "recovery")
+    modes = ("vanilla", "vanilla-ess", "recovery", "recovery-hostpath", "recovery-reattach", "recovery-reattach-wait")
+
+    def key(mode: str) -> str:
+        return f"wall_{mode.replace('-', '_')}_over_nofault"
+
+    # each scenario's bars centred on it: the modes it has, in this order, each in its own colour
+    present = [[m for m in modes if r["ratios"].get(key(m)) is not None] for r in results]
     fig, ax = plt.subplots(figsize=(9, 4))
-    width = 0.8 / len(modes)
-    for i, mode in enumerate(modes):
-        key = f"wall_{mode.replace('-', '_')}_over_nofault"
-        xs = [k for k, r in enumerate(results) if r["ratios"].get(key) is not None]
-        if xs:
-            bars = ax.bar([k + (i - 1) * width for k in xs], [results[k]["ratios"][key] for k in xs], width, label=mode)
+    width = 0.8 / max(len(p) for p in present)
+    labelled = set()
+    for k, (r, have) in enumerate(zip(results, present)):
+        for j, mode in enumerate(have):
+            label = None if mode in labelled else mode
+            labelled.add(mode)
+            at = k + (j - (len(have) - 1) / 2) * width
+            bars = ax.bar([at], [r["ratios"][key(mode)]], width, label=label, color=f"C{modes.index(mode)}")
             ax.bar_label(bars, fmt="%.2f", fontsize=7)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(range(len(results)))

@@ -32,6 +32,8 @@ SCALES = {
         "scale_rows": 160_000,
         "scale_maps": 8,
         "slow_s": 1.0,
+        "pod_maps": 8,
+        "pod_reps": 1,
     },
     "small": {
         "rows": 100_000,
@@ -44,6 +46,8 @@ SCALES = {
         "session_rows": 20_000,
         "scale_rows": 400_000,
         "scale_maps": 16,
+        "pod_maps": 16,
+        "pod_reps": 1,
     },
     # overhead: 4 applications per mode (order ABBA...), each 3 unmeasured warm-up passes (the JIT is
     # still compiling through the second and third: passes fell from 4.5 to 2.9 s) + 5 measured
@@ -58,6 +62,10 @@ SCALES = {
         "session_rows": 200_000,
         "scale_rows": 4_000_000,
         "scale_maps": 64,
+        "pod_maps": 16,
+        # pod-loss: 3 applications per mode (order ABC.., then reversed): a mode's workload varied by a third
+        # between single runs on this 2-core machine
+        "pod_reps": 3,
     },
 }
 # shuffle-scale only: about 2.3 GB of shuffle files (lz4) from 256 map tasks; the other scenarios run their
@@ -68,7 +76,7 @@ SCALES["large"] = {**SCALES["medium"], "scale_rows": 12_000_000, "scale_maps": 2
 @dataclass
 class Context:
     spark: object
-    mode: str  # nofault | vanilla | vanilla-ess | recovery
+    mode: str  # nofault | vanilla | vanilla-ess | recovery | pod-loss's recovery-hostpath, recovery-reattach(-wait)
     scale: dict[str, int]
     rr: object | None  # RegionRecovery in recovery mode
     state_dir: str  # survives between the applications of one run (transient fault markers)
@@ -78,6 +86,7 @@ class Context:
     fault: bool = True  # False in the nofault mode: the same workload, the fault left out
     params: dict[str, object] = field(default_factory=dict)  # tpch-executor-kill: data directory, queries
     extra: dict[str, object] = field(default_factory=dict)
+    pods: object | None = None  # pod-loss: bench.pods.Pods, the executors the driver's process started
 
     @property
     def sc(self):
@@ -147,10 +156,15 @@ def overhead(ctx: Context) -> list:
     return result
 
 
-def _pairs(ctx: Context):
+def is_recovery(mode: str) -> bool:
+    """recovery, or one of pod-loss's recovery-* modes: the plugin and the controller."""
+    return mode == "recovery" or mode.startswith("recovery-")
+
+
+def _pairs(ctx: Context, maps: int | None = None):
     rows, keys = ctx.scale["rows"], ctx.scale["keys"]
     return (
-        ctx.sc.parallelize(range(rows), ctx.scale["maps"])
+        ctx.sc.parallelize(range(rows), maps or ctx.scale["maps"])
         .map(lambda x: (x % keys, _burn(x) % 1000))
         .reduceByKey(add, 8)
     )
@@ -351,6 +365,171 @@ def _event_path_and_adoptions(rr) -> dict:
     }
 
 
+def map_outputs_by_executor(tasks: list[tuple[str, str]]) -> dict[str, int]:
+    """Map outputs per executor from a map stage's task attempts (executor id, status): the successful ones."""
+    out: dict[str, int] = {}
+    for executor, status in tasks:
+        if status == "SUCCESS":
+            out[executor] = out.get(executor, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else kv[0]))
+
+
+def choose_victim(outputs: dict[str, int], candidates: list[str]) -> str:
+    """The candidate holding the most map outputs (the lowest id on a tie): the kill must cost something."""
+    return min(candidates, key=lambda e: (-outputs.get(e, 0), int(e)))
+
+
+def _map_stage_outputs(ctx: Context, group: str, timeout: float = 30) -> dict[str, int]:
+    """Executor id -> map outputs the group's map stage wrote there (Spark's status store, which its listener
+    fills a moment after the job returned: read until every task of the stage is in it)."""
+    tracker, store = ctx.sc.statusTracker(), ctx.sc._jsc.sc().statusStore()
+    deadline = time.monotonic() + timeout
+    while True:
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in sorted(job.stageIds) if job is not None else []:
+                try:
+                    data = store.lastStageAttempt(stage_id)
+                except Exception:  # not in the store yet
+                    continue
+                if str(data.status()) != "COMPLETE" or data.shuffleWriteRecords() <= 0:
+                    continue
+                listed = store.taskList(stage_id, data.attemptId(), 100_000)
+                tasks = [listed.apply(i) for i in range(listed.size())]
+                outputs = map_outputs_by_executor([(t.executorId(), str(t.status())) for t in tasks])
+                if sum(outputs.values()) >= data.numTasks():
+                    return outputs
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the map stage of job group {group} is not complete in Spark's status store")
+        time.sleep(0.1)
+
+
+class _Registration(threading.Thread):
+    """Records when an executor id first appears among the driver's executors (seconds after `since`)."""
+
+    def __init__(self, ctx: Context, executor_id: str, since: float):
+        super().__init__(daemon=True)
+        self.ctx, self.executor_id, self.since = ctx, executor_id, since
+        self.done = threading.Event()
+        self.after_s: float | None = None
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            if self.executor_id in executor_ids(self.ctx):
+                self.after_s = round(time.monotonic() - self.since, 3)
+                return
+            time.sleep(0.1)
+
+
+# node-a's pods: the victim is one of them (in the volumes layout the same numbers, each pod its own node)
+POD_LOSS_KILL_FROM = ("1", "2")
+# pod-loss's modes whose job 2 waits until the replacement pod registered and the plugin handled the loss
+POD_LOSS_WAIT = ("recovery-reattach-wait",)
+
+
+def _loss_record(rr, executor_id: str) -> dict | None:
+    """The driver's record of an executor loss (rr.retention(): adopter, adopted, unregistered, total_ms from
+    Spark's removal), once the coordinator handled it: at once on a node with a live executor, when a replacement
+    mounts the volume, or at the reattach timeout."""
+    return next((r for r in rr.retention() or [] if r.get("executor_id") == executor_id), None)
+
+
+def _wait_until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def pod_loss(ctx: Context) -> list:
+    """Executors as Kubernetes pods (bench.pods), no shuffle service: a map stage on four pods (job 1), one pod
+    SIGKILLed once it completed, a replacement pod started as soon as the driver removed it, and the consumers
+    (job 2) at once (recovery-reattach-wait: once the replacement registered and the plugin handled the loss).
+
+    The victim is the pod of node-a (pod 1 or 2) holding more map outputs. Every faulted mode starts the
+    replacement (Kubernetes restores spark.executor.instances), on the lost pod's storage: its claim in the
+    reattach modes, a directory of its own on node-a's hostPath elsewhere. After job 2, untimed
+    (`extra.untimed_s`, left out of the wall time), the scenario waits for the replacement to register and for
+    the plugin's record of the loss, and reports when each came relative to job 2's start.
+    """
+    pods = ctx.pods
+    if pods is None:
+        raise RuntimeError("pod-loss runs on the pods bench.worker starts (spec 'pods')")
+    pairs = _pairs(ctx, ctx.scale["pod_maps"])
+    ctx.group("map-stage")
+    pairs.count()  # the map stage (and a trivial result stage) complete: outputs on all four pods
+    outputs = _map_stage_outputs(ctx, "map-stage")
+    ctx.extra.update(pod_layout=pods.kind, map_outputs_per_executor=outputs)
+    registration, victim_id = None, None
+    job1_ended = time.monotonic()  # what follows is what the failure costs: the kill, the replacement, job 2
+    if ctx.fault:
+        from .pods import replacement
+
+        victim_id = choose_victim(outputs, list(POD_LOSS_KILL_FROM))
+        victim = next(p for p in pods.live() if p.executor_id == victim_id)
+        t_kill = time.monotonic()
+        pods.kill(victim)
+        if not _wait_until(lambda: victim_id not in executor_ids(ctx), 60):
+            raise RuntimeError(f"the driver did not remove executor {victim_id} within 60 s of its pod's kill")
+        removed_s = round(time.monotonic() - t_kill, 3)
+        new = pods.start(replacement(victim, max(p.number for p in pods.specs) + 1, pods.root))
+        registration = _Registration(ctx, new.executor_id, time.monotonic())
+        registration.start()
+        ctx.extra.update(
+            killed_pod=victim.name,
+            killed_executor=victim_id,
+            killed_node=victim.node,
+            outputs_on_killed_executor=outputs.get(victim_id, 0),
+            removed_after_kill_s=removed_s,
+            replacement_pod=new.name,
+            replacement_executor=new.executor_id,
+            replacement_storage=new.volume or new.node,
+        )
+        if ctx.mode in POD_LOSS_WAIT:  # timed: the replacement pod's start is this mode's cost
+            t_wait = time.monotonic()
+            if not _wait_until(lambda: registration.after_s is not None, 120):
+                raise RuntimeError(f"the replacement pod {new.name} did not register within 120 s")
+            if ctx.rr is not None and not _wait_until(lambda: _loss_record(ctx.rr, victim_id) is not None, 90):
+                raise RuntimeError(f"the plugin did not handle the loss of executor {victim_id} within 90 s")
+            ctx.extra["waited_for_replacement_s"] = round(time.monotonic() - t_wait, 3)
+    ctx.group("consumers")
+    job2_started, job2_epoch_ms = time.monotonic(), time.time() * 1000
+    out = sorted(pairs.map(lambda kv: (kv[0] % 100, kv[1])).reduceByKey(add, 4).collect())
+    job2_ended = time.monotonic()
+    ctx.extra["job2_s"] = round(job2_ended - job2_started, 3)
+    ctx.extra["after_job1_s"] = round(job2_ended - job1_ended, 3)
+    if registration is not None:  # untimed from here: what happened, once it has
+        registration.join(120)
+        registration.done.set()
+        after = registration.after_s
+        if after is not None:  # relative to job 2's start (the replacement started just before it, or waited for)
+            after = round(after - (job2_started - registration.since), 3)
+        ctx.extra["replacement_registered_after_job2_start_s"] = after
+        if ctx.rr is not None:
+            _wait_until(lambda: _loss_record(ctx.rr, victim_id) is not None, 90)
+    if ctx.rr is not None:
+        ctx.rr.sync()
+        ctx.extra.update(_event_path_and_adoptions(ctx.rr))
+        adopted_at = [a.time for sh in ctx.rr.model.shuffles.values() for a in sh.adoptions]
+        ctx.extra["adopted_after_job2_start_s"] = (
+            round((max(adopted_at) - job2_epoch_ms) / 1000, 3) if adopted_at else None
+        )
+        record = _loss_record(ctx.rr, victim_id) if victim_id is not None else None
+        if record is not None:
+            removed = ctx.rr.model.read(lambda m: m.executors[victim_id].removed_time)
+            ctx.extra["loss"] = {
+                k: record.get(k) for k in ("adopter", "adopted", "unregistered", "total_ms", "adopter_reason")
+            }
+            # when the plugin handled the loss (adopted, or found the outputs recomputed), from job 2's start
+            ctx.extra["loss_handled_after_job2_start_s"] = round(
+                (removed + int(record["total_ms"]) - job2_epoch_ms) / 1000, 3
+            )
+    ctx.extra["untimed_s"] = round(time.monotonic() - job2_ended, 3)
+    return out
+
+
 def tpch_executor_kill(ctx: Context) -> list:
     """TPC-H (sf 1 by default), each query failure-free then with an executor SIGKILLed once its first
     shuffle stage has finished (bench.tpch)."""
@@ -389,6 +568,7 @@ SCENARIOS = {
     "streaming-catch-up": streaming_catch_up,
     "tpch-executor-kill": tpch_executor_kill,
     "shuffle-scale": shuffle_scale,
+    "pod-loss": pod_loss,
 }
 OWN_PROCESSES = {"driver-crash", "streaming-catch-up"}  # run by the harness itself, not in bench.worker
 
@@ -403,9 +583,25 @@ CONF = {
     "overhead": {"spark.sql.autoBroadcastJoinThreshold": "-1"},
     # lineitem (about 200 MB at sf 1) in about 7 splits rather than 2: a killed executor holds several outputs
     "tpch-executor-kill": {"spark.sql.files.maxPartitionBytes": "32m"},
+    # On standalone the driver waits up to 5 s (this key's default) after an executor disconnects, for its Worker's
+    # exit reason; the pods have no Worker: a pod's loss is its disconnect, removed at once, as Kubernetes' pod
+    # watch reports a failed pod within about a second
+    "pod-loss": {"spark.standalone.executorRemoveDelayOnDisconnection": "0s"},
 }
 
 RETAINED_MAX_BYTES = 16 * 1024  # long-session: below what 50 jobs retain uncapped (about 32 KiB)
+
+# pod-loss's recovery modes (retention on in all; retained.dir left unset: each pod's root is below its own
+# java.io.tmpdir, bench.pods): the node hostPath, and the reattached claim, with no node name on the pods.
+MODE_CONF = {
+    "pod-loss": {
+        "recovery-hostpath": {},  # retained.nodeEnv keeps its default, SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME
+        "recovery-reattach": {"spark.regionRecovery.retained.reattachTimeout": "60s"},
+        "recovery-reattach-wait": {"spark.regionRecovery.retained.reattachTimeout": "60s"},
+    }
+}
+# pod-loss's storage per mode (bench.pods.layout): a claim per pod in the reattach modes, two nodes elsewhere
+POD_LAYOUT = {"recovery-reattach": "volumes", "recovery-reattach-wait": "volumes"}
 
 # Controller settings in recovery mode; keys this build does not know yet are left out.
 RECOVERY_CONF = {

@@ -7,6 +7,10 @@ the driver's JVM), so `executor-crash` runs every mode on this cluster instead, 
 
 One worker with two cores gives two one-core executors on one host, as local-cluster[2,1,1024] does.
 The master and worker run in their own process group and are stopped by their pids.
+
+`StandaloneCluster(workdir, worker=False)` starts the master alone (`pod-loss`): an application registers
+with it and gets no executor from it; its executors are the pods `bench.pods` starts, which register with
+the driver on their own, as Kubernetes executor pods do.
 """
 
 from __future__ import annotations
@@ -28,13 +32,16 @@ class StandaloneCluster:
     """`with StandaloneCluster(workdir) as c:` gives c.url (the master), c.app_conf (every application's
     executor sizes) and c.ess_conf (what an application sets to use the worker's shuffle service)."""
 
-    def __init__(self, workdir: str, cores: int = 2, memory: str = "2g", env: dict[str, str] | None = None):
+    def __init__(
+        self, workdir: str, cores: int = 2, memory: str = "2g", env: dict[str, str] | None = None, worker: bool = True
+    ):
         import pyspark
 
         self.home = os.path.dirname(pyspark.__file__)
         self.workdir = workdir
         self.cores, self.memory = cores, memory
         self.env = env or {}  # e.g. PYTHONPATH: the executors' Python workers inherit the worker's environment
+        self.worker = worker  # False: the master alone, which launches no executor
         self.master_port, self.ess_port = free_port(), free_port()
         self.procs: list[subprocess.Popen] = []
 
@@ -44,7 +51,10 @@ class StandaloneCluster:
 
     @property
     def app_conf(self) -> dict[str, str]:
-        """Every application's settings: two one-core executors of 1 GiB, as local-cluster[2,1,1024]."""
+        """Every application's settings: two one-core executors of 1 GiB, as local-cluster[2,1,1024]; without a
+        worker none (the pods set their own cores and heap)."""
+        if not self.worker:
+            return {}
         return {"spark.executor.cores": "1", "spark.cores.max": str(self.cores), "spark.executor.memory": "1g"}
 
     @property
@@ -96,6 +106,8 @@ class StandaloneCluster:
                 env,
                 "I have been elected leader",
             )
+            if not self.worker:
+                return self
             opts = f"-Dspark.shuffle.service.enabled=true -Dspark.shuffle.service.port={self.ess_port}"
             self._start(
                 "worker",

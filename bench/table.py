@@ -4,6 +4,7 @@ README's generated blocks (between `<!-- bench:NAME -->` and `<!-- /bench:NAME -
 - main: every scenario, recovery against plain Spark and both against the failure-free run;
 - tpch: tpch-executor-kill per query;
 - scale: shuffle-scale per scale (what grows with the number of map outputs);
+- pods: pod-loss per mode (executors as Kubernetes pods, one per setup of docs/kubernetes.md);
 - chaos: the fault campaign per seed and fault kind.
 """
 
@@ -16,6 +17,7 @@ import re
 
 from .harness import RESULTS
 from .plot import _load
+from .scenarios import is_recovery
 
 
 def _wall(run: dict) -> str:
@@ -48,33 +50,43 @@ def markdown() -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in _load():
-        c = next(run for run in r["runs"] if run["mode"] == "recovery")
         ratios = r["ratios"]
         targets = "; ".join(f"{t['target']}: {t['value']} {'met' if t['met'] else 'MISSED'}" for t in r["targets"])
         same = {True: "yes", False: "NO", None: "n/a"}[r.get("checksums_agree")]
-        rec_free = _num(ratios.get("wall_recovery_over_nofault"))
-        if ratios.get("wall_recovery_without_backoff_over_nofault") is not None:
-            rec_free += f" ({ratios['wall_recovery_without_backoff_over_nofault']} without the backoff)"
-        # one row per mode recovery is compared with: vanilla, then any other (vanilla-ess, streaming's
-        # vanilla-fixed-limit), whose row names it and refers to the first row's targets
-        for v in (run for run in r["runs"] if run["mode"] not in ("recovery", "nofault")):
-            first = v["mode"] == "vanilla"
-            key = v["mode"].replace("-", "_")
-            also = "targets as above"
-            if "rows_redone" in v:
-                also = f"rows redone {v['rows_redone']} / {c['rows_redone']}; {also}"
-            ratio = _num(ratios.get(f"wall_recovery_over_{key}"))
-            if first and ratios.get("wall_ratio_95ci"):
-                low, high = ratios["wall_ratio_95ci"]
-                ratio += f" (95%: {low}-{high})"
-            settings = "".join(f", {key}={value}" for key, value in (r.get("conf") or {}).items())
-            name = f"{r['scenario']} ({r['scale']}{settings})" + ("" if first else f", {v['mode']} as vanilla")
-            rows.append(
-                f"| {name} | {_failure_free(r)} | {_wall(v)} / {_wall(c)} | {ratio} "
-                f"| {_num(ratios.get(f'wall_{key}_over_nofault'))} | {rec_free} "
-                f"| {v['tasks_reexecuted']} ({v['map_tasks_reexecuted']}) / "
-                f"{c['tasks_reexecuted']} ({c['map_tasks_reexecuted']}) | {same} | {targets if first else also} |"
-            )
+        settings = "".join(f", {key}={value}" for key, value in (r.get("conf") or {}).items())
+        # one row per recovery mode (pod-loss has one per Kubernetes setup) and mode it is compared with: vanilla,
+        # then any other (vanilla-ess, streaming's vanilla-fixed-limit), whose rows name it; the first row has the
+        # targets, the others refer to it
+        recoveries = [run for run in r["runs"] if is_recovery(run["mode"])]
+        for n, c in enumerate(recoveries):
+            ckey = c["mode"].replace("-", "_")
+            rec_free = _num(ratios.get(f"wall_{ckey}_over_nofault"))
+            # transient-failure's restart backoff, pod-loss's wait for the replacement pod
+            for without in ("backoff", "wait"):
+                key = f"wall_{ckey}_without_{without}_over_nofault"
+                if ratios.get(key) is not None:
+                    rec_free += f" ({ratios[key]} without the {without})"
+            for v in (run for run in r["runs"] if not is_recovery(run["mode"]) and run["mode"] != "nofault"):
+                first = v["mode"] == "vanilla"
+                key = v["mode"].replace("-", "_")
+                also = "targets as above"
+                if "rows_redone" in v:
+                    also = f"rows redone {v['rows_redone']} / {c['rows_redone']}; {also}"
+                ratio = _num(ratios.get(f"wall_{ckey}_over_{key}"))
+                if first and n == 0 and ratios.get("wall_ratio_95ci"):  # of the first recovery mode
+                    low, high = ratios["wall_ratio_95ci"]
+                    ratio += f" (95%: {low}-{high})"
+                name = f"{r['scenario']} ({r['scale']}{settings})" + (
+                    "" if c["mode"] == "recovery" else f", {c['mode']}"
+                )
+                name += "" if first else f", {v['mode']} as vanilla"
+                rows.append(
+                    f"| {name} | {_failure_free(r)} | {_wall(v)} / {_wall(c)} | {ratio} "
+                    f"| {_num(ratios.get(f'wall_{key}_over_nofault'))} | {rec_free} "
+                    f"| {v['tasks_reexecuted']} ({v['map_tasks_reexecuted']}) / "
+                    f"{c['tasks_reexecuted']} ({c['map_tasks_reexecuted']}) | {same} "
+                    f"| {targets if first and n == 0 else also} |"
+                )
     return "\n".join(rows)
 
 
@@ -168,7 +180,72 @@ def chaos_markdown() -> str:
     return "\n".join(rows + [""] + totals)
 
 
-TABLES = {"main": markdown, "tpch": tpch_markdown, "scale": scale_markdown, "chaos": chaos_markdown}
+POD_STORAGE = {"nodes": "2 nodes' hostPaths", "volumes": "a claim per pod"}
+
+
+def _seconds(value) -> str:
+    return "n/a" if value is None else f"{value:+.2f}"
+
+
+def _list(values: list) -> str:
+    return ", ".join(_num(v) for v in values)
+
+
+def _over_free(ratios: dict, mode: str, what: str) -> str:
+    """A pod-loss mode's `what` (wall, after_job1) over the failure-free run's, and without the wait if it waited."""
+    if mode == "nofault":
+        return "1"
+    key = mode.replace("-", "_")
+    text = _num(ratios.get(f"{what}_{key}_over_nofault"))
+    without = ratios.get(f"{what}_{key}_without_wait_over_nofault")
+    return text if without is None else f"{text} ({without} without the wait)"
+
+
+def pods_markdown() -> str:
+    """pod-loss per mode: wall time and the time after job 1 (the kill, the replacement, job 2) against the
+    failure-free run, what was recomputed of the lost pod's outputs, what the plugin adopted, and when the plugin
+    handled the loss and the replacement registered (the first application of each mode; the counts of every
+    application, comma-separated)."""
+    rows = [
+        "| Mode | Pods' storage | Wall s | ÷ failure-free | After job 1, s | ÷ failure-free | ÷ vanilla "
+        "| Map tasks re-executed | Lost pod's outputs recomputed / held | Fetch failures | Outputs adopted "
+        "| Loss handled, s from job 2's start | Replacement registered, s from job 2's start | Same result |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in (r for r in _load() if r["scenario"] == "pod-loss"):
+        ratios, runs = r["ratios"], {run["mode"]: run for run in r["runs"]}
+        free = runs.get("nofault", runs["vanilla"])["result_checksum"]
+        for run in r["runs"]:
+            x, key, rec = run["extra"], run["mode"].replace("-", "_"), is_recovery(run["mode"])
+
+            # every application's counts (the mode's row has the first one's), comma-separated
+            held = run.get("outputs_on_killed_executor_runs") or [x.get("outputs_on_killed_executor")]
+            recomputed = run.get("outputs_recomputed_runs") or [run.get("outputs_recomputed")]
+            lost = ", ".join(f"{_num(c)} / {h}" for c, h in zip(recomputed, held)) if held[0] is not None else "n/a"
+            redone = run.get("map_tasks_reexecuted_runs") or [run["map_tasks_reexecuted"]]
+            failures = run.get("fetch_failures_runs") or [run.get("fetch_failures")]
+            adopted = run.get("outputs_adopted_runs") or [x.get("outputs_adopted")]
+            same = "yes" if run["succeeded"] and run["result_checksum"] == free else "NO"
+            after = run.get("after_job1_s")
+            rows.append(
+                f"| {run['mode']} ({r['scale']}) | {POD_STORAGE.get(x.get('pod_layout'), 'n/a')} "
+                f"| {_wall(run)} | {_over_free(ratios, run['mode'], 'wall')} "
+                f"| {'n/a' if after is None else f'{after:.1f}'} | {_over_free(ratios, run['mode'], 'after_job1')} "
+                f"| {_num(ratios.get(f'after_job1_{key}_over_vanilla')) if rec else 'n/a'} "
+                f"| {_list(redone)} | {lost} | {_list(failures)} | {_list(adopted) if rec else 'n/a'} "
+                f"| {_seconds(x.get('loss_handled_after_job2_start_s'))} "
+                f"| {_seconds(x.get('replacement_registered_after_job2_start_s'))} | {same} |"
+            )
+    return "\n".join(rows)
+
+
+TABLES = {
+    "main": markdown,
+    "tpch": tpch_markdown,
+    "scale": scale_markdown,
+    "pods": pods_markdown,
+    "chaos": chaos_markdown,
+}
 
 
 def update(text: str) -> str:

@@ -93,26 +93,58 @@ def build_session(spec: dict):
     b = base_builder(spec, f"bench-{spec['scenario']}-{spec['mode']}").config("spark.sql.shuffle.partitions", "8")
     conf = dict(scenarios.CONF.get(spec["scenario"], {}))
     conf.update(spec.get("conf", {}))  # e.g. vanilla-ess: the standalone worker's shuffle service
-    if spec["mode"] == "recovery":
+    recovery = scenarios.is_recovery(spec["mode"])
+    if recovery:
         conf.update(scenarios.RECOVERY_CONF.get(spec["scenario"], {}))
+        conf.update(scenarios.MODE_CONF.get(spec["scenario"], {}).get(spec["mode"], {}))
         if retention_available() and spec.get("retention", True):
-            conf.update(
-                {
-                    "spark.regionRecovery.retained.enabled": "true",
-                    "spark.regionRecovery.retained.dir": os.path.join(work, "retained"),
-                }
-            )
+            conf["spark.regionRecovery.retained.enabled"] = "true"
+            if not spec.get("pods"):  # pods: unset, each pod's root is below its own java.io.tmpdir (bench.pods)
+                conf["spark.regionRecovery.retained.dir"] = os.path.join(work, "retained")
         elif retention_available():  # not configure()'s default of retained outputs where they are free
             conf["spark.regionRecovery.retained.enabled"] = "false"
     for k, v in conf.items():
         if k.startswith("spark.regionRecovery.") and not known_key(k):
             continue  # a capability this build does not have yet (the result records what ran)
         b = b.config(k, v)
-    if spec["mode"] == "recovery":
+    if recovery:
         import region_recovery
 
         b = region_recovery.configure(b)
     return b.getOrCreate()
+
+
+def start_pods(spark, spec: dict):
+    """pod-loss: the four executor pods of the mode's layout (bench.pods), started once the SparkContext exists
+    (they need its driver port and application id) and registered before the clock starts."""
+    from region_recovery import jar_path
+
+    from .pods import Pods
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pythonpath = os.pathsep.join([here, os.path.join(here, "python"), os.environ.get("PYTHONPATH", "")])
+    pods = Pods(spark.sparkContext, spec["pods"]["root"], spec["pods"]["layout"], jar_path(), pythonpath)
+    initial = pods.initial()
+    try:
+        for pod in initial:
+            pods.start(pod)
+        pods.wait_registered(initial)
+    except BaseException:
+        pods.stop(0)
+        raise
+    return pods
+
+
+def _roots(spec: dict, pods) -> tuple[list[str], list[str]]:
+    """Where Spark's own shuffle files are (local directories) and where retained ones are (retained roots)."""
+    work = spec["workdir"]
+    # on the benchmark's standalone cluster the executors' block manager directories are the worker's
+    local = [os.path.join(work, "local"), *([spec["executor_local_dir"]] if spec.get("executor_local_dir") else [])]
+    retained = [os.path.join(work, "retained")]
+    if pods is not None:  # each pod's local directory, and its tmpdir with the default retained root below it
+        local += pods.local_dirs()
+        retained += pods.tmp_dirs()
+    return local, retained
 
 
 def run(spec: dict) -> dict:
@@ -120,13 +152,19 @@ def run(spec: dict) -> dict:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for sub in ("local", "events", "retained"):
         os.makedirs(os.path.join(spec["workdir"], sub), exist_ok=True)
-    roots = [os.path.join(spec["workdir"], "local"), os.path.join(spec["workdir"], "retained")]
-    # on the benchmark's standalone cluster the executors' block manager directories are the worker's
-    local_roots = [roots[0], *([spec["executor_local_dir"]] if spec.get("executor_local_dir") else [])]
     spark = build_session(spec)
     spark.sparkContext.setLogLevel("ERROR")
+    pods = start_pods(spark, spec) if spec.get("pods") else None
+    try:
+        return _run(spec, spark, pods, started)
+    finally:
+        if pods is not None:  # each exits once its driver is gone; SIGKILLed after 30 s
+            pods.stop()
+
+
+def _run(spec: dict, spark, pods, started: float) -> dict:
     rr = None
-    if spec["mode"] == "recovery" and spec.get("attach", True):
+    if scenarios.is_recovery(spec["mode"]) and spec.get("attach", True):
         import region_recovery
 
         rr = region_recovery.RegionRecovery.attach(spark)
@@ -136,13 +174,14 @@ def run(spec: dict) -> dict:
         scenarios.SCALES[spec["scale"]],
         rr,
         spec["state_dir"],
-        lambda: shuffle_bytes_on_disk(*local_roots, roots[1]),
-        lambda: shuffle_bytes_on_disk(roots[1]),
+        lambda: shuffle_bytes_on_disk(*[d for dirs in _roots(spec, pods) for d in dirs]),
+        lambda: shuffle_bytes_on_disk(*_roots(spec, pods)[1]),
         rerun=spec.get("rerun", False),
         fault=spec["mode"] != "nofault",
         params=spec.get("params", {}),
+        pods=pods,
     )
-    scenarios._wait_executors(ctx, 2)
+    scenarios._wait_executors(ctx, len(pods.specs) if pods is not None else 2)
     out = {"succeeded": False, "error": None}
     t0 = time.monotonic()
     out["startup_s"] = round(t0 - started, 3)  # interpreter, driver JVM, executors: paid again by a rerun
@@ -152,14 +191,18 @@ def run(spec: dict) -> dict:
     except Exception as e:  # a failed action is a measured outcome, not a harness error
         lines = [line for line in str(e).splitlines() if line.strip() and not line.startswith((" ", "\t"))]
         out["error"] = f"{type(e).__name__}: {lines[-1] if lines else ''}"[:500]
-    out["wall_s"] = round(time.monotonic() - t0, 3)
+    # a scenario's waits after its workload, for records to read (pod-loss), are not the workload's time
+    out["wall_s"] = round(time.monotonic() - t0 - ctx.extra.get("untimed_s", 0), 3)
     if rr is not None:
         out["report"] = rr.report()
         rr.detach()
     spark.stop()
+    if pods is not None:  # their block manager directories go as they exit; a killed pod's stay
+        ctx.extra["pods_killed_at_stop"] = pods.stop()
     time.sleep(1.0)  # executors delete their block manager directories as they exit
-    out["retained_bytes_end"] = shuffle_bytes_on_disk(roots[1])  # what retention keeps (0 in vanilla)
-    out["shuffle_bytes_left"] = shuffle_bytes_on_disk(*local_roots)  # Spark's own files, e.g. of killed executors
+    local, retained = _roots(spec, pods)
+    out["retained_bytes_end"] = shuffle_bytes_on_disk(*retained)  # what retention keeps (0 in vanilla)
+    out["shuffle_bytes_left"] = shuffle_bytes_on_disk(*local)  # Spark's own files, e.g. of killed executors
     out["extra"] = ctx.extra
     return out
 

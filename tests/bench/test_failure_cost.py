@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench import eventlog, harness, scenarios, table, tpch
+from bench import pods as podsim
+from bench.standalone import StandaloneCluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -308,3 +310,266 @@ def test_tpch_data_and_queries_come_from_the_packaged_extension(tmp_path, monkey
     assert sorted(queries, key=int) == [str(n) for n in tpch.ALL_QUERIES]
     assert "lineitem" in queries["1"] and queries["1"].lstrip().upper().startswith("SELECT")
     assert tpch.data_dir(0.01) == path  # generated once, then reused
+
+
+# ---- pod-loss: executors as Kubernetes pods (bench.pods) ------------------------------------------------------
+
+
+def test_pods_on_two_nodes_share_their_nodes_tmpdir_and_name_their_node():
+    pods = podsim.layout("nodes", "/w")
+    assert [(p.name, p.executor_id, p.address, p.node) for p in pods] == [
+        ("pod-1", "1", "127.0.0.101", "node-a"),
+        ("pod-2", "2", "127.0.0.102", "node-a"),
+        ("pod-3", "3", "127.0.0.103", "node-b"),
+        ("pod-4", "4", "127.0.0.104", "node-b"),
+    ]
+    assert pods[0].local_dir == "/w/nodes/node-a/pods/pod-1" and pods[1].local_dir == "/w/nodes/node-a/pods/pod-2"
+    assert pods[0].tmp_dir == pods[1].tmp_dir == "/w/nodes/node-a/tmp" != pods[2].tmp_dir
+    assert all(p.volume is None for p in pods)
+
+
+def test_pods_on_claims_have_each_its_own_volume_and_no_node():
+    pods = podsim.layout("volumes", "/w")
+    assert [(p.volume, p.node, p.local_dir, p.tmp_dir) for p in pods[:2]] == [
+        ("vol-1", None, "/w/volumes/vol-1/local", "/w/volumes/vol-1/tmp"),
+        ("vol-2", None, "/w/volumes/vol-2/local", "/w/volumes/vol-2/tmp"),
+    ]
+    assert len({p.tmp_dir for p in pods}) == 4
+    with pytest.raises(ValueError, match="unknown pod layout 'racks'"):
+        podsim.layout("racks", "/w")
+
+
+def test_a_replacement_pod_is_new_on_the_lost_pods_storage():
+    claim = podsim.layout("volumes", "/w")[1]
+    new = podsim.replacement(claim, 5, "/w")
+    assert (new.name, new.executor_id, new.address) == ("pod-5", "5", "127.0.0.105")
+    assert (new.volume, new.local_dir, new.tmp_dir, new.node) == ("vol-2", claim.local_dir, claim.tmp_dir, None)
+    on_node = podsim.replacement(podsim.layout("nodes", "/w")[0], 5, "/w")
+    assert (on_node.node, on_node.local_dir, on_node.tmp_dir) == (
+        "node-a",
+        "/w/nodes/node-a/pods/pod-5",
+        "/w/nodes/node-a/tmp",
+    )
+    with pytest.raises(ValueError, match="out of 1..154"):
+        podsim.address(155)
+
+
+def test_a_pod_runs_one_executor_backend_with_its_address_directories_and_node():
+    on_node, on_claim = podsim.layout("nodes", "/w")[2], podsim.layout("volumes", "/w")[0]
+    cmd = podsim.command("/spark", on_node, podsim.driver_url("127.0.0.1", 4040), "app-1")
+    assert cmd[:2] == ["/spark/bin/spark-class", "org.apache.spark.executor.CoarseGrainedExecutorBackend"]
+    args = dict(zip(cmd[2::2], cmd[3::2]))
+    assert args == {
+        "--driver-url": "spark://CoarseGrainedScheduler@127.0.0.1:4040",
+        "--executor-id": "3",
+        "--hostname": "127.0.0.103",
+        "--cores": "1",
+        "--app-id": "app-1",
+        "--resourceProfileId": "0",
+    }
+    base = {"JAVA_TOOL_OPTIONS": "-XX:+UseSerialGC", podsim.NODE_ENV: "inherited"}
+    env = podsim.environment(on_node, base, "/spark", "/rr.jar", "/repo")
+    assert env["JAVA_TOOL_OPTIONS"] == "-XX:+UseSerialGC"  # as every benchmark JVM
+    assert (env["SPARK_LOCAL_IP"], env["SPARK_LOCAL_DIRS"]) == ("127.0.0.103", "/w/nodes/node-b/pods/pod-3")
+    assert env["SPARK_EXECUTOR_OPTS"] == "-Djava.io.tmpdir=/w/nodes/node-b/tmp"
+    assert (env["SPARK_EXECUTOR_MEMORY"], env["SPARK_EXECUTOR_CLASSPATH"], env["PYTHONPATH"]) == (
+        "1g",
+        "/rr.jar",
+        "/repo",
+    )
+    assert env[podsim.NODE_ENV] == "node-b"
+    assert podsim.NODE_ENV not in podsim.environment(on_claim, base, "/spark", "/rr.jar", "/repo")  # its own node
+
+
+def test_the_victim_is_the_candidate_holding_the_most_outputs():
+    tasks = [("1", "SUCCESS"), ("2", "SUCCESS"), ("2", "SUCCESS"), ("3", "FAILED"), ("10", "SUCCESS")]
+    outputs = scenarios.map_outputs_by_executor(tasks)
+    assert outputs == {"1": 1, "2": 2, "10": 1} and list(outputs) == ["1", "2", "10"]
+    assert scenarios.choose_victim(outputs, ["1", "2"]) == "2"
+    assert scenarios.choose_victim({"1": 3, "2": 3}, ["2", "1"]) == "1"  # a tie: the lowest id
+    assert scenarios.choose_victim({}, ["2", "1"]) == "1"
+
+
+def test_pod_loss_has_a_recovery_mode_per_kubernetes_setup_on_its_own_pods():
+    assert harness.modes("pod-loss") == (
+        "nofault",
+        "vanilla",
+        "recovery-hostpath",
+        "recovery-reattach",
+        "recovery-reattach-wait",
+    )
+    assert harness.modes("pod-loss", "spark://elsewhere:7077") == harness.modes("pod-loss")
+    assert harness.uses_standalone("pod-loss", "spark://elsewhere:7077")
+    # `recovery` names every recovery mode of pod-loss
+    assert harness.select_modes("pod-loss", wanted=["vanilla", "recovery"]) == (
+        "vanilla",
+        "recovery-hostpath",
+        "recovery-reattach",
+        "recovery-reattach-wait",
+    )
+    assert harness.select_modes("pod-loss", wanted=["recovery-reattach", "vanilla"]) == ("vanilla", "recovery-reattach")
+    with pytest.raises(SystemExit, match="must include vanilla and recovery"):
+        harness.select_modes("pod-loss", wanted=["nofault", "recovery-hostpath"])
+    with pytest.raises(SystemExit, match="pod-loss has no mode vanilla-ess"):
+        harness.select_modes("pod-loss", wanted=["vanilla", "vanilla-ess", "recovery"])
+    assert harness.select_modes_of_all(wanted=["vanilla", "recovery"])["pod-loss"] == (
+        "vanilla",
+        "recovery-hostpath",
+        "recovery-reattach",
+        "recovery-reattach-wait",
+    )
+    assert StandaloneCluster("/nowhere", worker=False).app_conf == {}
+
+
+def pod_loss_runs() -> dict[str, dict]:
+    def pod(mode, wall, after, maps=0, **extra):
+        held = {"outputs_on_killed_executor": 4} if mode != "nofault" else {}
+        layout = "volumes" if "reattach" in mode else "nodes"
+        fetch_failures = extra.pop("fetch_failures", 0)
+        x = {"pod_layout": layout, "job2_s": 2.0, "after_job1_s": after, **held, **extra}
+        row = run(mode, wall, maps=maps, tasks=maps, extra=x)
+        row.update(fetch_failures=fetch_failures, outputs_recomputed=maps if mode == "vanilla" else 0)
+        row.update(harness.pod_loss_combine([row]))
+        return row
+
+    return {
+        "nofault": pod("nofault", 10.0, 2.0),
+        "vanilla": pod("vanilla", 13.0, 5.0, maps=4),
+        "recovery-hostpath": pod(
+            "recovery-hostpath", 11.0, 2.5, outputs_adopted=4, loss_handled_after_job2_start_s=-0.4
+        ),
+        "recovery-reattach": pod("recovery-reattach", 14.0, 6.0, maps=7, fetch_failures=3, outputs_adopted=0),
+        "recovery-reattach-wait": pod(
+            "recovery-reattach-wait",
+            21.0,
+            12.0,
+            outputs_adopted=4,
+            waited_for_replacement_s=9.5,
+            loss_handled_after_job2_start_s=-0.2,
+            replacement_registered_after_job2_start_s=-0.6,
+        ),
+    }
+
+
+def pod_loss_result() -> dict:
+    runs = pod_loss_runs()
+    ratios = {**harness.cost_ratios(runs), **harness.pod_loss_ratios(runs)}
+    return {
+        "scenario": "pod-loss",
+        "scale": "medium",
+        "runs": list(runs.values()),
+        "ratios": ratios,
+        "checksums_agree": True,
+        "targets": harness._targets("pod-loss", "medium", runs, None, ratios),
+    }
+
+
+def test_pod_loss_measures_each_recovery_mode_against_vanilla_and_the_failure_free_run():
+    runs = pod_loss_runs()
+    ratios = harness.cost_ratios(runs)
+    assert ratios == {
+        "wall_recovery_hostpath_over_vanilla": 0.846,
+        "wall_recovery_reattach_over_vanilla": 1.077,
+        "wall_recovery_reattach_wait_over_vanilla": 1.615,
+        "wall_vanilla_over_nofault": 1.3,
+        "wall_recovery_hostpath_over_nofault": 1.1,
+        "wall_recovery_reattach_over_nofault": 1.4,
+        "wall_recovery_reattach_wait_over_nofault": 2.1,
+    }
+    assert harness.pod_loss_ratios(runs) == {
+        "wall_recovery_reattach_wait_without_wait_over_nofault": 1.15,
+        "after_job1_vanilla_over_nofault": 2.5,
+        "after_job1_recovery_hostpath_over_nofault": 1.25,
+        "after_job1_recovery_hostpath_over_vanilla": 0.5,
+        "after_job1_recovery_reattach_over_nofault": 3.0,
+        "after_job1_recovery_reattach_over_vanilla": 1.2,
+        "after_job1_recovery_reattach_wait_over_nofault": 6.0,
+        "after_job1_recovery_reattach_wait_without_wait_over_nofault": 1.25,
+        "after_job1_recovery_reattach_wait_over_vanilla": 2.4,
+    }
+
+
+def test_the_time_after_job_1_is_the_median_of_the_applications_with_and_without_the_wait():
+    rows = [
+        run("recovery-reattach-wait", w, extra={"after_job1_s": a, "waited_for_replacement_s": x})
+        for w, a, x in ((20.0, 9.0, 6.0), (30.0, 14.0, 9.0), (25.0, 8.0, 5.0), (24.0, None, None))
+    ]
+    for row, (recomputed, failures) in zip(rows, ((0, 0), (1, 2), (0, 0), (None, None))):
+        row.update(outputs_recomputed=recomputed, fetch_failures=failures)
+        row["extra"].update(outputs_on_killed_executor=4, outputs_adopted=4 - (recomputed or 0))
+    assert harness.pod_loss_combine(rows) == {
+        "outputs_recomputed_runs": [0, 1, 0, None],
+        "fetch_failures_runs": [0, 2, 0, None],
+        "outputs_on_killed_executor_runs": [4, 4, 4, 4],
+        "outputs_adopted_runs": [4, 3, 4, 4],
+        "after_job1_s": 9.0,
+        "after_job1_s_runs": [9.0, 14.0, 8.0],  # the fourth failed before job 2 ended
+        "after_job1_without_wait_s": 3.0,
+        "wall_without_wait_s": 20.0,  # 14, 21, 20
+    }
+    assert harness.pod_loss_combine([run("overhead", 1.0)]) == {
+        "outputs_recomputed_runs": [None],
+        "fetch_failures_runs": [None],
+        "outputs_on_killed_executor_runs": [None],
+        "outputs_adopted_runs": [None],
+    }
+
+
+def test_pod_loss_targets_each_recovery_mode_and_that_vanilla_recomputed_the_lost_pod():
+    result = pod_loss_result()
+    met = {t["target"]: (t["value"], t["met"]) for t in result["targets"]}
+    assert met["vanilla re-executed every map output of the lost pod (4)"] == (4, True)
+    assert met["recovery-hostpath: map tasks re-executed == 0 (the most of any application)"] == (0, True)
+    assert met["recovery-reattach: map tasks re-executed == 0 (the most of any application)"] == (7, False)
+    assert met["moonshot: recovery-hostpath <= 1.15 x the failure-free run"] == (1.1, True)
+    assert met["moonshot: recovery-reattach-wait <= 1.15 x the failure-free run"] == (2.1, False)
+
+
+def test_repeated_applications_give_the_median_wall_and_every_count():
+    rows = [run("recovery-hostpath", w, maps=m) for w, m in ((12.0, 0), (10.0, 2), (11.0, 0))]
+    row = harness._combine(rows)
+    assert (row["wall_s"], row["wall_s_runs"], row["map_tasks_reexecuted_runs"]) == (
+        11.0,
+        [12.0, 10.0, 11.0],
+        [0, 2, 0],
+    )
+    runs = {**pod_loss_runs(), "recovery-hostpath": row}
+    targets = harness._targets("pod-loss", "medium", runs, None, harness.cost_ratios(runs))
+    (hostpath,) = [t for t in targets if t["target"].startswith("recovery-hostpath: map tasks")]
+    assert (hostpath["value"], hostpath["met"]) == (2, False)
+
+
+def test_the_tables_give_pod_loss_a_row_per_recovery_mode_and_per_mode(monkeypatch):
+    monkeypatch.setattr(table, "_load", lambda: [pod_loss_result()])
+    main = table.markdown().splitlines()[2:]
+    assert [line.split(" | ")[0] for line in main] == [
+        "| pod-loss (medium), recovery-hostpath",
+        "| pod-loss (medium), recovery-reattach",
+        "| pod-loss (medium), recovery-reattach-wait",
+    ]
+    assert main[0].startswith(
+        "| pod-loss (medium), recovery-hostpath | 10.0 | 13.0 / 11.0 | 0.846 | 1.3 | 1.1 | 4 (4) / 0 (0)"
+    )
+    assert "vanilla re-executed every map output of the lost pod (4): 4 met" in main[0]
+    assert main[1].endswith("| targets as above |")
+    assert "| 2.1 (1.15 without the wait) |" in main[2]
+    pods = table.pods_markdown().splitlines()
+    assert len(pods) == 2 + 5
+    assert pods[2] == (
+        "| nofault (medium) | 2 nodes' hostPaths | 10.0 | 1 | 2.0 | 1 | n/a | 0 | n/a | 0 | n/a | n/a | n/a | yes |"
+    )
+    assert pods[3].startswith(
+        "| vanilla (medium) | 2 nodes' hostPaths | 13.0 | 1.3 | 5.0 | 2.5 | n/a | 4 | 4 / 4 | 0 |"
+    )
+    assert pods[4] == (
+        "| recovery-hostpath (medium) | 2 nodes' hostPaths | 11.0 | 1.1 | 2.5 | 1.25 | 0.5 | 0 | 0 / 4 | 0 | 4 "
+        "| -0.40 | n/a | yes |"
+    )
+    assert pods[5].startswith(
+        "| recovery-reattach (medium) | a claim per pod | 14.0 | 1.4 | 6.0 | 3.0 | 1.2 | 7 | 0 / 4 | 3 | 0 |"
+    )
+    assert pods[6].startswith(
+        "| recovery-reattach-wait (medium) | a claim per pod | 21.0 | 2.1 (1.15 without the wait) "
+        "| 12.0 | 6.0 (1.25 without the wait) | 2.4 |"
+    )
+    assert pods[6].endswith("| -0.20 | -0.60 | yes |")

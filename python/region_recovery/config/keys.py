@@ -271,8 +271,9 @@ RETAINED_MAX_BYTES = size(
     PREFIX + "retained.maxBytes",
     "0",
     (
-        "Cap on retained bytes per node (the executor's host unless `retained.nodeEnv` names a node). Past it, the driver releases the least recently used outputs of "
-        "shuffles that no running job or SQL execution uses: they are unregistered (Spark recomputes them if "
+        "Cap on retained bytes per node (the executor's host unless `retained.nodeEnv` names a node). Past it, "
+        "the driver releases the least recently used outputs of shuffles that no running job or SQL execution "
+        "uses: they are unregistered (Spark recomputes them if "
         "a later action needs them: correct, only slower) and the owning executor deletes their retained and "
         "served files. Outputs of shuffles in use are never released, so one running shuffle larger than the "
         'cap exceeds it; `rr.retained_ledger()["over_cap"]` counts those moments.'

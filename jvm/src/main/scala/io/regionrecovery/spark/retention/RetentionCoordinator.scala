@@ -153,6 +153,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val outputs = actions.outputsOnExecutor(executorId)
     val node = lost.map(_.node).orElse(outputs.headOption.map(_._4.host)).orNull
     val sparkDirs = lost.map(_.sparkDirs).getOrElse(Nil) // deleted on its node once it is handled, unless not trusted
+    if (sparkDirs.nonEmpty && deployment.reattachTimeoutMs > 0) lostSparkDirs.put(executorId, sparkDirs)
     if (deployment.shuffleService) {
       // Spark keeps the outputs registered (supportsReliableStorage is the delegate's): the service serves them.
       record(executorId, reason, lossTime, startedAt, 0L, 0, 0, null, RetentionDeployment.ShuffleServiceReason)
@@ -304,11 +305,26 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     volumeTimer.schedule(expire, deployment.reattachTimeoutMs, TimeUnit.MILLISECONDS)
   }
 
-  /** A new agent's store holds lost executors' retained files: those waiting are adopted from it. */
+  /**
+   * A new agent's store holds lost executors' retained files: those waiting are adopted from it; those
+   * given up already (no executor mounted the volume in time, a fetch failure) are deleted through it,
+   * with the lost executor's own Spark directories: nobody else reaches that volume.
+   */
   private def reattached(executorId: String): Unit =
     agents.get(executorId).foreach { a =>
-      a.held.foreach(lostId => waitingForVolume.remove(lostId).foreach(adoptFromVolume(_, a)))
+      a.held.foreach { lostId =>
+        waitingForVolume.remove(lostId) match {
+          case Some(loss) => adoptFromVolume(loss, a)
+          case None if fenced.contains(lostId) =>
+            purge(a.node, lostId, "executor lost; its volume was reattached after its outputs were given up", Some(a),
+              lostSparkDirs.getOrDefault(lostId, Nil))
+          case None =>
+        }
+      }
     }
+
+  /** Lost executors' own Spark directories, by executor id (a later holder of their volume deletes them). */
+  private val lostSparkDirs = new java.util.concurrent.ConcurrentHashMap[String, Seq[String]]()
 
   private def adoptFromVolume(loss: LostOutputs, a: AgentInfo): Unit = {
     val adopter = adopt(loss, Some(a),

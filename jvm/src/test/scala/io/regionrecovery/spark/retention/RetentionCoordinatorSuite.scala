@@ -317,8 +317,9 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.spark.registered.isEmpty)
     val Seq(u) = f.unregistered
     assert(u.reason.contains("no executor mounted the volume of executor 1 within 60000 ms"), u.reason)
-    f.agent("4", host = "pod-4", held = Seq("1"))() // too late: nothing is asked
+    f.agent("4", host = "pod-4", held = Seq("1"))() // too late: nothing is adopted, what is left is deleted
     assert(f.asks[AdoptRequest].isEmpty)
+    assert(f.asks[PurgeRequest].map(_._1) == Seq("agent-4"), "only the volume's new holder reaches those files")
   }
 
   test("a fetch failure from a waiting executor ends the wait: all its outputs are unregistered at once") {

@@ -1,5 +1,5 @@
 """python -m bench run SCENARIO|all [--scale smoke|small|medium|large] [--modes vanilla,recovery] [--out FILE]
-[--master URL] [--sf F] [--queries 1,3];
+[--master URL] [--sf F] [--queries 1,3] [--reps N];
 python -m bench plot; python -m bench table [--update README.md];
 python -m bench chaos --runs N --seed S [--only INDEX ...] [--focus KIND] [--out FILE]"""
 
@@ -29,6 +29,16 @@ def _queries(text: str) -> list[int]:
     return numbers
 
 
+def _reps(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of repetitions (1 or more)")
+    return n
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -52,6 +62,12 @@ def main(argv=None) -> int:
         type=lambda text: [m.strip() for m in text.split(",") if m.strip()],
         help="only these of the scenario's modes (run in its order), e.g. vanilla,recovery to leave nofault out; "
         "vanilla and recovery always run",
+    )
+    r.add_argument(
+        "--reps",
+        type=_reps,
+        help="applications per mode, in alternating mode order (default: the scenario's own at its scale, mostly 1); "
+        "with more than one, each wall ratio gets a 95%% interval (ratios.<ratio>_95ci)",
     )
     sub.add_parser("plot", help="draw bench/results/*.json as PNG charts in bench/results/")
     t = sub.add_parser("table", help="print bench/results/*.json as Markdown tables")
@@ -108,6 +124,7 @@ def main(argv=None) -> int:
                 queries=args.queries,
                 conf=dict(args.conf),
                 only=list(modes),
+                reps=args.reps,
             )
         except (harness.ChecksumMismatch, RuntimeError) as e:  # report it, go on with the other scenarios
             print(f"ERROR: {name}: {e}", file=sys.stderr)

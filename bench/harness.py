@@ -30,22 +30,24 @@ FAULT_SCENARIOS = ("executor-crash", "heartbeat-timeout", "transient-failure", "
 # executors as Kubernetes pods (bench.pods): two recovery modes, one per Kubernetes setup (docs/kubernetes.md)
 # (recovery-reattach-wait: the claim, with job 2 waiting for the replacement pod; the others do not wait)
 POD_LOSS_MODES = ("nofault", "vanilla", "recovery-hostpath", "recovery-reattach", "recovery-reattach-wait")
+# on the benchmark's standalone cluster (default master), with plain Spark and the external shuffle service as a peer
+ESS_SCENARIOS = ("executor-crash", "tpch-executor-kill")
 
 
 def modes(scenario: str, master: str = DEFAULT_MASTER) -> tuple[str, ...]:
-    """The modes a scenario runs, in order: nofault first in the fault scenarios; executor-crash on the
-    benchmark's standalone cluster adds plain Spark with the external shuffle service (vanilla-ess);
+    """The modes a scenario runs, in order: nofault first in the fault scenarios; executor-crash and
+    tpch-executor-kill (whose failure-free runs are in each mode's application) on the benchmark's standalone
+    cluster add plain Spark with the external shuffle service (vanilla-ess);
     streaming-catch-up adds vanilla with a fixed batch limit; pod-loss has a recovery mode per Kubernetes setup
     (the node hostPath, the reattached claim) and runs on its own pods whatever the master."""
     if scenario == "streaming-catch-up":
         return streaming_catch_up.MODES
     if scenario == "pod-loss":
         return POD_LOSS_MODES
-    if scenario == "executor-crash" and master == DEFAULT_MASTER:
-        return ("nofault", "vanilla", "vanilla-ess", "recovery")
-    if scenario in FAULT_SCENARIOS:
-        return ("nofault", *MODES)
-    return MODES
+    order = ("nofault", *MODES) if scenario in FAULT_SCENARIOS else MODES
+    if scenario in ESS_SCENARIOS and master == DEFAULT_MASTER:
+        return (*order[:-1], "vanilla-ess", order[-1])
+    return order
 
 
 def recovery_modes(order) -> list[str]:
@@ -96,10 +98,10 @@ def _own_scale(table: dict, scale: str) -> dict:
 
 
 def uses_standalone(scenario: str, master: str) -> bool:
-    """executor-crash runs every mode on a standalone cluster the benchmark starts, so that plain Spark
-    with the external shuffle service (which local-cluster cannot run) is measured on the same cluster;
+    """executor-crash and tpch-executor-kill run every mode on a standalone cluster the benchmark starts, so that
+    plain Spark with the external shuffle service (which local-cluster cannot run) is measured on the same cluster;
     pod-loss on a standalone master without a worker (its executors are the pods it starts), whatever --master."""
-    return (scenario == "executor-crash" and master == DEFAULT_MASTER) or scenario == "pod-loss"
+    return (scenario in ESS_SCENARIOS and master == DEFAULT_MASTER) or scenario == "pod-loss"
 
 
 class ChecksumMismatch(RuntimeError):
@@ -306,7 +308,7 @@ def _targets(
             q["kill_map_tasks_reexecuted"] for q in rec["extra"].get("queries", [])
         )
         return [
-            t("every query's result == its failure-free run, both modes", equal, equal),
+            t("every query's result == its failure-free run, every mode", equal, equal),
             t("the kill landed while the query ran (recovery), queries", len(landed), len(landed) > 0),
             t("map tasks re-executed, vanilla minus recovery, >= 0", saved, saved >= 0),
             *moonshot("wall_recovery_over_nofault", 1.15, "recovery (sum over the queries)"),
@@ -427,7 +429,8 @@ def _combine(rows: list[dict]) -> dict:
     """One mode's row from its applications: wall_s is the median over every measured pass.
 
     A scenario that times passes itself (overhead) reports them in extra.pass_s; otherwise each
-    application is one measurement.
+    application is one measurement. With several applications the mode succeeded if every one did, and each
+    one's result checksum is kept (result_checksum_runs) for checksums_agree; counts are the first one's.
     """
     row = dict(rows[0])
     passes = [p for r in rows for p in r.get("extra", {}).get("pass_s", [])]
@@ -439,6 +442,9 @@ def _combine(rows: list[dict]) -> dict:
         row["wall_s"] = round(statistics.median(runs), 3)
     if len(rows) > 1:  # the counts are the first application's; every application's map tasks re-executed
         row["map_tasks_reexecuted_runs"] = [r["map_tasks_reexecuted"] for r in rows]
+        row["succeeded"] = all(r["succeeded"] for r in rows)
+        row["error"] = next((r.get("error") for r in rows if r.get("error")), None)
+        row["result_checksum_runs"] = [r.get("result_checksum") for r in rows]
     return row
 
 
@@ -451,21 +457,20 @@ def run_scenario(
     queries: list[int] | None = None,
     conf: dict[str, str] | None = None,
     only: list[str] | None = None,
+    reps: int | None = None,
 ) -> dict:
     """Runs every mode of a scenario (or those of `only`, with vanilla and recovery) and writes its result; sf
-    and queries apply to tpch-executor-kill, conf (Spark settings) to every mode alike."""
+    and queries apply to tpch-executor-kill, conf (Spark settings) to every mode alike; reps (`--reps`), if given,
+    is the number of applications per mode instead of the scenario's own at its scale."""
     if scenario not in scenarios.SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(scenarios.SCENARIOS)} or all")
     os.makedirs(RESULTS, exist_ok=True)
     keep = os.path.join(RESULTS, "logs")
     os.makedirs(keep, exist_ok=True)
-    reps = 1
-    if scenario == "overhead":
-        reps = scenarios.SCALES[scale]["reps"]
-    elif scenario == "driver-crash":  # start-up dominates and varies by seconds on a busy machine
-        reps = _own_scale(driver_crash.SCALES, scale)["reps"]
-    elif scenario == "pod-loss":
-        reps = scenarios.SCALES[scale]["pod_reps"]
+    if reps is None:
+        reps = default_reps(scenario, scale)
+    if reps < 1:
+        raise SystemExit(f"--reps must be at least 1, not {reps}")
     order = select_modes(scenario, master, only)
     measured: dict[str, list[dict]] = {m: [] for m in order}
     params = {}
@@ -498,6 +503,9 @@ def run_scenario(
             shutil.rmtree(cluster.workdir, ignore_errors=True)
     combine = driver_crash.combine if scenario == "driver-crash" else _combine
     runs = {mode: combine(rows) for mode, rows in measured.items()}
+    if scenario == "tpch-executor-kill":
+        for mode, rows in measured.items():
+            tpch.combine(runs[mode], rows)
     if scenario == "pod-loss":
         for mode, rows in measured.items():
             runs[mode].update(pod_loss_combine(rows))
@@ -510,6 +518,7 @@ def run_scenario(
         ratios.update(pod_loss_ratios(runs))
     if len(v.get("wall_s_runs", [])) > 1 and len(r.get("wall_s_runs", [])) > 1:
         ratios["wall_ratio_95ci"] = ratio_interval(v["wall_s_runs"], r["wall_s_runs"])
+    ratios.update(cost_intervals(runs))
     if "cold_pass_s_runs" in v and "cold_pass_s_runs" in r:  # overhead: the first query of a fresh JVM
         cold_v, cold_r = statistics.median(v["cold_pass_s_runs"]), statistics.median(r["cold_pass_s_runs"])
         ratios["cold_first_pass_recovery_over_vanilla"] = round(cold_r / cold_v, 3) if cold_v else None
@@ -543,8 +552,9 @@ def run_scenario(
         redone = ", ".join(f"{m} {runs[m]['map_tasks_reexecuted']}" for m in order)
         progress(f"{scenario} [{scale}]: wall {walls}; map tasks re-executed {redone}; written to {path}")
     else:
+        walls = ", ".join(f"{m} {runs[m]['wall_s']} s" for m in order)
         progress(
-            f"{scenario} [{scale}]: wall vanilla {v['wall_s']} s, recovery {r['wall_s']} s (ratio {ratio}); "
+            f"{scenario} [{scale}]: wall {walls} (recovery / vanilla {ratio}); "
             f"map tasks re-executed {v['map_tasks_reexecuted']} vs {r['map_tasks_reexecuted']}; written to {path}"
         )
     if result["checksums_agree"] is False:
@@ -572,19 +582,10 @@ def cost_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
     wall_<mode>_over_nofault for each faulted mode. When the restart strategy waited, recovery_backoff_s, and
     with a failure-free figure wall_recovery_without_backoff_over_nofault.
     """
-    out = {}
-    for r in recovery_modes(runs):
-        out.update(
-            {
-                f"wall_{r.replace('-', '_')}_over_{m.replace('-', '_')}": _ratio(runs[r]["wall_s"], row["wall_s"])
-                for m, row in runs.items()
-                if m != "nofault" and not scenarios.is_recovery(m)
-            }
-        )
-    for m, row in runs.items():
-        free = nofault_wall(runs, m)
-        if m != "nofault" and free is not None:
-            out[f"wall_{m.replace('-', '_')}_over_nofault"] = _ratio(row["wall_s"], free)
+    out = {
+        name: _ratio(runs[mode]["wall_s"], runs[other]["wall_s"] if other else nofault_wall(runs, mode))
+        for name, mode, other in _wall_ratios(runs)
+    }
     if "recovery" not in runs:
         return out
     waited, free = backoff_s(runs["recovery"]), nofault_wall(runs, "recovery")
@@ -593,6 +594,41 @@ def cost_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
     if waited and free is not None:
         out["wall_recovery_without_backoff_over_nofault"] = _ratio(runs["recovery"]["wall_s"] - waited, free)
     return out
+
+
+def _wall_ratios(runs: dict[str, dict]) -> list[tuple[str, str, str | None]]:
+    """cost_ratios' wall ratios as (name, mode, the mode it is divided by; None: the mode's failure-free figure)."""
+    key = {m: m.replace("-", "_") for m in runs}
+    out = [
+        (f"wall_{key[r]}_over_{key[m]}", r, m)
+        for r in recovery_modes(runs)
+        for m in runs
+        if m != "nofault" and not scenarios.is_recovery(m)
+    ]
+    return out + [
+        (f"wall_{key[m]}_over_nofault", m, None) for m in runs if m != "nofault" and nofault_wall(runs, m) is not None
+    ]
+
+
+def cost_intervals(runs: dict[str, dict]) -> dict[str, list[float]]:
+    """A 95% interval (ratio_interval) beside each of cost_ratios' wall ratios, as `<ratio>_95ci`, where both
+    sides have more than one measured run (`--reps`): wall_s_runs, or for a failure-free figure nofault_walls."""
+    out = {}
+    for name, mode, other in _wall_ratios(runs):
+        walls = runs[mode].get("wall_s_runs") or []
+        below = (runs[other].get("wall_s_runs") or []) if other else nofault_walls(runs, mode)
+        if len(walls) > 1 and len(below) > 1:
+            out[f"{name}_95ci"] = ratio_interval(below, walls)
+    return out
+
+
+def nofault_walls(runs: dict[str, dict], mode: str) -> list[float]:
+    """Every measured failure-free wall time behind nofault_wall (one per application or pass; [] if none)."""
+    if runs[mode].get("nofault_wall_s") is not None:  # tpch-executor-kill's own failure-free runs
+        return runs[mode].get("nofault_wall_s_runs") or [runs[mode]["nofault_wall_s"]]
+    if "nofault" not in runs:
+        return []
+    return runs["nofault"].get("wall_s_runs") or [runs["nofault"]["wall_s"]]
 
 
 def nofault_wall(runs: dict[str, dict], mode: str) -> float | None:
@@ -605,7 +641,19 @@ def nofault_wall(runs: dict[str, dict], mode: str) -> float | None:
 
 
 def checksums_agree(rows: list[dict]) -> bool | None:
-    """Whether every mode's result checksum is the same; None unless every mode succeeded."""
+    """Whether every mode's result checksum is the same, in each of its applications (result_checksum_runs);
+    None unless every mode succeeded."""
     if not all(row["succeeded"] for row in rows):
         return None
-    return len({row["result_checksum"] for row in rows}) == 1
+    return len({c for row in rows for c in row.get("result_checksum_runs") or [row["result_checksum"]]}) == 1
+
+
+def default_reps(scenario: str, scale: str) -> int:
+    """Applications per mode without --reps: several where one measurement is too noisy at that scale."""
+    if scenario == "overhead":
+        return scenarios.SCALES[scale]["reps"]
+    if scenario == "driver-crash":  # start-up dominates and varies by seconds on a busy machine
+        return _own_scale(driver_crash.SCALES, scale)["reps"]
+    if scenario == "pod-loss":
+        return scenarios.SCALES[scale]["pod_reps"]
+    return 1

@@ -2,8 +2,8 @@
 
 The external shuffle service is what standalone and YARN users deploy against executor loss: the worker
 serves the shuffle files of its executors after they die. local-cluster cannot run it (its workers share
-the driver's JVM), so `executor-crash` runs every mode on this cluster instead, and only the
-`vanilla-ess` mode turns the service on for its application (spark.shuffle.service.enabled).
+the driver's JVM), so `executor-crash` and `tpch-executor-kill` run every mode on this cluster instead, and only
+the `vanilla-ess` mode turns the service on for its application (spark.shuffle.service.enabled).
 
 One worker with two cores gives two one-core executors on one host, as local-cluster[2,1,1024] does.
 The master and worker run in their own process group and are stopped by their pids.

@@ -33,12 +33,19 @@ def _num(value) -> str:
     return "n/a" if value is None else str(value)
 
 
-def _failure_free(result: dict) -> str:
-    """The failure-free wall time: the nofault mode's, or (tpch) each mode's own, vanilla / recovery."""
+def _ci(ratios: dict, key: str, fallback: str | None = None) -> str:
+    """A ratio with its 95% interval (`<key>_95ci`, or the `fallback` key's) where the result has one."""
+    interval = ratios.get(f"{key}_95ci") or (ratios.get(fallback) if fallback else None)
+    text = _num(ratios.get(key))
+    return f"{text} (95%: {interval[0]}-{interval[1]})" if interval else text
+
+
+def _failure_free(result: dict, modes: tuple[str, str] = ("vanilla", "recovery")) -> str:
+    """The failure-free wall time: the nofault mode's, or (tpch) each of the two modes' own."""
     runs = {run["mode"]: run for run in result["runs"]}
     if "nofault" in runs:
         return _wall(runs["nofault"])
-    own = [runs[m].get("nofault_wall_s") for m in ("vanilla", "recovery")]
+    own = [runs[m].get("nofault_wall_s") for m in modes]
     return " / ".join(f"{w:.1f}" for w in own) if all(w is not None for w in own) else "n/a"
 
 
@@ -60,7 +67,7 @@ def markdown() -> str:
         recoveries = [run for run in r["runs"] if is_recovery(run["mode"])]
         for n, c in enumerate(recoveries):
             ckey = c["mode"].replace("-", "_")
-            rec_free = _num(ratios.get(f"wall_{ckey}_over_nofault"))
+            rec_free = _ci(ratios, f"wall_{ckey}_over_nofault")
             # transient-failure's restart backoff, pod-loss's wait for the replacement pod
             for without in ("backoff", "wait"):
                 key = f"wall_{ckey}_without_{without}_over_nofault"
@@ -72,17 +79,15 @@ def markdown() -> str:
                 also = "targets as above"
                 if "rows_redone" in v:
                     also = f"rows redone {v['rows_redone']} / {c['rows_redone']}; {also}"
-                ratio = _num(ratios.get(f"wall_{ckey}_over_{key}"))
-                if first and n == 0 and ratios.get("wall_ratio_95ci"):  # of the first recovery mode
-                    low, high = ratios["wall_ratio_95ci"]
-                    ratio += f" (95%: {low}-{high})"
+                # wall_ratio_95ci: of the first recovery mode over vanilla, in results before --reps
+                ratio = _ci(ratios, f"wall_{ckey}_over_{key}", "wall_ratio_95ci" if first and n == 0 else None)
                 name = f"{r['scenario']} ({r['scale']}{settings})" + (
                     "" if c["mode"] == "recovery" else f", {c['mode']}"
                 )
                 name += "" if first else f", {v['mode']} as vanilla"
                 rows.append(
-                    f"| {name} | {_failure_free(r)} | {_wall(v)} / {_wall(c)} | {ratio} "
-                    f"| {_num(ratios.get(f'wall_{key}_over_nofault'))} | {rec_free} "
+                    f"| {name} | {_failure_free(r, (v['mode'], c['mode']))} | {_wall(v)} / {_wall(c)} | {ratio} "
+                    f"| {_ci(ratios, f'wall_{key}_over_nofault')} | {rec_free} "
                     f"| {v['tasks_reexecuted']} ({v['map_tasks_reexecuted']}) / "
                     f"{c['tasks_reexecuted']} ({c['map_tasks_reexecuted']}) | {same} "
                     f"| {targets if first and n == 0 else also} |"
@@ -91,35 +96,48 @@ def markdown() -> str:
 
 
 def tpch_markdown() -> str:
-    """tpch-executor-kill per query: failure-free and killed wall times, map tasks re-executed, equality."""
+    """tpch-executor-kill per query: failure-free and killed wall times, map tasks re-executed, equality; one figure
+    per mode (vanilla, then vanilla-ess where the result has it, then recovery), each the median over the
+    applications where it ran more than one (--reps)."""
+    results = [r for r in _load() if r["scenario"] == "tpch-executor-kill" and not r.get("conf")]
+    modes = [m for m in ("vanilla", "vanilla-ess", "recovery") if all(m in _modes(r) for r in results)]
+    each = " / ".join(modes)
     rows = [
-        "| Query | Failure-free s, vanilla / recovery | Killed s, vanilla / recovery | Recovery killed ÷ failure-free "
-        "| Map tasks re-executed, vanilla / recovery | Kill landed, vanilla / recovery | Result = failure-free |",
+        f"| Query | Failure-free s, {each} | Killed s, {each} | Recovery killed ÷ failure-free "
+        f"| Map tasks re-executed, {each} | Kill landed, {each} | Result = failure-free |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in (r for r in _load() if r["scenario"] == "tpch-executor-kill" and not r.get("conf")):
+    for r in results:
         runs = {run["mode"]: run for run in r["runs"]}
-        van, rec = runs["vanilla"]["extra"]["queries"], runs["recovery"]["extra"]["queries"]
-        for v, c in zip(van, rec):
+        per_mode = [runs[m]["extra"]["queries"] for m in modes]
+        for qs in zip(*per_mode):
+            c = qs[-1]  # recovery
             ratio = round(c["fault_s"] / c["nofault_s"], 2) if c["nofault_s"] else "n/a"
-            same = "yes" if v["equals_nofault"] and c["equals_nofault"] and v["checksum"] == c["checksum"] else "NO"
-            landed = "/".join("yes" if q["kill_landed"] else "no" for q in (v, c))
+            same = all(q["equals_nofault"] for q in qs) and len({q["checksum"] for q in qs}) == 1
             rows.append(
-                f"| Q{v['query']} | {v['nofault_s']:.2f} / {c['nofault_s']:.2f} "
-                f"| {v['fault_s']:.2f} / {c['fault_s']:.2f} | {ratio} "
-                f"| {v['kill_map_tasks_reexecuted']} / {c['kill_map_tasks_reexecuted']} | {landed} | {same} |"
+                f"| Q{c['query']} | {_each(q['nofault_s'] for q in qs)} | {_each(q['fault_s'] for q in qs)} | {ratio} "
+                f"| {' / '.join(str(q['kill_map_tasks_reexecuted']) for q in qs)} "
+                f"| {'/'.join('yes' if q['kill_landed'] else 'no' for q in qs)} | {'yes' if same else 'NO'} |"
             )
-        total = {m: (runs[m]["nofault_wall_s"], runs[m]["wall_s"]) for m in ("vanilla", "recovery")}
-        redone = [sum(q["kill_map_tasks_reexecuted"] for q in qs) for qs in (van, rec)]
-        landed = [sum(q["kill_landed"] for q in qs) for qs in (van, rec)]
+        redone = [str(sum(q["kill_map_tasks_reexecuted"] for q in qs)) for qs in per_mode]
+        landed = [str(sum(q["kill_landed"] for q in qs)) for qs in per_mode]
         equal = r.get("checksums_agree") and all(run["queries_equal_nofault"] for run in r["runs"])
         rows.append(
-            f"| all {len(van)} (sf {r.get('tpch_sf', 1):g}) | {total['vanilla'][0]:.1f} / {total['recovery'][0]:.1f} "
-            f"| {total['vanilla'][1]:.1f} / {total['recovery'][1]:.1f} "
-            f"| {_num(r['ratios'].get('wall_recovery_over_nofault'))} "
-            f"| {redone[0]} / {redone[1]} | {landed[0]} / {landed[1]} | {'yes' if equal else 'NO'} |"
+            f"| all {len(per_mode[0])} (sf {r.get('tpch_sf', 1):g}) "
+            f"| {_each((runs[m]['nofault_wall_s'] for m in modes), '.1f')} "
+            f"| {_each((runs[m]['wall_s'] for m in modes), '.1f')} "
+            f"| {_ci(r['ratios'], 'wall_recovery_over_nofault')} "
+            f"| {' / '.join(redone)} | {' / '.join(landed)} | {'yes' if equal else 'NO'} |"
         )
     return "\n".join(rows)
+
+
+def _each(values, spec: str = ".2f") -> str:
+    return " / ".join(format(v, spec) for v in values)
+
+
+def _modes(result: dict) -> set[str]:
+    return {run["mode"] for run in result["runs"]}
 
 
 def _gb(n) -> str:

@@ -6,7 +6,8 @@ time. `CALL dbgen(sf=...)` generates the eight tables, COPY writes them as parqu
 gives the 22 query texts, which Spark SQL runs unchanged. The data is generated once per scale factor
 into bench/.cache/ (untimed) and reused.
 
-In one application per mode (vanilla, recovery), for every query in order:
+In one application per mode (vanilla, recovery; on the benchmark's standalone cluster also vanilla-ess, plain
+Spark with the external shuffle service), for every query in order:
 0. `q<N>-warmup`, untimed: the first run of a query in a fresh JVM pays class loading, JIT compilation
    and parquet footers (it took up to twice as long as the next run here).
 1. `q<N>-nofault`: the query runs with both executors up; its wall time is the failure-free figure.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import statistics
 import threading
 import time
 
@@ -183,3 +185,30 @@ def add_counts(row: dict, by_group: dict[str, dict[str, int]]) -> None:
     row["nofault_wall_s"] = row["extra"].get("nofault_wall_s")
     row["wall_s"] = round(sum(q["fault_s"] for q in row["extra"].get("queries", [])), 3)  # the killed runs only
     row["queries_equal_nofault"] = all(q["equals_nofault"] for q in row["extra"].get("queries", []))
+
+
+def combine(row: dict, rows: list[dict]) -> None:
+    """A mode's row over its applications (`--reps`; bench.harness._combine made wall_s their median): the
+    failure-free total is their median too (nofault_wall_s, every one in nofault_wall_s_runs), and so is each
+    query's nofault_s and fault_s (every application's in nofault_s_runs, fault_s_runs); a query equals its
+    failure-free run only if it did in every application. The other per-query figures are the first one's,
+    with each application's kill_landed and kill_map_tasks_reexecuted listed."""
+    if len(rows) < 2:
+        return
+    known = [r["nofault_wall_s"] for r in rows if r.get("nofault_wall_s") is not None]  # a failed one has none
+    row["nofault_wall_s_runs"] = known
+    row["nofault_wall_s"] = round(statistics.median(known), 3) if known else None
+    row["queries_equal_nofault"] = all(r.get("queries_equal_nofault") for r in rows)
+    by_app = [{q["query"]: q for q in r["extra"].get("queries", [])} for r in rows]
+    queries = []
+    for first in rows[0]["extra"].get("queries", []):
+        each = [app.get(first["query"]) for app in by_app]
+        q = dict(first, equals_nofault=all(e is not None and e["equals_nofault"] for e in each))
+        ran = [e for e in each if e is not None]
+        for key in ("nofault_s", "fault_s"):
+            q[f"{key}_runs"] = [e[key] for e in ran]
+            q[key] = round(statistics.median(q[f"{key}_runs"]), 3)
+        for key in ("kill_landed", "kill_map_tasks_reexecuted"):
+            q[f"{key}_runs"] = [e.get(key) for e in ran]
+        queries.append(q)
+    row["extra"] = dict(row["extra"], queries=queries)

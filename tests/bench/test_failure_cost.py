@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 
 import pytest
 from hypothesis import given
@@ -100,9 +101,13 @@ def test_modes_put_the_failure_free_run_first_and_the_shuffle_service_only_on_it
     assert harness.modes("executor-crash", "spark://elsewhere:7077") == ("nofault", "vanilla", "recovery")
     assert harness.modes("transient-failure") == ("nofault", "vanilla", "recovery")
     assert harness.modes("overhead") == ("vanilla", "recovery")
-    assert harness.modes("tpch-executor-kill") == ("vanilla", "recovery")
+    assert harness.modes("tpch-executor-kill") == ("vanilla", "vanilla-ess", "recovery")
+    assert harness.modes("tpch-executor-kill", "spark://elsewhere:7077") == ("vanilla", "recovery")
     assert harness.uses_standalone("executor-crash", harness.DEFAULT_MASTER)
+    assert harness.uses_standalone("tpch-executor-kill", harness.DEFAULT_MASTER)
+    assert not harness.uses_standalone("tpch-executor-kill", "spark://elsewhere:7077")
     assert not harness.uses_standalone("transient-failure", harness.DEFAULT_MASTER)
+    assert harness.select_modes("tpch-executor-kill", wanted=["vanilla", "recovery"]) == ("vanilla", "recovery")
 
 
 def test_modes_chooses_a_subset_in_the_scenarios_order_with_vanilla_and_recovery():
@@ -210,6 +215,105 @@ def tpch_result() -> dict:
     }
 
 
+def test_tpch_measures_the_shuffle_service_against_its_own_failure_free_runs():
+    runs = {
+        "vanilla": run("vanilla", 30.0, nofault_wall_s=20.0),
+        "vanilla-ess": run("vanilla-ess", 22.0, nofault_wall_s=20.0),
+        "recovery": run("recovery", 21.0, nofault_wall_s=20.0),
+    }
+    assert harness.cost_ratios(runs) == {
+        "wall_recovery_over_vanilla": 0.7,
+        "wall_recovery_over_vanilla_ess": 0.955,
+        "wall_vanilla_over_nofault": 1.5,
+        "wall_vanilla_ess_over_nofault": 1.1,
+        "wall_recovery_over_nofault": 1.05,
+    }
+    assert harness.cost_intervals(runs) == {}, "one application per mode: no interval"
+
+
+def test_repetitions_give_each_wall_ratio_an_interval_from_ratio_interval():
+    runs = executor_crash_runs()
+    walls = {"nofault": [10.0, 10.4, 9.8], "vanilla": [16.0, 17.0, 15.5], "vanilla-ess": [11.0, 11.2, 10.9]}
+    walls["recovery"] = [11.5, 11.9, 11.1]
+    for mode, runs_s in walls.items():
+        runs[mode]["wall_s_runs"] = runs_s
+    intervals = harness.cost_intervals(runs)
+    assert set(intervals) == {f"{name}_95ci" for name in harness.cost_ratios(runs)}
+    assert intervals["wall_recovery_over_nofault_95ci"] == harness.ratio_interval(walls["nofault"], walls["recovery"])
+    assert intervals["wall_recovery_over_vanilla_ess_95ci"] == harness.ratio_interval(
+        walls["vanilla-ess"], walls["recovery"]
+    )
+    low, high = intervals["wall_vanilla_over_nofault_95ci"]
+    assert low <= statistics.median(walls["vanilla"]) / statistics.median(walls["nofault"]) <= high
+    del runs["nofault"]["wall_s_runs"]  # the failure-free run measured once: no interval against it
+    assert set(harness.cost_intervals(runs)) == {
+        "wall_recovery_over_vanilla_95ci",
+        "wall_recovery_over_vanilla_ess_95ci",
+    }
+
+
+def test_tpch_repetitions_interval_against_each_modes_own_failure_free_runs():
+    runs = {
+        "vanilla": run("vanilla", 30.0, nofault_wall_s=20.0, wall_s_runs=[30.0, 31.0], nofault_wall_s_runs=[20, 21]),
+        "recovery": run("recovery", 22.0, nofault_wall_s=20.0, wall_s_runs=[22.0, 23.0], nofault_wall_s_runs=[20, 19]),
+    }
+    intervals = harness.cost_intervals(runs)
+    assert intervals["wall_recovery_over_nofault_95ci"] == harness.ratio_interval([20, 19], [22.0, 23.0])
+    assert intervals["wall_vanilla_over_nofault_95ci"] == harness.ratio_interval([20, 21], [30.0, 31.0])
+
+
+def test_a_mode_over_repetitions_succeeds_only_if_every_one_did_and_keeps_each_checksum():
+    rows = [run("recovery", w) for w in (3.0, 1.0, 2.0)]
+    row = harness._combine(rows)
+    assert (row["wall_s"], row["wall_s_runs"], row["result_checksum_runs"]) == (2.0, [3.0, 1.0, 2.0], ["c"] * 3)
+    assert row["succeeded"] and harness.checksums_agree([row, harness._combine([run("vanilla", 1.0)])])
+    rows[2]["result_checksum"] = "d"  # a repetition returned other rows: the modes' results differ
+    assert harness.checksums_agree([harness._combine(rows), run("vanilla", 1.0)]) is False
+    rows[1].update(succeeded=False, error="boom")
+    row = harness._combine(rows)
+    assert not row["succeeded"] and row["error"] == "boom"
+    assert harness._combine([run("vanilla", 1.0)]) == run("vanilla", 1.0), "one application: as it ran"
+
+
+def test_tpch_repetitions_take_each_querys_median_and_equal_only_if_every_one_was():
+    def app(free: list[float], fault: list[float], equal: bool = True) -> dict:
+        queries = [
+            {"query": n, "nofault_s": f, "fault_s": k, "equals_nofault": equal, "kill_landed": True}
+            for n, f, k in zip((1, 6), free, fault)
+        ]
+        extra = {"queries": queries}
+        return run("vanilla-ess", sum(fault), nofault_wall_s=sum(free), queries_equal_nofault=equal, extra=extra)
+
+    rows = [app([2.0, 1.0], [3.0, 1.0]), app([4.0, 1.2], [5.0, 1.4], equal=False), app([3.0, 1.1], [4.0, 1.2])]
+    row = harness._combine(rows)
+    tpch.combine(row, rows)
+    assert (row["wall_s"], row["nofault_wall_s"], row["nofault_wall_s_runs"]) == (5.2, 4.1, [3.0, 5.2, 4.1])
+    assert row["queries_equal_nofault"] is False
+    q1, q6 = row["extra"]["queries"]
+    assert (q1["nofault_s"], q1["fault_s"], q1["fault_s_runs"]) == (3.0, 4.0, [3.0, 5.0, 4.0])
+    assert (q6["nofault_s"], q6["nofault_s_runs"]) == (1.1, [1.0, 1.2, 1.1])
+    assert q1["equals_nofault"] is False and q1["kill_landed_runs"] == [True] * 3
+    assert rows[0]["extra"]["queries"][0]["nofault_s"] == 2.0, "the applications' own rows are left as they ran"
+    single = app([2.0, 1.0], [3.0, 1.0])
+    tpch.combine(single, [single])
+    assert single == app([2.0, 1.0], [3.0, 1.0])
+
+
+def test_reps_default_per_scenario_and_scale_and_the_option_overrides_them(monkeypatch):
+    from bench import __main__ as cli
+
+    assert harness.default_reps("overhead", "medium") == scenarios.SCALES["medium"]["reps"] == 4
+    assert harness.default_reps("pod-loss", "medium") == 3
+    assert harness.default_reps("tpch-executor-kill", "small") == harness.default_reps("executor-crash", "large") == 1
+    seen = {}
+    monkeypatch.setattr(harness, "run_scenario", lambda name, *a, **kw: seen.update({name: kw["reps"]}))
+    assert cli.main(["run", "tpch-executor-kill", "--reps", "3"]) == 0 and seen == {"tpch-executor-kill": 3}
+    assert cli.main(["run", "overhead"]) == 0 and seen["overhead"] is None  # the scenario's own
+    for bad in ("0", "two"):
+        with pytest.raises(SystemExit):
+            cli.main(["run", "overhead", "--reps", bad])
+
+
 def test_the_tpch_table_has_a_row_per_query_and_a_total(monkeypatch):
     result = tpch_result()
     assert [t["met"] for t in result["targets"]] == [True, True, True, True]  # 4.4 / 4.0 = 1.1 <= 1.15
@@ -217,6 +321,30 @@ def test_the_tpch_table_has_a_row_per_query_and_a_total(monkeypatch):
     lines = table.tpch_markdown().splitlines()
     assert lines[2] == "| Q1 | 2.00 / 2.00 | 3.00 / 2.20 | 1.1 | 2 / 0 | yes/yes | yes |"
     assert lines[4] == "| all 2 (sf 1) | 4.0 / 4.0 | 7.0 / 4.4 | 1.1 | 5 / 0 | 2 / 2 | yes |"
+
+
+def test_the_tpch_tables_show_the_shuffle_service_and_the_intervals_where_the_result_has_them(monkeypatch):
+    result = tpch_result()
+    vanilla = result["runs"][0]
+    ess = dict(vanilla, mode="vanilla-ess", wall_s=5.0, map_tasks_reexecuted=0)
+    ess["extra"] = {"queries": [dict(q, fault_s=2.5, kill_map_tasks_reexecuted=0) for q in vanilla["extra"]["queries"]]}
+    result["runs"].insert(1, ess)
+    runs = {r["mode"]: r for r in result["runs"]}
+    result["ratios"] = harness.cost_ratios(runs)
+    result["ratios"]["wall_recovery_over_nofault_95ci"] = [1.0, 1.2]
+    result["ratios"]["wall_vanilla_ess_over_nofault_95ci"] = [1.1, 1.4]
+    monkeypatch.setattr(table, "_load", lambda: [result])
+    lines = table.tpch_markdown().splitlines()
+    assert lines[0].startswith("| Query | Failure-free s, vanilla / vanilla-ess / recovery |")
+    assert lines[2] == "| Q1 | 2.00 / 2.00 / 2.00 | 3.00 / 2.50 / 2.20 | 1.1 | 2 / 0 / 0 | yes/yes/yes | yes |"
+    assert lines[4] == (
+        "| all 2 (sf 1) | 4.0 / 4.0 / 4.0 | 7.0 / 5.0 / 4.4 | 1.1 (95%: 1.0-1.2) | 5 / 0 / 0 | 2 / 2 / 2 | yes |"
+    )
+    main = table.markdown().splitlines()
+    assert main[3].startswith(
+        "| tpch-executor-kill (small), vanilla-ess as vanilla | 4.0 / 4.0 | 5.0 / 4.4 | 0.88 | 1.25 (95%: 1.1-1.4) "
+        "| 1.1 (95%: 1.0-1.2) |"
+    )
 
 
 def test_a_query_that_differs_from_its_failure_free_run_misses_its_target():

@@ -23,6 +23,8 @@ from sparkcluster import run_python
 # at ERROR (the plugin's, or Spark's about the map output tracker) fails the test.
 SPARK_LOSS_ERRORS = (
     re.compile(r"ERROR TaskSchedulerImpl: Lost executor \d+ on [^:]+: Command exited with code 137"),
+    # the plugin found the process gone first (retained.earlyLossDetection) and had Spark remove it
+    re.compile(r"ERROR TaskSchedulerImpl: Lost executor \d+ on [^:]+: Executor process gone \(region-recovery: "),
     re.compile(r"ERROR TransportResponseHandler: Still have \d+ requests outstanding when connection"),
     re.compile(r"ERROR TransportClient: Failed to send RPC"),
 )

@@ -145,13 +145,18 @@ def run_and_pick_victim(c):
 
 
 # ---------------------------------------------------------------------------------------------------
-def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(shared_cluster, shared_root):
+def test_corrupt_retained_file_is_found_after_adoption_and_recomputed(shared_cluster, shared_root):
+    """A retained data file corrupted on disk, same length. With Spark's defaults (LZ4 blocks, each with a
+    checksum, read with spark.shuffle.detectCorrupt) the adopter checks only structure and digest before the
+    relocation, then reads the data in the background: the corrupt output is unregistered before the next job
+    and exactly it is recomputed. With uncompressed blocks the adopter reads every byte first and refuses it
+    (RetentionAgentSuite)."""
     root = shared_root
     c = shared_cluster(**retention_conf(root, True))
     pairs, expected, sid, victim, lost = run_and_pick_victim(c)
     bad = c.model.shuffles[sid].outputs[lost[0]]
     data = os.path.join(app_dir(c), victim, f"shuffle_{sid}_{bad.map_id}_0.data")
-    with open(data, "r+b") as f:  # same length, different bytes: only the checksum can tell
+    with open(data, "r+b") as f:  # same length, different bytes: the LZ4 stream's header
         first = f.read(1)
         f.seek(0)
         f.write(bytes([first[0] ^ 0xFF]))
@@ -160,10 +165,15 @@ def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(shared_clu
     assert faults.wait_gone(pid)
     assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60)
     sh = c.model.shuffles[sid]
-    assert sorted(a.map_index for a in sh.adoptions) == lost[1:]
-    assert not sh.outputs[bad.map_index].available
+    assert sorted(a.map_index for a in sh.adoptions if a.from_executor == victim) == lost, "adopted: cheap checks"
+
+    def found(m):
+        reason = m.shuffles[sid].outputs[bad.map_index].lost_reason or ""
+        return "corrupt retained file found after its adoption" in reason
+
+    assert c.model.wait_for(found, 60), "the background check did not report the corrupt output"
     reason = sh.outputs[bad.map_index].lost_reason
-    assert "checksum mismatch" in reason
+    assert "checksum mismatch" in reason, reason
     before = c.model.map_tasks_started
     got = sorted(pairs.collect())
     c.rr.sync()
@@ -173,7 +183,7 @@ def test_corrupt_retained_file_is_detected_not_adopted_and_recomputed(shared_clu
     record(
         "corrupt-retained-file",
         victim_outputs=len(lost),
-        adopted=len(lost) - 1,
+        adopted=len(lost),
         map_tasks_reexecuted=reexecuted,
         reason=reason,
     )
@@ -259,6 +269,11 @@ def test_sigkill_after_map_stage_before_consumers(shared_cluster, shared_root, r
         counts["adopted"] = len(adoptions)
         counts["adoption_latency_ms"] = max(a.time - a.loss_time for a in adoptions) if adoptions else None
         counts["jvm"] = c.rr.retention()
+        (loss,) = [r for r in counts["jvm"] if r["executor_id"] == victim]
+        # on local-cluster the Worker reports the exit within milliseconds too: either may be first
+        early = loss["reason"].startswith("Executor process gone")
+        assert early or loss["reason"] == "Command exited with code 137", loss
+        counts["handled_on"] = "closed connection" if early else "Spark's report"
         assert sorted(a.map_index for a in adoptions) == lost
         assert reexecuted == 0, f"map tasks re-executed: {reexecuted}"
         assert c.jvm_available_outputs(sid) == N_MAPS

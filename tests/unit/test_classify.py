@@ -112,6 +112,7 @@ CASES = [
     ("executor-exited", None, "Command exited with code 137", ENV),
     ("executor-process-lost", None, "Executor Process Lost", ENV),
     ("executor-process-lost", None, "Executor killed by driver.", ENV),
+    ("executor-process-lost", None, "Executor process gone (region-recovery: its connection closed)", ENV),
     (
         "executor-process-lost",
         None,

@@ -81,6 +81,15 @@ def test_worker_shutting_down_is_process_exit_without_code():
     assert (loss.kind, loss.exit_code) == (LossKind.PROCESS_EXITED, None)
 
 
+def test_process_gone_found_by_the_plugin_is_process_exit_without_code():
+    reason = (
+        "Executor process gone (region-recovery: its connection to the driver closed and executor 2 on node "
+        "10.0.0.1 took its liveness lock)"
+    )
+    loss = classify_executor_loss(reason)
+    assert (loss.kind, loss.exit_code) == (LossKind.PROCESS_EXITED, None)
+
+
 @pytest.mark.parametrize("reason", [RPC_DISASSOCIATED, "Executor Process Lost", "Pending loss reason."])
 def test_vague_reasons_are_other(reason):
     loss = classify_executor_loss(reason)

@@ -352,6 +352,20 @@ RETAINED_REATTACH_TIMEOUT = duration(
     read_by="jvm",
     section=_RETAINED,
 )
+RETAINED_EARLY_LOSS_DETECTION = boolean(
+    PREFIX + "retained.earlyLossDetection",
+    True,
+    (
+        "Handle an executor's loss as soon as its connection to the driver closes and another executor on its "
+        "node takes its liveness lock (a lock the kernel releases only when the process is gone): its outputs "
+        "are adopted, then Spark is told to remove it. Spark's own report comes later (seconds on standalone and "
+        "Kubernetes), and a reducer that reached the dead executor before it retries only after "
+        "spark.shuffle.io.retryWait. An executor whose lock is still held is left to Spark. false: act on "
+        "Spark's report only."
+    ),
+    read_by="jvm",
+    section=_RETAINED,
+)
 LOCAL_DISK_SHUFFLE_IO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
 KUBERNETES_SHUFFLE_IO = "org.apache.spark.shuffle.KubernetesLocalDiskShuffleDataIO"
 SHUFFLE_IO_DELEGATE = choice(

@@ -48,6 +48,10 @@ def classify_executor_loss(reason: str | None) -> ExecutorLoss:
     m = _EXIT_CODE.search(text)
     if m:
         return ExecutorLoss(LossKind.PROCESS_EXITED, int(m.group(1)), text)
-    if "Worker shutting down" in text or "was deleted by a user or the framework" in text:
+    if (
+        "Worker shutting down" in text
+        or "was deleted by a user or the framework" in text
+        or text.startswith("Executor process gone")  # region-recovery found it gone (its liveness lock)
+    ):
         return ExecutorLoss(LossKind.PROCESS_EXITED, None, text)
     return ExecutorLoss(LossKind.OTHER, None, text)

@@ -148,7 +148,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
         _ENV,
         None,
-        r"Executor Process Lost|Executor killed by driver|Remote RPC client disassociated",
+        r"Executor Process Lost|Executor process gone|Executor killed by driver|Remote RPC client disassociated",
         "executor-process-lost",
     ),
     Rule(

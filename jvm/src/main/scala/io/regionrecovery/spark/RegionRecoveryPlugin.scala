@@ -61,7 +61,7 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
       val root = RetainedStore.root(settings.retention.dir)
       val incarnation = RetainedStore.newIncarnation()
       val deployment = RetentionDeployment(settings.retention.reattachTimeoutMs,
-        RetentionPreconditions.shuffleService(settings.spark))
+        RetentionPreconditions.shuffleService(settings.spark), settings.retention.earlyLossDetection)
       val coordinator = new RetentionCoordinator(new SparkCoordinatorActions(sc), new RetainedStore(root), state.offer,
         new UiRetentionRecords(sc), RetentionPolicy.fromSettings(settings.retention), incarnation, Clock.System,
         deployment)

@@ -170,6 +170,15 @@ object ConfigKeys {
       "Past the timeout they are unregistered and recomputed. A task that fetches from the lost executor during " +
       "the wait fails and Spark recomputes what it read, as without the wait.", ReadBy.Jvm)
 
+  val RetainedEarlyLoss: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.earlyLossDetection", BooleanType, true,
+    "true", "true, false",
+    "Handle an executor's loss as soon as its connection to the driver closes and another executor on its node " +
+      "takes its liveness lock (a lock the kernel releases only when the process is gone): its outputs are " +
+      "adopted, then Spark is told to remove it. Spark's own report comes later (seconds on standalone and " +
+      "Kubernetes), and a reducer that reached the dead executor before it retries only after " +
+      "spark.shuffle.io.retryWait. An executor whose lock is still held is left to Spark. false: act on Spark's " +
+      "report only.", ReadBy.Jvm)
+
   val ShuffleIoDelegate: ConfigKey[String] = ConfigKey(Prefix + "shuffleIo.delegate",
     ChoiceType(Seq(LocalDiskShuffleIo.toLowerCase(Locale.ROOT) -> LocalDiskShuffleIo,
       "local-disk" -> LocalDiskShuffleIo,
@@ -299,7 +308,8 @@ object ConfigKeys {
     FailureRateDelay, ExponentialInitialBackoff, ExponentialMaxBackoff, ExponentialMultiplier,
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
     RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
-    RetainedRelease, RetainedLeaseTimeout, RetainedNodeEnv, RetainedReattachTimeout, ShuffleIoDelegate,
+    RetainedRelease, RetainedLeaseTimeout, RetainedNodeEnv, RetainedReattachTimeout, RetainedEarlyLoss,
+    ShuffleIoDelegate,
     JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
     JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryDir, JobRecoveryWorkerTimeout, JobRecoveryWindow,
     JobEventWriteBufferSize, JobEventFlushInterval,

@@ -89,6 +89,33 @@ object AdoptionDecision {
 }
 
 /**
+ * How a lost executor's outputs are split into adoption asks: at most [[MaxBytes]] and [[MaxOutputs]]
+ * per ask, in the order given. An adopter that reads every byte (compression off) checks about 1 GB a
+ * second, so one ask stays well inside the ask timeout whatever the executor held; an output larger
+ * than the limit goes alone.
+ */
+object AdoptionBatches {
+  val MaxBytes: Long = 1L << 30
+  val MaxOutputs: Int = 1000
+
+  def split[O](outputs: Seq[O], maxBytes: Long = MaxBytes, maxOutputs: Int = MaxOutputs)(bytes: O => Long)
+      : Seq[Seq[O]] = {
+    val batches = Seq.newBuilder[Seq[O]]
+    var current = Vector.empty[O]
+    var size = 0L
+    outputs.foreach { o =>
+      val b = math.max(0L, bytes(o))
+      if (current.nonEmpty && (current.size >= maxOutputs || size + b > maxBytes)) {
+        batches += current; current = Vector.empty; size = 0L
+      }
+      current :+= o; size += b
+    }
+    if (current.nonEmpty) batches += current
+    batches.result()
+  }
+}
+
+/**
  * The rules that forbid an adoption whatever the policy says, with the reasons the
  * MapOutputUnregistered events carry (each starts with the rule's name).
  */

@@ -31,6 +31,12 @@ trait AgentActions {
   /** Makes the block manager serve a map output whose files were just linked into place. */
   def ownMapOutput(shuffleId: Int, mapId: Long): Unit
   def checksumAlgorithm: String
+  /** [[RetainedVerification.readerDetectsCorruption]] of this executor's configuration (false: read every byte). */
+  def readerDetectsCorruption: Boolean = false
+  /** Runs `task` on a background thread of the agent (checks of adopted data). */
+  def inBackground(task: () => Unit): Unit
+  /** A one-way message to the driver's lease endpoint (dropped when there is none). */
+  def tellDriver(message: AnyRef): Unit
 }
 
 /** The real thing: the executor's SparkEnv. Without a driver endpoint, the lease is renewed while the executor lives. */
@@ -63,4 +69,9 @@ final class SparkAgentActions extends AgentActions with Logging {
   override def localBlockManagerId: BlockManagerId = SparkInternals.localBlockManagerId
   override def ownMapOutput(shuffleId: Int, mapId: Long): Unit = SparkInternals.ownMapOutput(shuffleId, mapId)
   override def checksumAlgorithm: String = SparkInternals.checksumAlgorithm
+  override lazy val readerDetectsCorruption: Boolean =
+    RetainedVerification.readerDetectsCorruption(SparkInternals.confValue)
+  private lazy val background = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-data-check")
+  override def inBackground(task: () => Unit): Unit = background.execute(() => task())
+  override def tellDriver(message: AnyRef): Unit = if (driverRef != null) SparkInternals.send(driverRef, message)
 }

@@ -33,8 +33,15 @@ trait CoordinatorActions extends AgentRpc {
   def mapOutputLocation(shuffleId: Int, mapId: Long): Option[BlockManagerId]
   /** Moves the map output epoch; returns the new one. */
   def incrementEpoch(): Long
-  /** Registers the driver's lease endpoint; returns its ref. */
-  def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef
+  /** The map output epoch now. */
+  def epoch: Long
+  /**
+   * Registers the driver's lease endpoint; returns its ref. The handler gets each message with its
+   * sender's address ("host:port"); `disconnected` each remote address whose connection closed.
+   */
+  def registerEndpoint(name: String, handler: ((AnyRef, String)) => AnyRef, disconnected: String => Unit): AnyRef
+  /** Has Spark remove a dead executor now (as its cluster manager would report it); false if it cannot. */
+  def removeExecutor(executorId: String, reason: String): Boolean
   def unregisterEndpoint(ref: AnyRef): Unit
   /** The coordinator's single worker thread. */
   def newWorker(): ExecutorService
@@ -61,8 +68,12 @@ final class SparkCoordinatorActions(sc: SparkContext) extends CoordinatorActions
   override def mapOutputLocation(shuffleId: Int, mapId: Long): Option[BlockManagerId] =
     SparkInternals.mapOutputLocation(shuffleId, mapId)
   override def incrementEpoch(): Long = SparkInternals.incrementEpoch()
-  override def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef =
-    SparkInternals.registerEndpoint(name, handler)
+  override def epoch: Long = SparkInternals.epoch
+  override def registerEndpoint(name: String, handler: ((AnyRef, String)) => AnyRef,
+      disconnected: String => Unit): AnyRef =
+    SparkInternals.registerEndpoint(name, (m, from) => handler((m, from)), disconnected)
+  override def removeExecutor(executorId: String, reason: String): Boolean =
+    SparkInternals.removeExecutor(sc, executorId, reason)
   override def unregisterEndpoint(ref: AnyRef): Unit = SparkInternals.unregisterEndpoint(ref)
   override def newWorker(): ExecutorService = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
 }

@@ -121,6 +121,9 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
       hostBytes(toHost) += e.bytes
     }
 
+  /** One output's retained copy is gone (it failed its check after an adoption). */
+  def dropOutput(shuffleId: Int, mapId: Long): Option[RetainedEntry] = remove(shuffleId, mapId)
+
   /** The executor's retained directory was deleted: whatever it still held is gone. */
   def executorPurged(executorId: String): Unit =
     entries.valuesIterator.filter(_.executorId == executorId).toList.foreach(e => remove(e.shuffleId, e.mapId))

@@ -4,7 +4,8 @@ import java.io.{File, IOException}
 import java.nio.ByteBuffer
 import java.nio.charset.StandardCharsets
 import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException}
-import java.nio.file.{Path, Paths, StandardCopyOption}
+import java.nio.channels.{FileChannel, FileLock}
+import java.nio.file.{Path, Paths, StandardCopyOption, StandardOpenOption}
 import java.nio.file.attribute.PosixFilePermissions
 import java.security.{MessageDigest, SecureRandom}
 
@@ -17,6 +18,9 @@ import org.apache.spark.internal.Logging
 import io.regionrecovery.spark.config.ConfigKeys
 
 object RetainedStore {
+  /** The liveness lock file of an executor, beside its retained directory: not a retained file. */
+  val AliveSuffix = ".alive"
+
   /** Bytes a copy into the retained directory must leave free on its filesystem. */
   val MinFreeBytes: Long = 64L * 1024 * 1024
 
@@ -109,6 +113,53 @@ final class RetainedStore(val root: Path) extends Logging {
   def executorDir(appKey: String, executorId: String): Path = appDir(appKey).resolve(safe(executorId))
   def fence(appKey: String, executorId: String): Path = appDir(appKey).resolve(safe(executorId) + ".fenced")
   def isFenced(appKey: String, executorId: String): Boolean = Files.exists(fence(appKey, executorId))
+
+  /**
+   * An executor's liveness lock file. Its process holds an exclusive lock on it for its whole life;
+   * the kernel releases the lock when the process exits, however it exits, so another process on the
+   * node that can take the lock knows the holder is gone (pods of a node share this directory).
+   */
+  def aliveFile(appKey: String, executorId: String): Path =
+    appDir(appKey).resolve(safe(executorId) + RetainedStore.AliveSuffix)
+
+  /** Takes this process's liveness lock for `executorId`; held until the returned lock is closed or the JVM exits. */
+  def holdAlive(appKey: String, executorId: String): FileLock = {
+    ensureDir(appDir(appKey))
+    val channel = FileChannel.open(aliveFile(appKey, executorId), StandardOpenOption.CREATE, StandardOpenOption.WRITE)
+    val lock =
+      try channel.tryLock()
+      catch { case NonFatal(e) => channel.close(); throw e }
+    if (lock == null) {
+      channel.close()
+      throw new IOException(s"${aliveFile(appKey, executorId)} is locked by another process")
+    }
+    lock
+  }
+
+  /**
+   * Whether the process that holds `executorId`'s liveness lock is gone: Some(true) once the lock can
+   * be taken (it is released again at once), Some(false) while another process holds it for `waitMs`
+   * (a killed process's connections and files close in no fixed order, so its lock may outlive its
+   * connection by a moment), None when there is no lock file to tell by. Never creates the file.
+   */
+  def processGone(appKey: String, executorId: String, waitMs: Long): Option[Boolean] = {
+    val file = aliveFile(appKey, executorId)
+    val deadline = System.nanoTime() + waitMs * 1000000L
+    def attempt(): Option[Boolean] =
+      try Using.resource(FileChannel.open(file, StandardOpenOption.WRITE)) { channel =>
+          val lock =
+            try channel.tryLock()
+            catch { case _: java.nio.channels.OverlappingFileLockException => null } // this JVM holds it
+          if (lock == null) Some(false) else { lock.release(); Some(true) }
+        }
+      catch { case _: NoSuchFileException => None }
+    var answer = attempt()
+    while (answer.contains(false) && System.nanoTime() < deadline) {
+      Thread.sleep(10L)
+      answer = attempt()
+    }
+    answer
+  }
 
   /** Creates `dir` and its missing parents up to the root, each 0700. */
   def ensureDir(dir: Path): Unit = {
@@ -409,7 +460,8 @@ final class RetainedStore(val root: Path) extends Logging {
         val size =
           try Files.size(q)
           catch { case _: IOException => 0L }
-        if (Files.deleteIfExists(q)) { files += 1; bytes += size }
+        val marker = q.getFileName.toString.endsWith(RetainedStore.AliveSuffix) // a lock, not a retained file
+        if (Files.deleteIfExists(q) && !marker) { files += 1; bytes += size }
       }
     }
     walk(target)
@@ -437,6 +489,7 @@ final class RetainedStore(val root: Path) extends Logging {
    */
   def fencedExecutorStopped(appKey: String, executorId: String): Unit = {
     Files.deleteIfExists(fence(appKey, executorId))
+    Files.deleteIfExists(aliveFile(appKey, executorId))
     val dir = appDir(appKey)
     if (Files.isDirectory(dir) && namesIn(dir).isEmpty) Files.deleteIfExists(dir)
     if (!Files.exists(dir)) Files.deleteIfExists(leaseFile(appKey))
@@ -448,6 +501,7 @@ final class RetainedStore(val root: Path) extends Logging {
    */
   def purgeExecutor(appKey: String, executorId: String, fence: Boolean): (Int, Long) = {
     if (fence) writeFence(appKey, executorId)
+    Files.deleteIfExists(aliveFile(appKey, executorId))
     deleteTree(executorDir(appKey, executorId))
   }
 

@@ -63,6 +63,7 @@ object RetentionAgent extends Logging {
           // lease write, which startLease then skips; a hook added during shutdown throws, and no lease is written
           RetentionAgent.synchronized { agent = a }
           a.shutdownHook = SparkInternals.addEarlyShutdownHook(() => stop())
+          a.holdAlive()
           a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
           if (!a.startLease()) None
           else {
@@ -90,6 +91,12 @@ object RetentionAgent extends Logging {
     Option(nodeEnv).filter(_.nonEmpty).flatMap(env).map(_.trim).filter(_.nonEmpty).getOrElse(host)
 
   private val stopLock = new Object
+
+  /**
+   * How long a [[ConfirmGone]] waits for a lock that is still held: a killed process's connection may
+   * close a moment before the kernel releases its files' locks.
+   */
+  val GoneWaitMs = 1000L
 
   /**
    * Executor shutdown (graceful stop, or the JVM exiting: on SIGTERM this runs from an early shutdown
@@ -125,6 +132,22 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   @volatile private[spark] var ref: AnyRef = _
   @volatile private[spark] var shutdownHook: AnyRef = _
   private def nanoTime(): Long = clock.nanos()
+
+  /**
+   * This process's liveness lock, held until the JVM exits (never released on purpose: a stopping
+   * executor is gone once its process is). Without it, the driver cannot learn of this executor's loss
+   * before Spark reports it; retention works as before.
+   */
+  @volatile private var aliveLock: java.nio.channels.FileLock = _
+
+  private[spark] def holdAlive(): Unit =
+    try aliveLock = store.holdAlive(appKey, executorId)
+    catch {
+      case NonFatal(e) =>
+        logWarning(
+          s"region-recovery: no liveness lock for executor $executorId (${store.aliveFile(appKey, executorId)}:" +
+            s" $e): its loss is handled when Spark reports it")
+    }
   /** When the driver last answered, on the monotonic clock (ns): a wall clock's jump is not a silent driver. */
   @volatile private var lastDriverContact = nanoTime()
   /** Other applications' leases as this executor's sweeps have seen them. */
@@ -161,7 +184,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       started = true
       executor.connectDriver()
       renewLease(clock.millis())
-      leaseThread.execute(() => sweep())
+      // a first ping at once: the driver learns this executor's connection (see ConfirmGone), then sweeps
+      leaseThread.execute(() => leaseTick())
       leaseThread.scheduleWithFixedDelay(() => leaseTick(), renewEveryMs, renewEveryMs, TimeUnit.MILLISECONDS)
       // one file check a second; overdue when a frozen process thaws, so it runs at once then
       leaseThread.scheduleWithFixedDelay(() => honourFenceLogged(), 1000L, 1000L, TimeUnit.MILLISECONDS)
@@ -386,6 +410,11 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
           s"(${p.sparkDirs.mkString(", ")}): $sf files, $sb bytes")
       }
       PurgeReply(files, bytes)
+    case c: ConfirmGone =>
+      store.processGone(c.appKey, c.executorId, RetentionAgent.GoneWaitMs) match {
+        case Some(gone) => GoneReply(known = true, gone = gone)
+        case None => GoneReply(known = false, gone = false)
+      }
     case f: ForgetMapStatuses =>
       f.shuffleIds.foreach(executor.forgetMapStatuses)
       null
@@ -418,17 +447,48 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       failures.indices.foreach(failures(_) = notYet)
       return AdoptReply(me, failures, bytes)
     }
+    val checkData = !executor.readerDetectsCorruption
     r.outputs.zipWithIndex.foreach { case (o, i) =>
-      try bytes(i) = adoptOne(r.appKey, r.fromExecutor, o, if (r.digests == null) 0L else r.digests(i))
+      try bytes(i) = adoptOne(r.appKey, r.fromExecutor, o, if (r.digests == null) 0L else r.digests(i), checkData)
       catch {
         case NonFatal(e) => failures(i) = e.getMessage
       }
+    }
+    if (!checkData) {
+      val unchecked = r.outputs.indices.filter(failures(_) == null).map(i => (r.outputs(i), r.digests(i)))
+      if (unchecked.nonEmpty) executor.inBackground(() => checkAdopted(r.appKey, unchecked))
     }
     val adopted = failures.count(_ == null)
     val notAdopted = failures.filter(_ != null).distinct
     logInfo(s"region-recovery: adopted $adopted of ${r.outputs.length} map outputs of lost executor " +
       r.fromExecutor + (if (notAdopted.isEmpty) "" else s"; not adopted: ${notAdopted.mkString("; ")}"))
     AdoptReply(me, failures, bytes)
+  }
+
+  /**
+   * After the driver relocated outputs adopted with the cheap checks only, this executor reads their
+   * data against Spark's checksums, off the reducers' path (about 1 ms per MB). A corrupt one is
+   * reported to the driver, which unregisters it before a reducer is likely to read it: one output is
+   * recomputed. A reducer that reads it first fails its fetch (LZ4's block checksums), and Spark then
+   * recomputes every output registered at this executor. An output released meanwhile is skipped.
+   */
+  private def checkAdopted(adoptedAppKey: String, outputs: Seq[(OutputRef, Long)]): Unit = {
+    val mine = store.executorDir(adoptedAppKey, executorId)
+    val corrupt = outputs.flatMap { case (o, digest) =>
+      val index = mine.resolve(RetainedStore.fileBase(o.shuffleId, o.mapId) + ".index")
+      if (!Files.isRegularFile(index)) None
+      else
+        try {
+          RetainedVerification.verify(mine, o.shuffleId, o.mapId, executor.checksumAlgorithm, digest)
+          None
+        } catch { case e: IOException => Some(o -> e.getMessage) }
+    }
+    if (corrupt.nonEmpty) {
+      logWarning(s"region-recovery: ${corrupt.size} of ${outputs.size} adopted map outputs failed their data " +
+        s"check: ${corrupt.map(_._2).take(3).mkString("; ")}")
+      executor.tellDriver(CorruptAdoptedOutputs(adoptedAppKey, executorId, corrupt.map(_._1).toArray,
+        corrupt.map(_._2).toArray))
+    }
   }
 
   private def recover(r: RecoverRequest): RecoverReply = {
@@ -463,6 +523,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     }
     val (ownData, ownIndex, ownChecksum) = executor.shuffleFiles(o.shuffleId, o.mapId)
     requireChecksums(ownChecksum)
+    // every byte is read: a resubmission registers these outputs once, off any reducer's critical path
     val v = RetainedVerification.verify(store.executorDir(fromAppKey, fromExecutor), o.fromShuffleId, o.fromMapId,
       executor.checksumAlgorithm, o.digest)
     serve(v, o.shuffleId, o.mapId)
@@ -489,13 +550,14 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   }
 
   /**
-   * Verifies one retained output (against the digest its executor reported at commit, and Spark's
-   * checksums) and makes this executor serve it; returns its bytes or throws.
+   * Verifies one retained output (against the digest its executor reported at commit; the data too
+   * unless Spark's reader detects a corrupt block itself) and makes this executor serve it; returns
+   * its bytes or throws.
    */
-  private def adoptOne(appKey: String, from: String, o: OutputRef, digest: Long): Long = {
+  private def adoptOne(appKey: String, from: String, o: OutputRef, digest: Long, checkData: Boolean): Long = {
     requireChecksums(executor.shuffleFiles(o.shuffleId, o.mapId)._3)
     val v = RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
-      executor.checksumAlgorithm, digest)
+      executor.checksumAlgorithm, digest, checkData)
     serve(v, o.shuffleId, o.mapId)
     // Keep it retained, now as this executor's: if this executor dies, it can be adopted again.
     val mine = store.executorDir(appKey, executorId)

@@ -38,12 +38,16 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   private val agents = new AgentDirectory(store, () => appKey, actions)
   /** Output determinism of each shuffle's map stage, from JobStart (coordinator's thread only). */
   private val determinism = mutable.HashMap[Int, Int]()
+  /** Each executor's connection to the driver ("host:port", as its lease pings arrive), to its id. */
+  private val executorAt = new java.util.concurrent.ConcurrentHashMap[String, String]()
+
   /** Answers the agents' lease pings: while it does, their application is alive. */
   private val driverEndpoint = actions.registerEndpoint(RetentionProtocol.DriverEndpointName,
     {
-      case r: DriverRequest => handle(r)
-      case other => throw new IllegalArgumentException(s"region-recovery driver endpoint: unknown message $other")
-    })
+      case (r: DriverRequest, from) => handle(r, from)
+      case (other, _) => throw new IllegalArgumentException(s"region-recovery driver endpoint: unknown message $other")
+    },
+    disconnected)
   private val worker = actions.newWorker()
   @volatile private var stopped = false
   private val history = new ConcurrentLinkedDeque[String]()
@@ -94,18 +98,73 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   }
 
   /** What agents tell the driver: a hello through the plugin channel, lease pings on the driver endpoint. */
-  def handle(request: DriverRequest): AnyRef = request match {
+  def handle(request: DriverRequest, from: String = null): AnyRef = request match {
     case h: RetentionAgentHello =>
       agents.register(h)
       if (h.held.nonEmpty) onWorker(s"reattached volume of executor ${h.executorId}")(reattached(h.executorId))
       null
+    case c: CorruptAdoptedOutputs =>
+      if (c.appKey == appKey) onWorker(s"corrupt outputs adopted by executor ${c.executorId}")(corruptAdopted(c))
+      null
     case p: LeasePing =>
+      if (from != null && p.appKey == appKey) executorAt.put(from, p.executorId)
       if (fenced.contains(p.executorId)) LeaseFenced
       else if (stopped && keepAtEnd.isEmpty) LeaseEnding
       else LeaseRenewed
   }
 
   // ---- executor loss -------------------------------------------------------------------------------
+
+  /** From Spark's RPC dispatcher: a remote process's connection closed. Hands off, returns at once. */
+  private def disconnected(address: String): Unit = {
+    val executorId = executorAt.remove(address)
+    if (executorId != null && !stopped && deployment.earlyLossDetection && !deployment.shuffleService) {
+      val at = now
+      onWorker(s"closed connection of executor $executorId")(connectionClosed(executorId, at))
+    }
+  }
+
+  /**
+   * An executor's connection to the driver closed at `at`. Spark learns of a dead executor later (the
+   * cluster manager's report; on standalone and Kubernetes the driver waits for it), and meanwhile a
+   * reducer that cannot connect to it is told it lives and retries only after retryWait. So if another
+   * executor on its node takes its liveness lock (only the kernel releases it, when the process is
+   * gone), the loss is handled now: its outputs are adopted and relocated, then Spark is told to remove
+   * it, so a reducer either finds the new location or fails its fetch at once. A held lock, no lock, or
+   * no other executor on the node: nothing is done, Spark's report decides as before. A live executor
+   * (a broken connection, a GC pause) is never acted on.
+   */
+  private def connectionClosed(executorId: String, at: Long): Unit = {
+    val lost = agents.get(executorId).getOrElse(return) // Spark removed it already, or it retains nothing
+    val confirmer = agents.live.find(a => a.node == lost.node && a.executorId != executorId).getOrElse {
+      logInfo(s"region-recovery: executor $executorId's connection closed; no other executor on node ${lost.node} " +
+        "can tell whether its process is gone: its loss is handled when Spark reports it")
+      return
+    }
+    val reply =
+      try agents.ask(confirmer, ConfirmGone(appKey, executorId), RetentionAgent.GoneWaitMs + 4000L)
+          .asInstanceOf[GoneReply]
+      catch {
+        case NonFatal(e) =>
+          logWarning(s"region-recovery: executor ${confirmer.executorId} could not tell whether executor " +
+            s"$executorId is gone ($e): its loss is handled when Spark reports it")
+          return
+      }
+    if (!reply.known || !reply.gone) {
+      logInfo(s"region-recovery: executor $executorId's connection closed, but " +
+        (if (reply.known) "its process still holds its liveness lock: it is alive, left to Spark"
+         else "it has no liveness lock to tell by: its loss is handled when Spark reports it"))
+      return
+    }
+    if (!agents.markRemoved(executorId)) return // Spark's report came first
+    val reason = s"${RetentionCoordinator.ProcessGone} (region-recovery: its connection to the driver closed and " +
+      s"executor ${confirmer.executorId} on node ${lost.node} took its liveness lock)"
+    handleLoss(executorId, reason, at)
+    val told = actions.removeExecutor(executorId, reason)
+    logInfo(s"region-recovery: executor $executorId's process is gone; its outputs were handled " +
+      s"${now - at} ms after its connection closed" +
+      (if (told) ", then Spark was told to remove it" else "; this scheduler backend cannot be told (local mode)"))
+  }
 
   /** From the listener thread: hand off, return at once. Spark may report one removal twice. */
   override def executorRemoved(executorId: String, reason: String, time: Long): Unit =
@@ -136,6 +195,25 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       case _ if !actions.shuffleStatusLockAvailable => Some(AdoptionRules.LockUnavailable)
       case _ => None
     }
+  }
+
+  /**
+   * An adopter found outputs it adopted corrupt once it read their data: each still registered there is
+   * unregistered (Spark recomputes it when it is read again) and the adopter's copies go.
+   */
+  private def corruptAdopted(c: CorruptAdoptedOutputs): Unit = {
+    val node = agents.get(c.executorId).map(_.node).orNull
+    c.outputs.zip(c.reasons).foreach { case (o, why) =>
+      actions.mapOutputLocation(o.shuffleId, o.mapId).filter(_.executorId == c.executorId).foreach { at =>
+        if (actions.unregisterIfCurrent(o.shuffleId, o.mapIndex, o.mapId, at))
+          offer(MapOutputUnregisteredEvent(now, o.shuffleId, o.mapId, o.mapIndex, c.executorId,
+            s"corrupt retained file found after its adoption: $why"))
+      }
+      ledger.synchronized(ledger.dropOutput(o.shuffleId, o.mapId))
+    }
+    val (files, bytes) = agents.releaseOutputs(c.executorId, node, c.outputs, served = true)
+    logWarning(s"region-recovery: executor ${c.executorId} found ${c.outputs.length} adopted map outputs corrupt; " +
+      s"unregistered, its $files files ($bytes bytes) deleted")
   }
 
   /** Test only: a pause between the agent's reply and the relocation, to open the stale-relocation window. */
@@ -204,17 +282,21 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   /**
    * Asks `first` to adopt `loss.offered` (then the next adopter `next` names, while adopters fail),
-   * relocates what it adopted, unregisters the rest and records the loss. Returns the adopter that
+   * relocates what it adopted, unregisters the rest and records the loss. The outputs go in batches
+   * ([[AdoptionBatches]]), each relocated as soon as its reply is in: a large loss never runs into the
+   * ask timeout, and early outputs are readable before the last are checked. Returns the adopter that
    * answered, if any (the reattached volume's holder purges the lost executor's directory).
    */
   private def adopt(loss: LostOutputs, first: Option[AgentInfo], firstReason: String,
       next: Set[String] => Either[String, (AgentInfo, String)]): Option[AgentInfo] = {
     val executorId = loss.executorId
-    val askStart = now
     var adopterReason = firstReason
-    val refs = loss.offered.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
-    val digests = loss.offered.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
-    def ask(a: AgentInfo): Option[AdoptReply] =
+    var adopter = first
+    var failed = Set.empty[String]
+    var answered = false
+    var askMs = 0L
+    var adopted = 0
+    def ask(a: AgentInfo, refs: Array[OutputRef], digests: Array[Long]): Option[AdoptReply] =
       try Some(agents.ask(a, AdoptRequest(appKey, executorId, refs, digests)).asInstanceOf[AdoptReply])
       catch {
         case NonFatal(e) =>
@@ -222,35 +304,60 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           adopterReason += s"; the adoption by ${a.executorId} failed: $e"
           None
       }
-    // The adopter may be lost too (two executors of a node die at once, its loss not handled yet): the
-    // next one of the node tries, until one answers or none is left.
-    var adopter = first
-    var reply: Option[AdoptReply] = adopter.flatMap(ask)
-    var failed = Set.empty[String]
-    while (reply.isEmpty && adopter.nonEmpty) {
-      failed += adopter.get.executorId
-      adopter = next(failed) match {
-        case Right((a, why)) => adopterReason += s"; then executor ${a.executorId}: $why"; Some(a)
-        case Left(why) => adopterReason += s"; no other adopter: $why"; None
+    AdoptionBatches.split(loss.offered)(o => ledger.synchronized(ledger.entry(o._1, o._3).map(_.bytes)).getOrElse(0L))
+      .foreach { batch =>
+        val askStart = now
+        val refs = batch.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
+        val digests = batch.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
+        // The adopter may be lost too (two executors of a node die at once, its loss not handled yet): the
+        // next one of the node tries, until one answers or none is left.
+        var reply: Option[AdoptReply] = adopter.flatMap(ask(_, refs, digests))
+        while (reply.isEmpty && adopter.nonEmpty) {
+          failed += adopter.get.executorId
+          adopter = next(failed) match {
+            case Right((a, why)) => adopterReason += s"; then executor ${a.executorId}: $why"; Some(a)
+            case Left(why) => adopterReason += s"; no other adopter: $why"; None
+          }
+          reply = adopter.flatMap(ask(_, refs, digests))
+        }
+        askMs += now - askStart
+        answered ||= reply.isDefined
+        testDelayBeforeRelocation()
+        val moved = relocate(executorId, loss.lossTime, batch, reply, adopter)
+        if (moved > 0) {
+          actions.incrementEpoch()
+          agents.forgetMapStatuses(batch.map(_._1).distinct.toArray)
+        }
+        adopted += moved
       }
-      reply = adopter.flatMap(ask)
-    }
-    val askMs = now - askStart
-    testDelayBeforeRelocation()
-    var adopted = 0
+    if (adopted > 0)
+      logInfo(s"region-recovery: executor $executorId lost (${loss.reason}): $adopted of ${loss.total} map outputs " +
+        s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now ${actions.epoch}, " +
+        s"${now - loss.lossTime} ms after the removal")
+    record(executorId, loss.reason, loss.lossTime, loss.startedAt, askMs, adopted, loss.total - adopted,
+      adopter.map(_.executorId).orNull, adopterReason)
+    if (answered) adopter else None
+  }
+
+  /**
+   * Relocates the outputs of one batch that `reply` says were adopted, unregisters the others; returns
+   * how many moved. Only what is still registered at the lost executor with the same map id moves,
+   * atomically with that check: Spark may have dropped the output on purpose since it was listed.
+   */
+  private def relocate(executorId: String, lossTime: Long, batch: Seq[(Int, Int, Long, BlockManagerId)],
+      reply: Option[AdoptReply], adopter: Option[AgentInfo]): Int = {
+    var moved = 0
     val notRelocated = Seq.newBuilder[OutputRef] // adopted by the agent, but not relocated: its copy goes
-    loss.offered.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
+    batch.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
       val failure = reply.fold("adoption failed")(_.failures(i))
       if (failure == null) {
         val r = reply.get
-        // Only what is still registered at the lost executor with the same map id moves, atomically
-        // with that check: Spark may have dropped the output on purpose since it was listed.
         actions.relocateIfCurrent(sid, idx, mapId, location, r.location) match {
           case Relocation.Relocated =>
             ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, adopter.get.node))
-            adopted += 1
+            moved += 1
             offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
-              r.location.host, r.bytes(i), loss.lossTime))
+              r.location.host, r.bytes(i), lossTime))
           case other =>
             val why = other match {
               case Relocation.NotRegistered(what) => AdoptionRules.stale(what)
@@ -273,16 +380,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       logInfo(s"region-recovery: ${dropped.size} adopted outputs of $executorId were not relocated (Spark " +
         s"changed them meanwhile); the adopter ${r.location.executorId} deleted its $files files ($bytes bytes)")
     }
-    if (adopted > 0) {
-      val epoch = actions.incrementEpoch()
-      agents.forgetMapStatuses(loss.offered.map(_._1).distinct.toArray)
-      logInfo(s"region-recovery: executor $executorId lost (${loss.reason}): $adopted of ${loss.total} map outputs " +
-        s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now $epoch, " +
-        s"${now - loss.lossTime} ms after the removal")
-    }
-    record(executorId, loss.reason, loss.lossTime, loss.startedAt, askMs, adopted, loss.total - adopted,
-      adopter.map(_.executorId).orNull, adopterReason)
-    if (reply.isDefined) adopter else None
+    moved
   }
 
   // ---- a lost executor's volume reattached to a new executor (Spark's claim reuse) ----------------
@@ -588,6 +686,9 @@ trait RetentionRecords {
 }
 
 object RetentionCoordinator {
+  /** How an executor loss found by [[RetentionCoordinator.connectionClosed]] is reported to Spark and Python. */
+  val ProcessGone = "Executor process gone"
+
   /** Driver JVM system property, for tests only: milliseconds to wait between adoption and relocation. */
   val TestDelayProperty = "regionrecovery.test.delayRelocationMs"
 }

@@ -53,8 +53,11 @@ object RetentionDecision {
  *                          executor that mounts its volume when none is live on its node (0 = no wait)
  * @param shuffleService    the external shuffle service runs: it serves lost executors' outputs, so
  *                          nothing is adopted and retention keeps files for job recovery only
+ * @param earlyLossDetection `retained.earlyLossDetection`: act on a closed connection once the process is
+ *                          known gone, before Spark's report
  */
-final case class RetentionDeployment(reattachTimeoutMs: Long = 0L, shuffleService: Boolean = false)
+final case class RetentionDeployment(reattachTimeoutMs: Long = 0L, shuffleService: Boolean = false,
+    earlyLossDetection: Boolean = true)
 
 object RetentionDeployment {
   val ShuffleServiceReason: String =

@@ -103,6 +103,12 @@ final case class RecoverRequest(fromAppKey: String, fromExecutor: String, output
  */
 final case class KeepApplication(appKey: String, until: Long, jobId: String) extends AgentRequest
 
+/**
+ * Whether the process of `executorId`, an executor of this agent's node, is gone: told by its liveness
+ * lock ([[RetainedStore.processGone]]). Reply: [[GoneReply]].
+ */
+final case class ConfirmGone(appKey: String, executorId: String) extends AgentRequest
+
 // ---- agent -> driver ---------------------------------------------------------------------------
 
 /** What an executor's agent tells the driver; the coordinator's handler matches over all of them. */
@@ -123,6 +129,14 @@ final case class RetentionAgentHello(executorId: String, node: String, ref: AnyR
  */
 final case class LeasePing(appKey: String, executorId: String) extends DriverRequest
 
+/**
+ * An adopter checked the data of outputs it adopted with the cheap checks only (after the driver
+ * relocated them) and some failed: `reasons(i)` says why `outputs(i)` is corrupt. No reply; the
+ * driver unregisters each that is still registered at `executorId`, and the adopter's copies go.
+ */
+final case class CorruptAdoptedOutputs(appKey: String, executorId: String, outputs: Array[OutputRef],
+    reasons: Array[String]) extends DriverRequest
+
 // ---- replies -----------------------------------------------------------------------------------
 
 /** failures(i) == null: outputs(i) adopted (bytes(i) bytes) and now served at `location`; otherwise why not. */
@@ -134,6 +148,9 @@ final case class AdoptReply(location: BlockManagerId, failures: Array[String], b
  */
 final case class RecoverReply(location: BlockManagerId, failures: Array[String], lengths: Array[Array[Long]],
     bytes: Array[Long])
+
+/** `known`: whether the liveness lock could tell; `gone`: its holder is gone (the lock was free). */
+final case class GoneReply(known: Boolean, gone: Boolean)
 
 /** Files and bytes an agent deleted. */
 final case class PurgeReply(files: Int, bytes: Long)

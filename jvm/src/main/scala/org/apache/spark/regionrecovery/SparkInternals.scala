@@ -8,7 +8,7 @@ import scala.reflect.ClassTag
 
 import org.apache.spark.{MapOutputStatistics, MapOutputTrackerMaster, MapOutputTrackerWorker, ShuffleDependency}
 import org.apache.spark.{ShuffleStatus, SparkContext, SparkEnv}
-import org.apache.spark.rpc.{RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv, RpcTimeout}
+import org.apache.spark.rpc.{RpcAddress, RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv, RpcTimeout}
 import org.apache.spark.scheduler.{SparkListenerEvent, SparkListenerInterface, StageInfo, TaskSchedulerImpl}
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleChecksumUtils}
 import org.apache.spark.storage.BlockManagerId
@@ -77,9 +77,19 @@ object SparkInternals {
    * TransportClient the message came on, and NettyRpcEnv.postToOutbox sends over it, which is how
    * the driver reaches CoarseGrainedExecutorBackend (RegisterExecutor carries its ref).
    */
-  def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef = {
+  def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef =
+    registerEndpoint(name, (m, _) => handler(m), _ => ())
+
+  /**
+   * As above, and the handler learns each request's sender ("host:port", null for a one-way message),
+   * `disconnected` each remote process whose connection closed. A client-mode RpcEnv (an executor's)
+   * has no listening address: its sender is the socket address of its one connection to the driver,
+   * which is also what Spark's RemoteProcessDisconnected names when that connection closes (the
+   * scheduler backend's DriverEndpoint maps executors the same way).
+   */
+  def registerEndpoint(name: String, handler: (AnyRef, String) => AnyRef, disconnected: String => Unit): AnyRef = {
     val rpcEnv = SparkEnv.get.rpcEnv
-    rpcEnv.setupEndpoint(name, new HandlerEndpoint(rpcEnv, handler))
+    rpcEnv.setupEndpoint(name, new HandlerEndpoint(rpcEnv, handler, disconnected))
   }
 
   def unregisterEndpoint(ref: AnyRef): Unit = ref match {
@@ -94,11 +104,13 @@ object SparkInternals {
 
   def send(ref: AnyRef, message: AnyRef): Unit = ref.asInstanceOf[RpcEndpointRef].send(message)
 
-  private final class HandlerEndpoint(override val rpcEnv: RpcEnv, handler: AnyRef => AnyRef) extends RpcEndpoint {
-    override def receive: PartialFunction[Any, Unit] = { case m: AnyRef => handler(m) }
+  private final class HandlerEndpoint(override val rpcEnv: RpcEnv, handler: (AnyRef, String) => AnyRef,
+      disconnected: String => Unit) extends RpcEndpoint {
+    override def receive: PartialFunction[Any, Unit] = { case m: AnyRef => handler(m, null) }
+    override def onDisconnected(remoteAddress: RpcAddress): Unit = disconnected(remoteAddress.hostPort)
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
       case m: AnyRef =>
-        try context.reply(handler(m))
+        try context.reply(handler(m, Option(context.senderAddress).map(_.hostPort).orNull))
         catch {
           case scala.util.control.NonFatal(e) => context.sendFailure(e)
         }
@@ -144,6 +156,9 @@ object SparkInternals {
   }
 
   def checksumAlgorithm: String = SparkEnv.get.conf.get("spark.shuffle.checksum.algorithm", "ADLER32")
+
+  /** A setting of this JVM's SparkConf, if set. */
+  def confValue(key: String): Option[String] = SparkEnv.get.conf.getOption(key)
 
   /** Spark's own check (the one Kubernetes shuffle recovery uses): per-partition checksums match. */
   def checksumsMatch(numPartitions: Int, algorithm: String, checksum: File, data: File, index: File): Boolean =
@@ -191,6 +206,21 @@ object SparkInternals {
   }
 
   // ---- retention: driver side (MapOutputTrackerMaster) --------------------------------------------
+
+  /**
+   * Has Spark remove an executor now, as its cluster manager would report it (the DriverEndpoint's
+   * RemoveExecutor: running tasks fail and are resubmitted, the block manager goes, so a reader that
+   * cannot connect to it fails its fetch at once instead of retrying after spark.shuffle.io.retryWait,
+   * and SparkListenerExecutorRemoved is posted). The cluster manager's own report later finds it gone.
+   * False where the scheduler backend is not a coarse-grained one (local mode).
+   */
+  def removeExecutor(sc: SparkContext, executorId: String, message: String): Boolean = sc.schedulerBackend match {
+    case b: org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend =>
+      b.driverEndpoint.send(org.apache.spark.scheduler.cluster.CoarseGrainedClusterMessages.RemoveExecutor(executorId,
+        org.apache.spark.scheduler.ExecutorProcessLost(message, None, causedByApp = true)))
+      true
+    case _ => false
+  }
 
   /** Registered map outputs whose location is `executorId`: (shuffleId, mapIndex, mapId, location). */
   def outputsOnExecutor(executorId: String): Seq[(Int, Int, Long, BlockManagerId)] = {

@@ -107,4 +107,25 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     assert(d.adopter.isEmpty && d.offered.isEmpty && d.refused.size == 2)
     assert(d.reason == "nothing to adopt: every output is excluded or unsafe to adopt")
   }
+
+  test("adoption batches keep the order, stay within the byte and count limits, and a large output goes alone") {
+    val rnd = new scala.util.Random(7)
+    (1 to 200).foreach { _ =>
+      val sizes = Seq.fill(rnd.nextInt(60))(rnd.nextInt(400).toLong)
+      val (maxBytes, maxOutputs) = (1 + rnd.nextInt(500).toLong, 1 + rnd.nextInt(8))
+      val batches = AdoptionBatches.split(sizes.indices, maxBytes, maxOutputs)(sizes)
+      assert(batches.flatten == sizes.indices, "every output once, in order")
+      assert(batches.forall(_.nonEmpty))
+      batches.foreach { b =>
+        assert(b.size <= maxOutputs)
+        assert(b.size == 1 || b.map(sizes).sum <= maxBytes, s"only a lone output may exceed $maxBytes: $b")
+      }
+      batches.sliding(2).foreach {
+        case Seq(a, b) =>
+          assert(a.size == maxOutputs || a.map(sizes).sum + sizes(b.head) > maxBytes, "a batch ends only when full")
+        case _ =>
+      }
+    }
+    assert(AdoptionBatches.split(Seq.empty[Int])(_ => 1L).isEmpty)
+  }
 }

@@ -42,6 +42,13 @@ final class FakeAgentActions(blockDir: Path, executorId: String = "1", host: Str
   override def localBlockManagerId: BlockManagerId = TestLocations.blockManagerId(executorId, host, 7337)
   override def ownMapOutput(shuffleId: Int, mapId: Long): Unit = owned += shuffleId -> mapId
   override def checksumAlgorithm: String = "ADLER32"
+  var detectsCorruption = false
+  override def readerDetectsCorruption: Boolean = detectsCorruption
+  /** Background tasks, run when a test says so. */
+  val background = mutable.Buffer[() => Unit]()
+  override def inBackground(task: () => Unit): Unit = background += task
+  val told = mutable.Buffer[AnyRef]()
+  override def tellDriver(message: AnyRef): Unit = told += message
 }
 
 object FakeAgentActions {

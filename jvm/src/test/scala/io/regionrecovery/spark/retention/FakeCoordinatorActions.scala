@@ -67,7 +67,21 @@ final class FakeCoordinatorActions extends CoordinatorActions {
   override def mapOutputLocation(shuffleId: Int, mapId: Long): Option[BlockManagerId] =
     registered.collectFirst { case ((sid, _), (m, loc)) if sid == shuffleId && m == mapId => loc }
   override def incrementEpoch(): Long = { epoch += 1; epoch }
-  override def registerEndpoint(name: String, handler: AnyRef => AnyRef): AnyRef = { endpoint = handler; name }
+  override def registerEndpoint(name: String, handler: ((AnyRef, String)) => AnyRef,
+      disconnected: String => Unit): AnyRef = {
+    endpoint = m => handler((m, null))
+    endpointFrom = (m, from) => handler((m, from))
+    disconnect = disconnected
+    name
+  }
+  /** The endpoint with a sender's address, and its disconnection callback (Spark's RpcEnv in a driver). */
+  var endpointFrom: (AnyRef, String) => AnyRef = _
+  var disconnect: String => Unit = _
+  /** Executors Spark was told to remove, with the reason, in order (and with what was registered then). */
+  val removedExecutors = mutable.Buffer[(String, String, Map[(Int, Int), (Long, BlockManagerId)])]()
+  override def removeExecutor(executorId: String, reason: String): Boolean = {
+    removedExecutors += ((executorId, reason, registered.toMap)); true
+  }
   override def unregisterEndpoint(ref: AnyRef): Unit = endpointUnregistered = true
   override def newWorker(): ExecutorService = new DirectExecutorService
   /** Timeouts scheduled on the coordinator's timer, (task, delay ms): a test runs them when it wants. */

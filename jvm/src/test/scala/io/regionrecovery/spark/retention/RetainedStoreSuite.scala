@@ -287,6 +287,29 @@ class RetainedStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("a liveness lock tells whether its holder process is gone; the lock file is not a retained file") {
+    withRoot { (_, store) =>
+      assert(store.processGone("app", "1", 0L).isEmpty, "no lock file: cannot tell")
+      val mine = store.holdAlive("app", "1")
+      assert(store.processGone("app", "1", 50L).contains(false), "held (by this JVM)")
+      mine.channel().close()
+      assert(store.processGone("app", "1", 0L).contains(true), "released")
+      // another process holds it (an fcntl lock, as Java's): alive until the kernel releases it at its exit
+      val file = store.aliveFile("app", "2")
+      Files.createFile(file)
+      val holder = new ProcessBuilder("python3", "-c",
+        "import fcntl, sys, time; f = open(sys.argv[1], 'r+'); fcntl.lockf(f, fcntl.LOCK_EX); " +
+          "print('locked', flush=True); time.sleep(60)", file.toString).start()
+      try {
+        assert(new java.io.BufferedReader(new java.io.InputStreamReader(holder.getInputStream)).readLine() == "locked")
+        assert(store.processGone("app", "2", 100L).contains(false))
+        holder.destroyForcibly().waitFor()
+        assert(store.processGone("app", "2", 2000L).contains(true), "the kernel released the killed process's lock")
+      } finally holder.destroyForcibly()
+      assert(store.deleteApp("app")._1 == 0, "lock files are not counted as retained files")
+    }
+  }
+
   test("deleteApp removes the application's directory and lease, nothing else") {
     withRoot { (root, store) =>
       val bm = root.getParent.resolve("bm")

@@ -102,6 +102,32 @@ class RetainedVerificationSuite extends AnyFunSuite {
     }
   }
 
+  test("without the data check, a corrupt data byte passes (the reader catches it); its length still does not") {
+    withDir { dir =>
+      val digest = output(dir, 0, 5L, thisRun)
+      val data = dir.resolve(RetainedStore.fileBase(0, 5L) + ".data")
+      val bytes = Files.readAllBytes(data)
+      bytes(0) = (bytes(0) ^ 0xff).toByte
+      Files.write(data, bytes)
+      assert(RetainedVerification.verify(dir, 0, 5L, algorithm, digest, checkData = false).data.length == 11)
+      Files.write(data, bytes.dropRight(1))
+      val why = intercept[IOException](RetainedVerification.verify(dir, 0, 5L, algorithm, digest, checkData = false))
+      assert(why.getMessage.contains("data file has 10 bytes, the index says 11"), why.getMessage)
+      assert(refused(dir, 6L, digest).contains("index file missing"), "the cheap checks stay")
+    }
+  }
+
+  test("the reader detects corruption only with compressed LZ4 blocks and spark.shuffle.detectCorrupt") {
+    def detects(settings: (String, String)*): Boolean = RetainedVerification.readerDetectsCorruption(settings.toMap.get)
+    assert(detects(), "Spark's defaults: compressed, LZ4, detectCorrupt")
+    assert(detects("spark.io.compression.codec" -> "org.apache.spark.io.LZ4CompressionCodec"))
+    assert(detects("spark.io.compression.codec" -> " LZ4 ", "spark.shuffle.compress" -> "TRUE"))
+    assert(!detects("spark.shuffle.compress" -> "false"), "uncompressed blocks carry no checksum")
+    assert(!detects("spark.shuffle.detectCorrupt" -> "false"), "a corrupt block would fail the task, not the fetch")
+    assert(!detects("spark.io.compression.codec" -> "zstd"), "Spark's zstd streams carry no checksum")
+    assert(!detects("spark.io.compression.codec" -> "snappy"))
+  }
+
   test("missing or truncated files are refused") {
     withDir { dir =>
       val digest = output(dir, 0, 5L, thisRun)

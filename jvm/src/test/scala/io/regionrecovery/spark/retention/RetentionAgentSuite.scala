@@ -248,4 +248,49 @@ class RetentionAgentSuite extends AnyFunSuite {
       assert(f.executor.owned.isEmpty)
     }
   }
+
+  /** Lost executor 2's retained output `mapId` of shuffle 0 (two partitions, ADLER32); returns its digest. */
+  private def retainedOf2(f: Fixture, mapId: Long, corrupt: Boolean): Long = {
+    val dir = f.store.executorDir(App, "2")
+    Files.createDirectories(f.tmp.resolve("bm")) // the block manager's directory, where an adopter links them
+    val parts = Seq("alpha".getBytes, "bravo!".getBytes)
+    val base = dir.resolve(RetainedStore.fileBase(0, mapId))
+    val data = parts.flatten.toArray
+    FakeAgentActions.write(Path.of(s"$base.data"), if (corrupt) data.updated(0, 'X'.toByte) else data)
+    def longs(p: String, values: Seq[Long]): Unit = {
+      val b = java.nio.ByteBuffer.allocate(8 * values.size); values.foreach(b.putLong)
+      FakeAgentActions.write(Path.of(p), b.array())
+    }
+    longs(s"$base.index", Seq(0L, 5L, 11L))
+    val sums = parts.map { p =>
+      val c = new java.util.zip.Adler32(); c.update(p); c.getValue
+    }
+    longs(s"$base.checksum.ADLER32", sums)
+    RetainedStore.digest(sums.toArray, Array(5L, 6L))
+  }
+
+  test("where the reader detects corruption, adoption checks only what is cheap; the data is checked after") {
+    withFixture() { f =>
+      f.executor.detectsCorruption = true
+      val digests = Array(retainedOf2(f, 1L, corrupt = false), retainedOf2(f, 2L, corrupt = true))
+      val outputs = Array(OutputRef(0, 1L, 0), OutputRef(0, 2L, 1))
+      val r = f.agent.handle(AdoptRequest(App, "2", outputs, digests)).asInstanceOf[AdoptReply]
+      assert(r.failures.toSeq == Seq(null, null), "both adopted: same lengths, same digest")
+      assert(f.executor.owned.toSeq == Seq(0 -> 1L, 0 -> 2L) && f.executor.told.isEmpty)
+      val Seq(check) = f.executor.background.toSeq
+      check()
+      val Seq(CorruptAdoptedOutputs(app, "1", bad, why)) = f.executor.told.toSeq
+      assert(app == App && bad.toSeq == Seq(outputs(1)) && why.head.contains("checksum mismatch"), why.toSeq)
+    }
+  }
+
+  test("where the reader does not detect corruption, adoption reads every byte and refuses a corrupt output") {
+    withFixture() { f =>
+      val digests = Array(retainedOf2(f, 1L, corrupt = false), retainedOf2(f, 2L, corrupt = true))
+      val r = f.agent.handle(AdoptRequest(App, "2", Array(OutputRef(0, 1L, 0), OutputRef(0, 2L, 1)), digests))
+        .asInstanceOf[AdoptReply]
+      assert(r.failures(0) == null && r.failures(1).contains("checksum mismatch"))
+      assert(f.executor.background.isEmpty)
+    }
+  }
 }

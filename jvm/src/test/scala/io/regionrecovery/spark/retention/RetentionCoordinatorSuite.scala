@@ -345,4 +345,78 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.spark.registered.isEmpty && f.spark.timeouts.isEmpty)
     assert(f.unregistered.map(_.reason) == Seq("not adopted: no live executor with a retention agent on node pod-1"))
   }
+
+  private val Exec1At = "10.0.0.1:40001"
+
+  /** Executors 1 and 2 on host-a (2 answers `gone` for 1), two outputs of 1, 1's lease ping from [[Exec1At]]. */
+  private def closedConnection(gone: GoneReply, deployment: RetentionDeployment = RetentionDeployment()) = {
+    val f = new Fixture(deployment = deployment)
+    f.agent("1")()
+    f.agent("2")({
+      case ConfirmGone(_, "1") => gone
+      case r => f.adoptAll("2", "host-a")(r)
+    })
+    f.stage(0)
+    val maps = Seq(f.output(0, 0, "1"), f.output(0, 1, "1"))
+    assert(f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "1"), Exec1At) == LeaseRenewed)
+    (f, maps)
+  }
+
+  test("a closed connection of a process that is gone: its outputs move first, then Spark is told to remove it") {
+    val (f, Seq(m0, m1)) = closedConnection(GoneReply(known = true, gone = true))
+    f.spark.disconnect("10.0.0.9:5000") // not an executor's connection: nothing happens
+    assert(f.asks[ConfirmGone].isEmpty)
+    f.spark.disconnect(Exec1At)
+    assert(f.asks[ConfirmGone] == Seq("agent-2" -> ConfirmGone(f.coordinator.appKey, "1")))
+    val to = f.spark.location("2", "host-a")
+    val Seq((id, reason, registeredThen)) = f.spark.removedExecutors.toSeq
+    assert(id == "1" && reason.startsWith(RetentionCoordinator.ProcessGone) && reason.contains("executor 2"), reason)
+    assert(registeredThen == Map((0, 0) -> (m0, to), (0, 1) -> (m1, to)),
+      "Spark hears of the loss only once the outputs are registered at the adopter")
+    assert(f.lossRecords.size == 1 && f.lossRecords.head.contains("\"adopted\": 2"))
+    f.coordinator.executorRemoved("1", reason, f.clock.millis()) // Spark's report of the removal it was told
+    assert(f.asks[AdoptRequest].size == 1 && f.lossRecords.size == 1, "handled once")
+  }
+
+  test("a closed connection of a process that still holds its lock, or cannot tell: left to Spark's report") {
+    for (gone <- Seq(GoneReply(known = true, gone = false), GoneReply(known = false, gone = false))) {
+      val (f, _) = closedConnection(gone)
+      f.spark.disconnect(Exec1At)
+      assert(f.asks[ConfirmGone].size == 1)
+      assert(f.asks[AdoptRequest].isEmpty && f.spark.removedExecutors.isEmpty && f.lossRecords.isEmpty,
+        "a live executor is never acted on")
+      f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+      assert(f.asks[AdoptRequest].size == 1 && f.adopted.size == 2, "Spark's report is handled as before")
+      assert(f.spark.removedExecutors.isEmpty)
+    }
+  }
+
+  test("early loss detection off, or no other executor on the node: nobody is asked, Spark's report decides") {
+    val (off, _) =
+      closedConnection(GoneReply(known = true, gone = true), RetentionDeployment(earlyLossDetection = false))
+    off.spark.disconnect(Exec1At)
+    assert(off.asks[AgentRequest].isEmpty && off.spark.removedExecutors.isEmpty)
+    val alone = new Fixture
+    alone.agent("1")(); alone.agent("2", host = "host-b")()
+    alone.spark.endpointFrom(LeasePing(alone.coordinator.appKey, "1"), Exec1At)
+    alone.spark.disconnect(Exec1At)
+    assert(alone.asks[AgentRequest].isEmpty && alone.spark.removedExecutors.isEmpty)
+  }
+
+  test("an adopter's report of corrupt adopted data unregisters what is still registered there, and its copy goes") {
+    val f = new Fixture
+    f.agent("1")(); f.agent("2")(); f.stage(0)
+    val m0 = f.output(0, 0, "1"); val m1 = f.output(0, 1, "1")
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(f.adopted.size == 2)
+    val epoch = f.spark.epoch
+    f.coordinator.handle(CorruptAdoptedOutputs(f.coordinator.appKey, "2", Array(OutputRef(0, m1, 1)),
+      Array("checksum mismatch (corrupt retained file)")))
+    assert(f.spark.registered.keySet == Set((0, 0)) && f.spark.epoch > epoch)
+    val Seq(u) = f.unregistered
+    assert(u.mapId == m1 && u.executorId == "2" && u.reason.startsWith("corrupt retained file found after"))
+    assert(f.asks[ReleaseOutputs].map(r => (r._1, r._2.outputs.toSeq, r._2.served)) ==
+      Seq(("agent-2", Seq(OutputRef(0, m1, 1)), true)))
+    assert(f.coordinator.retainedEntry(0, m1).isEmpty && f.coordinator.retainedEntry(0, m0).nonEmpty)
+  }
 }

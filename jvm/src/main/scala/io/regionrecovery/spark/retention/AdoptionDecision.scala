@@ -21,11 +21,12 @@ object AdoptionDecision {
   /**
    * The adopter among `live` agents for the outputs of `lostExecutor` on `node`: an avoided node (a
    * policy's avoided host names it) has none; executors of the node that the policy avoids are never
-   * chosen; the first preferred one that is left wins; otherwise the lowest executor id (string
-   * order), as before policies existed.
+   * chosen; the first preferred one that is left wins; otherwise the one holding the fewest retained
+   * bytes (`load`: so successive losses spread over the node's executors instead of piling onto one,
+   * which then serves them all), the lowest executor id (string order) among equals.
    */
   def chooseAdopter(policy: RetentionPolicy, lostExecutor: String, node: String,
-      live: Seq[AgentInfo]): Either[String, (AgentInfo, String)] = {
+      live: Seq[AgentInfo], load: String => Long = _ => 0L): Either[String, (AgentInfo, String)] = {
     if (node == null) return Left("the lost executor's node is unknown")
     if (policy.avoidedHosts.contains(node)) return Left(RetentionPolicy.avoidedHostReason(node))
     val onNode = live.filter(a => a.node == node && a.executorId != lostExecutor).sortBy(_.executorId)
@@ -37,9 +38,13 @@ object AdoptionDecision {
       policy.preferredExecutors.iterator.flatMap(id => allowed.find(_.executorId == id)).nextOption() match {
         case Some(a) => Right(a -> s"executor ${a.executorId} is preferred by policy")
         case None =>
-          val a = allowed.head
+          val loads = allowed.map(a => math.max(0L, load(a.executorId)))
+          val least = loads.min
+          val a = allowed(loads.indexOf(least)) // allowed is sorted by id: the lowest id among the least loaded
           val why = if (policy.preferredExecutors.isEmpty) "" else "; no preferred executor is live there"
-          Right(a -> s"lowest executor id among ${allowed.size} live executors on node $node$why")
+          val rule =
+            if (loads.distinct.size == 1) "lowest executor id" else s"fewest retained bytes ($least), then lowest id,"
+          Right(a -> s"$rule among ${allowed.size} live executors on node $node$why")
       }
   }
 
@@ -48,8 +53,8 @@ object AdoptionDecision {
    * choice among the node's other live agents, so a policy's preferences and avoidances still hold.
    */
   def nextAdopter(policy: RetentionPolicy, lostExecutor: String, node: String, live: Seq[AgentInfo],
-      failed: Set[String]): Either[String, (AgentInfo, String)] =
-    chooseAdopter(policy, lostExecutor, node, live.filterNot(a => failed.contains(a.executorId)))
+      failed: Set[String], load: String => Long = _ => 0L): Either[String, (AgentInfo, String)] =
+    chooseAdopter(policy, lostExecutor, node, live.filterNot(a => failed.contains(a.executorId)), load)
 
   /**
    * The outputs any adopter may be offered, and the others with why not: an output of a shuffle the
@@ -70,8 +75,9 @@ object AdoptionDecision {
    * An output of a shuffle the policy excludes is refused for that reason (the user's choice is
    * named first); the others are refused when unsafe, then offered to the adopter.
    */
-  def decide[O](policy: RetentionPolicy, lostExecutor: String, node: String, live: Seq[AgentInfo], outputs: Seq[O])(
-      shuffleOf: O => Int, unsafe: O => Option[String] = (_: O) => None): AdoptionDecision[O] = {
+  def decide[O](policy: RetentionPolicy, lostExecutor: String, node: String, live: Seq[AgentInfo], outputs: Seq[O],
+      load: String => Long = _ => 0L)(shuffleOf: O => Int,
+      unsafe: O => Option[String] = (_: O) => None): AdoptionDecision[O] = {
     if (outputs.isEmpty) return AdoptionDecision(None, "nothing to adopt: no registered outputs", Nil, Nil)
     val (eligible, refusals) = this.eligible(policy, outputs)(shuffleOf, unsafe)
     val excluded = outputs.filter(o => policy.excludes(shuffleOf(o)))
@@ -80,7 +86,7 @@ object AdoptionDecision {
         if (excluded.size == outputs.size) "nothing to adopt: every output belongs to a shuffle excluded from retention"
         else "nothing to adopt: every output is excluded or unsafe to adopt", Nil, refusals)
     else
-      chooseAdopter(policy, lostExecutor, node, live) match {
+      chooseAdopter(policy, lostExecutor, node, live, load) match {
         case Right((a, why)) => AdoptionDecision(Some(a), why, eligible, refusals)
         case Left(why) =>
           AdoptionDecision(None, why, Nil, refusals ++ eligible.map(_ -> ("not adopted: " + why)))

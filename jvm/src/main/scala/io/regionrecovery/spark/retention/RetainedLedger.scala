@@ -106,6 +106,10 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
     enforceCap(host)
   }
 
+  /** Retained bytes per executor (what each serves of the retained outputs), for choosing an adopter. */
+  def bytesByExecutor: Map[String, Long] =
+    entries.valuesIterator.toSeq.groupMapReduce(_.executorId)(_.bytes)(_ + _)
+
   /** The entry of a retained output, if the ledger holds it. */
   def entry(shuffleId: Int, mapId: Long): Option[RetainedEntry] = entries.get((shuffleId, mapId))
 

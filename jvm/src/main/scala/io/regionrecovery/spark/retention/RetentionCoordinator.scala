@@ -249,8 +249,9 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       purge(node, executorId, "heartbeat timeout")
       return
     }
+    val load = ledger.synchronized(ledger.bytesByExecutor).withDefaultValue(0L)
     val decision =
-      AdoptionDecision.decide(currentPolicy, executorId, node, agents.live, outputs)(_._1, unsafeToAdopt)
+      AdoptionDecision.decide(currentPolicy, executorId, node, agents.live, outputs, load)(_._1, unsafeToAdopt)
     val noneOnNode = !agents.live.exists(a => a.node == node && a.executorId != executorId)
     if (decision.adopter.isEmpty && noneOnNode && deployment.reattachTimeoutMs > 0) {
       val (eligible, refusals) = AdoptionDecision.eligible(currentPolicy, outputs)(_._1, unsafeToAdopt)
@@ -268,7 +269,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size,
       sparkDirs),
       decision.adopter, decision.reason,
-      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed))
+      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed, load))
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
     purge(node, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost",
       adopted, sparkDirs)

@@ -18,6 +18,18 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     assert(why == "lowest executor id among 3 live executors on node a")
   }
 
+  test("the executor holding the fewest retained bytes adopts, the lowest id among equals; preferences still win") {
+    val load = Map("10" -> 500L, "2" -> 100L, "4" -> 100L).withDefaultValue(0L)
+    val Right((a, why)) = AdoptionDecision.chooseAdopter(base, "1", "a", live, load)
+    assert(
+      a.executorId == "2" && why == "fewest retained bytes (100), then lowest id, among 3 live executors on node a")
+    assert(AdoptionDecision.chooseAdopter(base, "1", "a", live, load.updated("4", 99L)).map(_._1.executorId) ==
+      Right("4"))
+    assert(AdoptionDecision.chooseAdopter(base.copy(preferredExecutors = Seq("10")), "1", "a", live, load)
+        .map(_._1.executorId) == Right("10"), "a preferred executor wins over the load")
+    assert(AdoptionDecision.nextAdopter(base, "1", "a", live, Set("2"), load).map(_._1.executorId) == Right("4"))
+  }
+
   test("adoption stays on the host: no live agent there means no adopter") {
     assert(chosen(base, lost = "3", host = "b") == Left("no live executor with a retention agent on node b"))
     assert(chosen(base, host = "c") == Left("no live executor with a retention agent on node c"))

@@ -419,4 +419,17 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
       Seq(("agent-2", Seq(OutputRef(0, m1, 1)), true)))
     assert(f.coordinator.retainedEntry(0, m1).isEmpty && f.coordinator.retainedEntry(0, m0).nonEmpty)
   }
+
+  test("successive losses on a node spread: the executor holding the fewest retained bytes adopts") {
+    val f = new Fixture
+    Seq("1", "2", "3", "4").foreach(id => f.agent(id)())
+    f.stage(0)
+    f.output(0, 0, "1"); f.output(0, 1, "1"); f.output(0, 2, "3")
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(f.adopted.map(_.toExecutor).distinct == Seq("2"), "2 and 4 hold nothing, 3 holds one output")
+    f.output(0, 3, "4")
+    f.coordinator.executorRemoved("4", "Command exited with code 137", f.clock.millis())
+    assert(f.adopted.last.toExecutor == "3", "2 now serves 200 bytes, 3 only 100")
+    assert(f.lossRecords.last.contains("fewest retained bytes (100)"), f.lossRecords.last)
+  }
 }

@@ -104,11 +104,12 @@ def test_scenario_runs_with_equal_results(scenario, tmp_path):
         assert held > 0 and vanilla["outputs_recomputed"] == held and vanilla["map_tasks_reexecuted"] >= held
         for run in (vanilla, hostpath, claim):  # the replacement pod registered with the driver on its own
             assert run["extra"]["replacement_registered_after_job2_start_s"] is not None, run["extra"]
-        # Spark removes a pod only when its connection closed (then after 5 s on standalone); with the node's
-        # hostPath the plugin finds the process gone first (its liveness lock) and has Spark remove it at once
+        # Spark removes a pod when its connection closes (executorRemoveDelayOnDisconnection=0s here); with the
+        # node's hostPath the plugin may find the process gone first (its liveness lock) and have Spark remove it
         for run in (vanilla, claim):
             assert run["executors_removed"] and "disassociated" in run["executors_removed"][0]
-        assert hostpath["executors_removed"][0].startswith("Executor process gone (region-recovery:"), hostpath
+        (reason,) = hostpath["executors_removed"]
+        assert "disassociated" in reason or reason.startswith("Executor process gone (region-recovery:"), reason
         for run, adopter in ((hostpath, ("1", "2")), (claim, ("5",))):  # node-a's other pod; the replacement
             assert run["outputs_recomputed"] == 0 and run["extra"]["loss"]["adopter"] in adopter, run["extra"]
             assert run["extra"]["outputs_adopted"] == run["extra"]["outputs_on_killed_executor"] > 0

@@ -40,8 +40,13 @@ trait CoordinatorActions extends AgentRpc {
    * sender's address ("host:port"); `disconnected` each remote address whose connection closed.
    */
   def registerEndpoint(name: String, handler: ((AnyRef, String)) => AnyRef, disconnected: String => Unit): AnyRef
-  /** Has Spark remove a dead executor now (as its cluster manager would report it); false if it cannot. */
-  def removeExecutor(executorId: String, reason: String): Boolean
+  /**
+   * Has Spark remove a dead executor now (as its cluster manager would report it); `causedByApp`: its
+   * running tasks' failures count against spark.task.maxFailures. False if it cannot.
+   */
+  def removeExecutor(executorId: String, reason: String, causedByApp: Boolean): Boolean
+  /** SparkContext.stop began: executors are being stopped on purpose. */
+  def applicationStopping: Boolean = false
   def unregisterEndpoint(ref: AnyRef): Unit
   /** The coordinator's single worker thread. */
   def newWorker(): ExecutorService
@@ -72,8 +77,9 @@ final class SparkCoordinatorActions(sc: SparkContext) extends CoordinatorActions
   override def registerEndpoint(name: String, handler: ((AnyRef, String)) => AnyRef,
       disconnected: String => Unit): AnyRef =
     SparkInternals.registerEndpoint(name, (m, from) => handler((m, from)), disconnected)
-  override def removeExecutor(executorId: String, reason: String): Boolean =
-    SparkInternals.removeExecutor(sc, executorId, reason)
+  override def removeExecutor(executorId: String, reason: String, causedByApp: Boolean): Boolean =
+    SparkInternals.removeExecutor(sc, executorId, reason, causedByApp)
+  override def applicationStopping: Boolean = sc.isStopped
   override def unregisterEndpoint(ref: AnyRef): Unit = SparkInternals.unregisterEndpoint(ref)
   override def newWorker(): ExecutorService = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
 }

@@ -20,6 +20,7 @@ import io.regionrecovery.spark.config.ConfigKeys
 object RetainedStore {
   /** The liveness lock file of an executor, beside its retained directory: not a retained file. */
   val AliveSuffix = ".alive"
+  private val Terminating = "terminating"
 
   /** Bytes a copy into the retained directory must leave free on its filesystem. */
   val MinFreeBytes: Long = 64L * 1024 * 1024
@@ -135,6 +136,23 @@ final class RetainedStore(val root: Path) extends Logging {
     }
     lock
   }
+
+  /**
+   * Marks this process's liveness file "terminating" (its JVM got SIGTERM: a pod deleted, preempted, a
+   * worker stopping it), so a loss found by its lock is not counted against the application's tasks,
+   * as Spark's own report of such a loss is not. Through the locked channel, from a shutdown hook.
+   */
+  def markTerminating(lock: FileLock): Unit = {
+    val channel = lock.channel()
+    channel.truncate(0L)
+    channel.write(ByteBuffer.wrap(RetainedStore.Terminating.getBytes(StandardCharsets.UTF_8)), 0L)
+  }
+
+  /** Whether `executorId`'s liveness file says its process was terminating (SIGTERM), not killed. */
+  def wasTerminating(appKey: String, executorId: String): Boolean =
+    try new String(Files.readAllBytes(aliveFile(appKey, executorId)), StandardCharsets.UTF_8) ==
+        RetainedStore.Terminating
+    catch { case _: IOException => false }
 
   /**
    * Whether the process that holds `executorId`'s liveness lock is gone: Some(true) once the lock can

@@ -93,6 +93,13 @@ object RetentionAgent extends Logging {
   private val stopLock = new Object
 
   /**
+   * This process's liveness lock ([[RetentionAgent.holdAlive]]), in a field that is never cleared: a
+   * channel nothing references could be closed by the garbage collector, releasing the lock while the
+   * JVM still runs.
+   */
+  @volatile private var aliveLock: java.nio.channels.FileLock = _
+
+  /**
    * How long a [[ConfirmGone]] waits for a lock that is still held: a killed process's connection may
    * close a moment before the kernel releases its files' locks.
    */
@@ -107,6 +114,9 @@ object RetentionAgent extends Logging {
    */
   private[spark] def stop(): Unit = stopLock.synchronized {
     val a = RetentionAgent.synchronized { val current = agent; agent = null; current }
+    if (a != null && aliveLock != null && SparkInternals.jvmShuttingDown) // SIGTERM: not a crash
+      try a.store.markTerminating(aliveLock)
+      catch { case NonFatal(_) => }
     if (a != null) {
       if (a.shutdownHook != null && !SparkInternals.jvmShuttingDown) SparkInternals.removeShutdownHook(a.shutdownHook)
       a.stopLease()
@@ -138,10 +148,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * executor is gone once its process is). Without it, the driver cannot learn of this executor's loss
    * before Spark reports it; retention works as before.
    */
-  @volatile private var aliveLock: java.nio.channels.FileLock = _
-
   private[spark] def holdAlive(): Unit =
-    try aliveLock = store.holdAlive(appKey, executorId)
+    try RetentionAgent.aliveLock = store.holdAlive(appKey, executorId)
     catch {
       case NonFatal(e) =>
         logWarning(
@@ -411,8 +419,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       }
       PurgeReply(files, bytes)
     case c: ConfirmGone =>
-      store.processGone(c.appKey, c.executorId, RetentionAgent.GoneWaitMs) match {
-        case Some(gone) => GoneReply(known = true, gone = gone)
+      store.processGone(c.appKey, c.executorId, math.min(c.waitMs, RetentionAgent.GoneWaitMs)) match {
+        case Some(gone) =>
+          GoneReply(known = true, gone = gone, terminating = gone && store.wasTerminating(c.appKey, c.executorId))
         case None => GoneReply(known = false, gone = false)
       }
     case f: ForgetMapStatuses =>
@@ -481,7 +490,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
         try {
           RetainedVerification.verify(mine, o.shuffleId, o.mapId, executor.checksumAlgorithm, digest)
           None
-        } catch { case e: IOException => Some(o -> e.getMessage) }
+        } catch { // released while it was read (a shuffle excluded, cleaned): not corrupt
+          case e: IOException => if (Files.isRegularFile(index)) Some(o -> e.getMessage) else None
+        }
     }
     if (corrupt.nonEmpty) {
       logWarning(s"region-recovery: ${corrupt.size} of ${outputs.size} adopted map outputs failed their data " +

@@ -102,6 +102,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     case h: RetentionAgentHello =>
       agents.register(h)
       if (h.held.nonEmpty) onWorker(s"reattached volume of executor ${h.executorId}")(reattached(h.executorId))
+      if (earlyLossDetection && agents.live.exists(a => a.node == h.node && a.executorId != h.executorId))
+        confirming(s"liveness lock check of executor ${h.executorId}")(checkLocksSeen(h))
       null
     case c: CorruptAdoptedOutputs =>
       if (c.appKey == appKey) onWorker(s"corrupt outputs adopted by executor ${c.executorId}")(corruptAdopted(c))
@@ -115,55 +117,111 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   // ---- executor loss -------------------------------------------------------------------------------
 
+  private def earlyLossDetection: Boolean =
+    deployment.earlyLossDetection && !deployment.shuffleService && !stopped && !actions.applicationStopping
+
+  /**
+   * Nodes where a peer took a live executor's liveness lock: the retained directory's filesystem does
+   * not share fcntl locks between their processes (a sandboxed runtime, a network filesystem without
+   * lock support), so a free lock proves nothing there and no loss is handled before Spark reports it.
+   */
+  private val locksUnseen = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
+  /** Asks agents whether an executor is gone (up to a second each), off the coordinator's worker thread. */
+  @volatile private var confirmThread: java.util.concurrent.ScheduledExecutorService = _
+
+  private def confirming(what: String)(body: => Unit): Unit = if (!stopped) {
+    synchronized { if (confirmThread == null) confirmThread = actions.newTimer() }
+    val task: Runnable = () =>
+      try body
+      catch { case NonFatal(e) => logWarning(s"region-recovery: $what failed: $e", e) }
+    try confirmThread.schedule(task, 0L, TimeUnit.MILLISECONDS)
+    catch { case _: RejectedExecutionException => } // stopping
+  }
+
+  private def askGone(via: AgentInfo, executorId: String, waitMs: Long): Option[GoneReply] =
+    agents.ask(via, ConfirmGone(appKey, executorId, waitMs), waitMs + 4000L) match {
+      case g: GoneReply => Some(g)
+      case _ => None
+    }
+
+  /**
+   * A new agent on a node with another one: that other one must find the new one's liveness lock held.
+   * If it takes it instead, locks are not seen across processes there ([[locksUnseen]]).
+   */
+  private def checkLocksSeen(h: RetentionAgentHello): Unit =
+    agents.live.find(a => a.node == h.node && a.executorId != h.executorId).foreach { peer =>
+      if (askGone(peer, h.executorId, 0L).exists(g => g.known && g.gone) && locksUnseen.add(h.node))
+        logWarning(s"region-recovery: executor ${peer.executorId} took the liveness lock of live executor " +
+          s"${h.executorId} on node ${h.node}: the filesystem of ${store.root} does not share file locks between " +
+          s"their processes, so losses on that node are handled when Spark reports them " +
+          s"(${ConfigKeys.RetainedEarlyLoss.name} has no effect there)")
+    }
+
   /** From Spark's RPC dispatcher: a remote process's connection closed. Hands off, returns at once. */
   private def disconnected(address: String): Unit = {
     val executorId = executorAt.remove(address)
-    if (executorId != null && !stopped && deployment.earlyLossDetection && !deployment.shuffleService) {
+    if (executorId != null && earlyLossDetection) {
       val at = now
-      onWorker(s"closed connection of executor $executorId")(connectionClosed(executorId, at))
+      confirming(s"closed connection of executor $executorId")(connectionClosed(executorId, at))
     }
   }
 
   /**
-   * An executor's connection to the driver closed at `at`. Spark learns of a dead executor later (the
-   * cluster manager's report; on standalone and Kubernetes the driver waits for it), and meanwhile a
-   * reducer that cannot connect to it is told it lives and retries only after retryWait. So if another
-   * executor on its node takes its liveness lock (only the kernel releases it, when the process is
-   * gone), the loss is handled now: its outputs are adopted and relocated, then Spark is told to remove
-   * it, so a reducer either finds the new location or fails its fetch at once. A held lock, no lock, or
-   * no other executor on the node: nothing is done, Spark's report decides as before. A live executor
-   * (a broken connection, a GC pause) is never acted on.
+   * An executor's connection to the driver closed at `at` (on the confirming thread). Spark learns of
+   * a dead executor later (the cluster manager's report; on standalone and Kubernetes the driver waits
+   * for it), and meanwhile a reducer that cannot connect to it is told it lives and retries only after
+   * retryWait. So if another executor on its node takes its liveness lock (only the kernel releases it,
+   * when the process is gone), the loss is handled now, on the worker: its outputs are adopted and
+   * relocated, then Spark is told to remove it, so a reducer either finds the new location or fails its
+   * fetch at once. A held lock, no lock, no other executor on the node, a node whose locks are not
+   * seen across processes: nothing is done, Spark's report decides as before. A live executor (a
+   * broken connection, a GC pause) is never acted on.
    */
   private def connectionClosed(executorId: String, at: Long): Unit = {
     val lost = agents.get(executorId).getOrElse(return) // Spark removed it already, or it retains nothing
+    if (locksUnseen.contains(lost.node)) return
     val confirmer = agents.live.find(a => a.node == lost.node && a.executorId != executorId).getOrElse {
       logInfo(s"region-recovery: executor $executorId's connection closed; no other executor on node ${lost.node} " +
         "can tell whether its process is gone: its loss is handled when Spark reports it")
       return
     }
     val reply =
-      try agents.ask(confirmer, ConfirmGone(appKey, executorId), RetentionAgent.GoneWaitMs + 4000L)
-          .asInstanceOf[GoneReply]
+      try askGone(confirmer, executorId, RetentionAgent.GoneWaitMs)
       catch {
         case NonFatal(e) =>
           logWarning(s"region-recovery: executor ${confirmer.executorId} could not tell whether executor " +
             s"$executorId is gone ($e): its loss is handled when Spark reports it")
           return
       }
-    if (!reply.known || !reply.gone) {
-      logInfo(s"region-recovery: executor $executorId's connection closed, but " +
-        (if (reply.known) "its process still holds its liveness lock: it is alive, left to Spark"
-         else "it has no liveness lock to tell by: its loss is handled when Spark reports it"))
-      return
+    reply match {
+      case Some(g) if g.known && g.gone =>
+        onWorker(s"loss of executor $executorId (process gone)")(
+          processGone(executorId, lost.node, confirmer.executorId, g.terminating, at))
+      case other =>
+        logInfo(s"region-recovery: executor $executorId's connection closed, but " +
+          (if (other.exists(_.known)) "its process still holds its liveness lock: it is alive, left to Spark"
+           else "it has no liveness lock to tell by: its loss is handled when Spark reports it"))
     }
+  }
+
+  /**
+   * The loss found by the liveness lock, on the worker: handled, then Spark is told to remove the
+   * executor, whatever the handling did. A process that marked itself terminating (SIGTERM: a pod
+   * deleted, a preemption) is not counted against its running tasks, as Spark's own report would not.
+   */
+  private def processGone(executorId: String, node: String, confirmer: String, terminating: Boolean,
+      at: Long): Unit = {
     if (!agents.markRemoved(executorId)) return // Spark's report came first
     val reason = s"${RetentionCoordinator.ProcessGone} (region-recovery: its connection to the driver closed and " +
-      s"executor ${confirmer.executorId} on node ${lost.node} took its liveness lock)"
-    handleLoss(executorId, reason, at)
-    val told = actions.removeExecutor(executorId, reason)
-    logInfo(s"region-recovery: executor $executorId's process is gone; its outputs were handled " +
-      s"${now - at} ms after its connection closed" +
-      (if (told) ", then Spark was told to remove it" else "; this scheduler backend cannot be told (local mode)"))
+      s"executor $confirmer on node $node took its liveness lock${if (terminating) "; it was terminating" else ""})"
+    try handleLoss(executorId, reason, at)
+    finally {
+      val told = actions.removeExecutor(executorId, reason, causedByApp = !terminating)
+      logInfo(s"region-recovery: executor $executorId's process is gone; its outputs were handled " +
+        s"${now - at} ms after its connection closed" +
+        (if (told) ", then Spark was told to remove it" else "; this scheduler backend cannot be told (local mode)"))
+    }
   }
 
   /** From the listener thread: hand off, return at once. Spark may report one removal twice. */
@@ -209,7 +267,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           offer(MapOutputUnregisteredEvent(now, o.shuffleId, o.mapId, o.mapIndex, c.executorId,
             s"corrupt retained file found after its adoption: $why"))
       }
-      ledger.synchronized(ledger.dropOutput(o.shuffleId, o.mapId))
+      ledger.synchronized { // only its entry: another adopter may hold the output now
+        if (ledger.entry(o.shuffleId, o.mapId).exists(_.executorId == c.executorId))
+          ledger.dropOutput(o.shuffleId, o.mapId)
+      }
     }
     val (files, bytes) = agents.releaseOutputs(c.executorId, node, c.outputs, served = true)
     logWarning(s"region-recovery: executor ${c.executorId} found ${c.outputs.length} adopted map outputs corrupt; " +
@@ -227,6 +288,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   private def handleLoss(executorId: String, reason: String, lossTime: Long): Unit = {
     val startedAt = now
+    executorAt.values().removeIf(_ == executorId) // a ping handled after its disconnection left it there
     val lost = agents.remove(executorId)
     val outputs = actions.outputsOnExecutor(executorId)
     val node = lost.map(_.node).orElse(outputs.headOption.map(_._4.host)).orNull
@@ -662,6 +724,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     stopped = true
     worker.shutdownNow()
     Option(volumeTimer).foreach(_.shutdownNow())
+    Option(confirmThread).foreach(_.shutdownNow())
     try actions.unregisterEndpoint(driverEndpoint)
     catch { case NonFatal(_) => }
     Try(appKey).toOption.foreach { id =>

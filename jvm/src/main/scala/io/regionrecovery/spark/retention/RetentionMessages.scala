@@ -107,7 +107,7 @@ final case class KeepApplication(appKey: String, until: Long, jobId: String) ext
  * Whether the process of `executorId`, an executor of this agent's node, is gone: told by its liveness
  * lock ([[RetainedStore.processGone]]). Reply: [[GoneReply]].
  */
-final case class ConfirmGone(appKey: String, executorId: String) extends AgentRequest
+final case class ConfirmGone(appKey: String, executorId: String, waitMs: Long) extends AgentRequest
 
 // ---- agent -> driver ---------------------------------------------------------------------------
 
@@ -149,8 +149,11 @@ final case class AdoptReply(location: BlockManagerId, failures: Array[String], b
 final case class RecoverReply(location: BlockManagerId, failures: Array[String], lengths: Array[Array[Long]],
     bytes: Array[Long])
 
-/** `known`: whether the liveness lock could tell; `gone`: its holder is gone (the lock was free). */
-final case class GoneReply(known: Boolean, gone: Boolean)
+/**
+ * `known`: whether the liveness lock could tell; `gone`: its holder is gone (the lock was free);
+ * `terminating`: the holder marked itself terminating (SIGTERM) before it went.
+ */
+final case class GoneReply(known: Boolean, gone: Boolean, terminating: Boolean = false)
 
 /** Files and bytes an agent deleted. */
 final case class PurgeReply(files: Int, bytes: Long)

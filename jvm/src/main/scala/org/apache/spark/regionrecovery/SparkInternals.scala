@@ -214,13 +214,14 @@ object SparkInternals {
    * and SparkListenerExecutorRemoved is posted). The cluster manager's own report later finds it gone.
    * False where the scheduler backend is not a coarse-grained one (local mode).
    */
-  def removeExecutor(sc: SparkContext, executorId: String, message: String): Boolean = sc.schedulerBackend match {
-    case b: org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend =>
-      b.driverEndpoint.send(org.apache.spark.scheduler.cluster.CoarseGrainedClusterMessages.RemoveExecutor(executorId,
-        org.apache.spark.scheduler.ExecutorProcessLost(message, None, causedByApp = true)))
-      true
-    case _ => false
-  }
+  def removeExecutor(sc: SparkContext, executorId: String, message: String, causedByApp: Boolean): Boolean =
+    sc.schedulerBackend match {
+      case b: org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend =>
+        b.driverEndpoint.send(org.apache.spark.scheduler.cluster.CoarseGrainedClusterMessages.RemoveExecutor(executorId,
+          org.apache.spark.scheduler.ExecutorProcessLost(message, None, causedByApp)))
+        true
+      case _ => false
+    }
 
   /** Registered map outputs whose location is `executorId`: (shuffleId, mapIndex, mapId, location). */
   def outputsOnExecutor(executorId: String): Seq[(Int, Int, Long, BlockManagerId)] = {

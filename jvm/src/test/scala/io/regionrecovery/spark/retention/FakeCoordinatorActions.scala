@@ -79,8 +79,17 @@ final class FakeCoordinatorActions extends CoordinatorActions {
   var disconnect: String => Unit = _
   /** Executors Spark was told to remove, with the reason, in order (and with what was registered then). */
   val removedExecutors = mutable.Buffer[(String, String, Map[(Int, Int), (Long, BlockManagerId)])]()
-  override def removeExecutor(executorId: String, reason: String): Boolean = {
-    removedExecutors += ((executorId, reason, registered.toMap)); true
+  val causedByApp = mutable.Buffer[Boolean]()
+  override def removeExecutor(executorId: String, reason: String, causedByApp: Boolean): Boolean = {
+    removedExecutors += ((executorId, reason, registered.toMap)); this.causedByApp += causedByApp; true
+  }
+  var stopping = false
+  override def applicationStopping: Boolean = stopping
+  /** Runs the tasks scheduled at once on the coordinator's timers (lock checks, loss confirmations). */
+  def runImmediate(): Unit = {
+    val now = timeouts.filter(_._2 == 0L)
+    timeouts --= now
+    now.foreach(_._1.run())
   }
   override def unregisterEndpoint(ref: AnyRef): Unit = endpointUnregistered = true
   override def newWorker(): ExecutorService = new DirectExecutorService

@@ -353,9 +353,11 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     val f = new Fixture(deployment = deployment)
     f.agent("1")()
     f.agent("2")({
-      case ConfirmGone(_, "1") => gone
+      case ConfirmGone(_, "1", _) => gone
       case r => f.adoptAll("2", "host-a")(r)
     })
+    f.spark.runImmediate() // 2's hello: 1 finds its lock held (anything but a GoneReply counts as held)
+    f.spark.asked.clear()
     f.stage(0)
     val maps = Seq(f.output(0, 0, "1"), f.output(0, 1, "1"))
     assert(f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "1"), Exec1At) == LeaseRenewed)
@@ -365,15 +367,20 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
   test("a closed connection of a process that is gone: its outputs move first, then Spark is told to remove it") {
     val (f, Seq(m0, m1)) = closedConnection(GoneReply(known = true, gone = true))
     f.spark.disconnect("10.0.0.9:5000") // not an executor's connection: nothing happens
+    f.spark.runImmediate()
     assert(f.asks[ConfirmGone].isEmpty)
     f.spark.disconnect(Exec1At)
-    assert(f.asks[ConfirmGone] == Seq("agent-2" -> ConfirmGone(f.coordinator.appKey, "1")))
+    assert(f.asks[AgentRequest].isEmpty, "asked off the disconnecting thread")
+    f.spark.runImmediate()
+    assert(f.asks[ConfirmGone] ==
+      Seq("agent-2" -> ConfirmGone(f.coordinator.appKey, "1", RetentionAgent.GoneWaitMs)))
     val to = f.spark.location("2", "host-a")
     val Seq((id, reason, registeredThen)) = f.spark.removedExecutors.toSeq
     assert(id == "1" && reason.startsWith(RetentionCoordinator.ProcessGone) && reason.contains("executor 2"), reason)
     assert(registeredThen == Map((0, 0) -> (m0, to), (0, 1) -> (m1, to)),
       "Spark hears of the loss only once the outputs are registered at the adopter")
     assert(f.lossRecords.size == 1 && f.lossRecords.head.contains("\"adopted\": 2"))
+    assert(f.spark.causedByApp == Seq(true), "killed, not terminating: its tasks' failures count, as Spark's own")
     f.coordinator.executorRemoved("1", reason, f.clock.millis()) // Spark's report of the removal it was told
     assert(f.asks[AdoptRequest].size == 1 && f.lossRecords.size == 1, "handled once")
   }
@@ -382,6 +389,7 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     for (gone <- Seq(GoneReply(known = true, gone = false), GoneReply(known = false, gone = false))) {
       val (f, _) = closedConnection(gone)
       f.spark.disconnect(Exec1At)
+      f.spark.runImmediate()
       assert(f.asks[ConfirmGone].size == 1)
       assert(f.asks[AdoptRequest].isEmpty && f.spark.removedExecutors.isEmpty && f.lossRecords.isEmpty,
         "a live executor is never acted on")
@@ -395,12 +403,19 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     val (off, _) =
       closedConnection(GoneReply(known = true, gone = true), RetentionDeployment(earlyLossDetection = false))
     off.spark.disconnect(Exec1At)
+    off.spark.runImmediate()
     assert(off.asks[AgentRequest].isEmpty && off.spark.removedExecutors.isEmpty)
     val alone = new Fixture
     alone.agent("1")(); alone.agent("2", host = "host-b")()
     alone.spark.endpointFrom(LeasePing(alone.coordinator.appKey, "1"), Exec1At)
     alone.spark.disconnect(Exec1At)
+    alone.spark.runImmediate()
     assert(alone.asks[AgentRequest].isEmpty && alone.spark.removedExecutors.isEmpty)
+    val (stopping, _) = closedConnection(GoneReply(known = true, gone = true))
+    stopping.spark.stopping = true // SparkContext.stop kills the executors on purpose
+    stopping.spark.disconnect(Exec1At)
+    stopping.spark.runImmediate()
+    assert(stopping.asks[AgentRequest].isEmpty && stopping.spark.removedExecutors.isEmpty)
   }
 
   test("an adopter's report of corrupt adopted data unregisters what is still registered there, and its copy goes") {
@@ -431,5 +446,27 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     f.coordinator.executorRemoved("4", "Command exited with code 137", f.clock.millis())
     assert(f.adopted.last.toExecutor == "3", "2 now serves 200 bytes, 3 only 100")
     assert(f.lossRecords.last.contains("fewest retained bytes (100)"), f.lossRecords.last)
+  }
+
+  test("a process that was terminating (SIGTERM: a pod deleted) is removed without counting its tasks' failures") {
+    val (f, _) = closedConnection(GoneReply(known = true, gone = true, terminating = true))
+    f.spark.disconnect(Exec1At)
+    f.spark.runImmediate()
+    assert(f.spark.causedByApp == Seq(false) && f.spark.removedExecutors.head._2.contains("it was terminating"))
+  }
+
+  test("a node whose file locks are not seen across processes never acts on a closed connection") {
+    val f = new Fixture
+    f.agent("1")({
+      case ConfirmGone(_, "2", 0L) => GoneReply(known = true, gone = true) // took live executor 2's lock
+      case r => f.adoptAll("1", "host-a")(r)
+    })
+    f.agent("2")()
+    f.spark.runImmediate()
+    f.spark.asked.clear()
+    f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "1"), Exec1At)
+    f.spark.disconnect(Exec1At)
+    f.spark.runImmediate()
+    assert(f.asks[AgentRequest].isEmpty && f.spark.removedExecutors.isEmpty)
   }
 }

@@ -18,7 +18,9 @@ task fails beyond spark.task.maxFailures. The trial runs in its own driver proce
 - every fault landed, or the trial is `missed` (neither passed nor failed);
 - adoption, not a silent fallback: a retained output of an executor a fault took is adopted, never
   recomputed instead (unless it was the damaged one, or no executor of its host lived to adopt),
-  and a damaged output is never adopted;
+  and a damaged output is never kept: refused at adoption, or (Spark's defaults: LZ4 blocks with
+  checksums, detectCorrupt) adopted on the cheap checks and then found by the adopter's check of the
+  data, or by the reader, and recomputed;
 - no hang (TRIAL_TIMEOUT_S), 0 retained files once the application (and a successor after a driver
   kill) stopped, nothing outside the retained root deleted.
 
@@ -128,8 +130,8 @@ def judge(record: dict) -> tuple[str, list[str]]:
             problems.append(f"{f['kind']}: retained files of live executors vanished: {f['lost_retained']}")
         damaged = f.get("damaged")
         damaged_id = (damaged["shuffle_id"], damaged["map_id"]) if damaged else None
-        if damaged_id is not None and damaged_id in adopted:
-            problems.append(f"{f['kind']}: the damaged output {damaged_id} was adopted ({damaged['did']})")
+        if damaged_id is not None and damaged_id in adopted and damaged_id not in recomputed:
+            problems.append(f"{f['kind']}: the damaged output {damaged_id} was adopted and kept ({damaged['did']})")
         if f.get("landed") and f["kind"] in ADOPTING and not set(f.get("victims", [])) <= no_adopter:
             fell_back = [tuple(m) for m in f.get("held_retained", []) if tuple(m) != damaged_id]
             fell_back = [m for m in fell_back if m in recomputed and m not in adopted]

@@ -303,13 +303,16 @@ def test_the_judge_excuses_a_recomputation_when_no_executor_of_the_host_lived_to
     assert chaos.judge(record([KILL], {**recomputed, "losses": [failed]}))[0] == "fail"
 
 
-def test_the_judge_fails_an_adopted_damaged_output_and_accepts_its_recomputation():
+def test_the_judge_fails_a_damaged_output_kept_and_accepts_its_recomputation():
     hit = {**KILL, "kind": "corrupt-then-kill", "damaged": {"shuffle_id": 0, "map_id": 12, "did": "flipped"}}
     recomputed = {"adopted_map_ids": [[0, 10]], "adopted_from": ["1"], "recomputed_map_ids": [[0, 12]]}
     assert chaos.judge(record([hit], recomputed)) == ("pass", [])
-    adopted = {"adopted_map_ids": [[0, 10], [0, 12]], "adopted_from": ["1"], "recomputed_map_ids": []}
-    status, problems = chaos.judge(record([hit], adopted))
-    assert status == "fail" and "damaged output (0, 12) was adopted" in problems[0]
+    # adopted on the cheap checks, then found by the adopter's data check (or the reader) and recomputed
+    found = {"adopted_map_ids": [[0, 10], [0, 12]], "adopted_from": ["1"], "recomputed_map_ids": [[0, 12]]}
+    assert chaos.judge(record([hit], found)) == ("pass", [])
+    kept = {"adopted_map_ids": [[0, 10], [0, 12]], "adopted_from": ["1"], "recomputed_map_ids": []}
+    status, problems = chaos.judge(record([hit], kept))
+    assert status == "fail" and "damaged output (0, 12) was adopted and kept" in problems[0]
 
 
 def test_the_judge_reports_missed_faults_and_fails_refusals_hangs_and_orphans():

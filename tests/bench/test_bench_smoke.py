@@ -108,7 +108,7 @@ def test_scenario_runs_with_equal_results(scenario, tmp_path):
         # node's hostPath the plugin may find the process gone first (its liveness lock) and have Spark remove it
         for run in (vanilla, claim):
             assert run["executors_removed"] and "disassociated" in run["executors_removed"][0]
-        (reason,) = hostpath["executors_removed"]
+        reason = hostpath["executors_removed"][0]  # the killed pod's (a replacement may follow)
         assert "disassociated" in reason or reason.startswith("Executor process gone (region-recovery:"), reason
         for run, adopter in ((hostpath, ("1", "2")), (claim, ("5",))):  # node-a's other pod; the replacement
             assert run["outputs_recomputed"] == 0 and run["extra"]["loss"]["adopter"] in adopter, run["extra"]

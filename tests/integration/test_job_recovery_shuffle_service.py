@@ -9,6 +9,7 @@ recorded shuffles from them instead of recomputing.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,7 +27,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 def _shuffle_files(local: Path) -> list[Path]:
-    return [p for p in local.rglob("shuffle_*") if p.is_file()]
+    """Shuffle files below `local`; the Worker may be deleting directories while this walks them."""
+    found = []
+    for parent, _, names in os.walk(local):  # os.walk skips a directory that vanished (rglob raises)
+        found += [Path(parent, n) for n in names if n.startswith("shuffle_")]
+    return found
 
 
 def test_a_resubmitted_driver_recovers_the_job_beside_the_external_shuffle_service(tmp_path):

@@ -126,7 +126,10 @@ final class RetainedStore(val root: Path) extends Logging {
   /** Takes this process's liveness lock for `executorId`; held until the returned lock is closed or the JVM exits. */
   def holdAlive(appKey: String, executorId: String): FileLock = {
     ensureDir(appDir(appKey))
-    val channel = FileChannel.open(aliveFile(appKey, executorId), StandardOpenOption.CREATE, StandardOpenOption.WRITE)
+    val file = aliveFile(appKey, executorId)
+    val channel = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE)
+    try Files.setPosixFilePermissions(file, ownerOnlyFile) // owner-only, as a copy
+    catch { case _: UnsupportedOperationException => }
     val lock =
       try channel.tryLock()
       catch { case NonFatal(e) => channel.close(); throw e }

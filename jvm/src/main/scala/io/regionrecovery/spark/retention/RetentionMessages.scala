@@ -158,20 +158,7 @@ final case class GoneReply(known: Boolean, gone: Boolean, terminating: Boolean =
 /** Files and bytes an agent deleted. */
 final case class PurgeReply(files: Int, bytes: Long)
 
-/** The driver answered a [[LeasePing]]: its application is alive. */
-case object LeaseRenewed
-
-/**
- * The driver answered a [[LeasePing]] from an executor it fenced (a heartbeat timeout, or a loss it
- * could not reach the host for): the executor deletes its retained files and the outputs it serves.
- * This reaches an executor whose whole host was frozen (no live agent there could delete its files
- * for the driver) as soon as the host runs again.
- */
-case object LeaseFenced
-
-/**
- * The driver answered a [[LeasePing]] while its application ends (its files are not kept for a
- * resubmission): a stopping executor deletes the application's files on its host, in case the
- * driver's request to do so raced with the executor's stop.
- */
-case object LeaseEnding
+// The driver's answers to a LeasePing are plain strings (package object `retention`): an executor
+// that loaded the plugin from --packages deserializes an RPC reply with Spark's own class loader,
+// which does not see the plugin's classes, and a ClassNotFoundException there closes its connection
+// to the driver, so the executor exits.

@@ -91,13 +91,19 @@ class RetainedVerificationSuite extends AnyFunSuite {
     }
   }
 
+  /** Flips the first data byte of map output 5 of shuffle 0 (same length); returns the data file and its bytes. */
+  private def corruptFirstByte(dir: Path): (Path, Array[Byte]) = {
+    val data = dir.resolve(RetainedStore.fileBase(0, 5L) + ".data")
+    val bytes = Files.readAllBytes(data)
+    bytes(0) = (bytes(0) ^ 0xff).toByte
+    Files.write(data, bytes)
+    (data, bytes)
+  }
+
   test("a corrupt data file of the same length is refused by Spark's checksums") {
     withDir { dir =>
       val digest = output(dir, 0, 5L, thisRun)
-      val data = dir.resolve(RetainedStore.fileBase(0, 5L) + ".data")
-      val bytes = Files.readAllBytes(data)
-      bytes(0) = (bytes(0) ^ 0xff).toByte
-      Files.write(data, bytes)
+      corruptFirstByte(dir)
       assert(refused(dir, 5L, digest).contains("checksum mismatch (corrupt retained file)"))
     }
   }
@@ -105,10 +111,7 @@ class RetainedVerificationSuite extends AnyFunSuite {
   test("without the data check, a corrupt data byte passes (the reader catches it); its length still does not") {
     withDir { dir =>
       val digest = output(dir, 0, 5L, thisRun)
-      val data = dir.resolve(RetainedStore.fileBase(0, 5L) + ".data")
-      val bytes = Files.readAllBytes(data)
-      bytes(0) = (bytes(0) ^ 0xff).toByte
-      Files.write(data, bytes)
+      val (data, bytes) = corruptFirstByte(dir)
       assert(RetainedVerification.verify(dir, 0, 5L, algorithm, digest, checkData = false).data.length == 11)
       Files.write(data, bytes.dropRight(1))
       val why = intercept[IOException](RetainedVerification.verify(dir, 0, 5L, algorithm, digest, checkData = false))

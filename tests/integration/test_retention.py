@@ -363,6 +363,51 @@ def test_sigkill_while_consumer_stage_runs(shared_cluster, shared_root, retained
 
 
 # ---------------------------------------------------------------------------------------------------
+def test_fetch_in_flight_when_its_executor_dies_goes_to_the_adopter(shared_cluster, shared_root):
+    """A reducer is fetching from the executor when it dies: the fetch is sent to the adopter.
+
+    The victim is frozen (SIGSTOP) before the consumers start, so a reducer on the other executor sends its
+    request and gets no answer; then it is killed. Without redirection that fetch waits
+    spark.shuffle.io.retryWait, retries the dead address, fails (a fetch failure, a new stage attempt).
+    """
+    c = shared_cluster(**retention_conf(shared_root, True))
+    pairs, expected, sid, victim, lost = run_and_pick_victim(c)
+    (survivor,) = [e for e in c.wait_executors(2) if e != victim]
+    jobs_before = set(c.model.jobs)
+    pid = faults.freeze_executor(c.rr, victim)
+    c.remember_frozen(pid)
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("rows", pairs.collect()), daemon=True)
+    thread.start()
+
+    def consumers_started(m):
+        stage_ids = {s for k, j in m.jobs.items() if k not in jobs_before for s in j.stage_ids}
+        stages = [m.stages[s] for s in stage_ids if s in m.stages]
+        return sum(a.tasks_started for st in stages for a in st.attempts.values()) >= 2
+
+    # one core per executor: with two reduce tasks launched, one runs on the survivor, fetching from the victim
+    assert c.model.wait_for(consumers_started, 60), "the consumers did not start"
+    time.sleep(1.5)  # its request to the frozen victim is out, unanswered
+    before = c.model.map_tasks_started
+    faults.kill_pid(pid)
+    assert faults.wait_gone(pid)
+    thread.join(120)
+    assert not thread.is_alive(), "the job did not finish"
+    c.rr.sync()
+    assert sorted(result["rows"]) == expected
+    (job,) = c.jobs_since(jobs_before)
+    fetch_failures = [f for f in job.failures if f.kind == "fetch-failed"]
+    assert fetch_failures == [], "the fetch waiting on the dead executor failed instead of going to the adopter"
+    assert c.model.map_tasks_started == before, "no map output was recomputed"
+    log = os.path.join(os.readlink(f"/proc/{faults.executor_pid(c.rr, survivor)}/cwd"), "stderr")
+    with open(log, errors="replace") as f:
+        redirected = [line for line in f if f"blocks from lost executor {victim} was sent again" in line]
+    assert redirected, f"no redirected fetch in {log}"
+    record("fetch-in-flight/retained", victim_outputs=len(lost), redirect_log=redirected[0].strip()[-160:])
+    nothing_left_at_its_end(c, shared_root)
+
+
+# ---------------------------------------------------------------------------------------------------
 # last: its settings are its own, so it gets an application of its own; settings of the first application of a
 # process would leak into the later ones (see sparkcluster.forget_leaked_plugin_settings)
 def test_heartbeat_timeout_unregisters_deletes_and_fences(shared_cluster, shared_root):

@@ -366,6 +366,19 @@ RETAINED_EARLY_LOSS_DETECTION = boolean(
     read_by="jvm",
     section=_RETAINED,
 )
+RETAINED_REDIRECT_FETCHES = boolean(
+    PREFIX + "retained.redirectFetches",
+    True,
+    (
+        "Send a reducer's fetch that waits on a lost executor to the executor that adopted its outputs as soon "
+        "as the driver relocated them. Without it, a fetch in flight when the executor died waits "
+        "spark.shuffle.io.retryWait, retries the dead address and fails, and its stage runs again. Each executor "
+        "wraps its block manager's block store client to do this (off beside the external shuffle service). "
+        "false: leave fetches to Spark."
+    ),
+    read_by="jvm",
+    section=_RETAINED,
+)
 LOCAL_DISK_SHUFFLE_IO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
 KUBERNETES_SHUFFLE_IO = "org.apache.spark.shuffle.KubernetesLocalDiskShuffleDataIO"
 SHUFFLE_IO_DELEGATE = choice(

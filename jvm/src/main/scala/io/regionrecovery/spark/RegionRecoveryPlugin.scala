@@ -80,7 +80,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
     val extraConf = new java.util.HashMap[String, String]()
     retention.foreach { r =>
       RetentionDecision(r.incarnation, settings.retention.dir, RetentionPreconditions.isAuto(settings),
-        settings.retention.leaseTimeoutMs, jobRecovery.map(jr => (jr.jobId, jr.windowMs)), settings.retention.nodeEnv)
+        settings.retention.leaseTimeoutMs, jobRecovery.map(jr => (jr.jobId, jr.windowMs)), settings.retention.nodeEnv,
+        settings.retention.redirectFetches)
         .forExecutors.foreach { case (k, v) => extraConf.put(k, v) }
     }
     extraConf.put(ChangeGuard.AskCommitsConfKey, guard.isDefined.toString)

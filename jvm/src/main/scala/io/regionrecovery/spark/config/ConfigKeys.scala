@@ -179,6 +179,14 @@ object ConfigKeys {
       "spark.shuffle.io.retryWait. An executor whose lock is still held is left to Spark. false: act on Spark's " +
       "report only.", ReadBy.Jvm)
 
+  val RetainedRedirectFetches: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.redirectFetches", BooleanType,
+    true, "true", "true, false",
+    "Send a reducer's fetch that waits on a lost executor to the executor that adopted its outputs as soon as " +
+      "the driver relocated them. Without it, a fetch in flight when the executor died waits " +
+      "spark.shuffle.io.retryWait, retries the dead address and fails, and its stage runs again. Each executor " +
+      "wraps its block manager's block store client to do this (off beside the external shuffle service). " +
+      "false: leave fetches to Spark.", ReadBy.Jvm)
+
   val ShuffleIoDelegate: ConfigKey[String] = ConfigKey(Prefix + "shuffleIo.delegate",
     ChoiceType(Seq(LocalDiskShuffleIo.toLowerCase(Locale.ROOT) -> LocalDiskShuffleIo,
       "local-disk" -> LocalDiskShuffleIo,
@@ -309,7 +317,7 @@ object ConfigKeys {
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
     RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
     RetainedRelease, RetainedLeaseTimeout, RetainedNodeEnv, RetainedReattachTimeout, RetainedEarlyLoss,
-    ShuffleIoDelegate,
+    RetainedRedirectFetches, ShuffleIoDelegate,
     JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
     JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryDir, JobRecoveryWorkerTimeout, JobRecoveryWindow,
     JobEventWriteBufferSize, JobEventFlushInterval,

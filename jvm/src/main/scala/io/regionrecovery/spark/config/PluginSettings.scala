@@ -58,6 +58,7 @@ final class RetentionSettings private[config] (lookup: String => Option[String])
   /** `retained.reattachTimeout` (0 = no wait for a reattached volume). */
   lazy val reattachTimeoutMs: Long = RetainedReattachTimeout.read(lookup)
   lazy val earlyLossDetection: Boolean = RetainedEarlyLoss.read(lookup)
+  lazy val redirectFetches: Boolean = RetainedRedirectFetches.read(lookup)
 }
 
 /** The job-recovery keys beyond `job-recovery.enabled`; each is parsed once, when first read. */

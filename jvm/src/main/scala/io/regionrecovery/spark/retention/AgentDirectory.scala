@@ -48,10 +48,13 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   def ask(a: AgentInfo, request: AgentRequest, timeoutMs: Long = RetentionProtocol.AskTimeoutMs): AnyRef =
     rpc.ask(a.ref, request, timeoutMs)
 
-  /** Every live executor drops its cached map statuses of these shuffles (their outputs moved). */
-  def forgetMapStatuses(shuffleIds: Array[Int]): Unit =
+  /**
+   * Tells every live executor that outputs of a lost executor moved ([[OutputsMoved]]): they drop the
+   * cached map statuses and send fetches still waiting on the lost executor to the new location.
+   */
+  def outputsMoved(moved: OutputsMoved): Unit =
     live.foreach(a =>
-      try rpc.send(a.ref, ForgetMapStatuses(shuffleIds))
+      try rpc.send(a.ref, moved)
       catch { case NonFatal(_) => })
 
   /**

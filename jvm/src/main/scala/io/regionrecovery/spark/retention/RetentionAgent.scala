@@ -65,6 +65,10 @@ object RetentionAgent extends Logging {
           a.shutdownHook = SparkInternals.addEarlyShutdownHook(() => stop())
           a.holdAlive()
           a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
+          if (d.redirectFetches)
+            SparkInternals.wrapBlockStoreClient(new RedirectingBlockStoreClient(_, a.redirects)).foreach { why =>
+              logInfo(s"region-recovery: executor $executorId's fetches are not redirected to adopters: $why")
+            }
           if (!a.startLease()) None
           else {
             val held = a.store.heldExecutors(a.appKey, executorId)
@@ -141,6 +145,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   def nodeOrElse(host: String): String = if (node != null) node else host
   @volatile private[spark] var ref: AnyRef = _
   @volatile private[spark] var shutdownHook: AnyRef = _
+  /** Where fetches waiting on a lost executor go once its outputs moved (installed into the block manager). */
+  val redirects = new FetchRedirects()
   private def nanoTime(): Long = clock.nanos()
 
   /**
@@ -424,8 +430,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
           GoneReply(known = true, gone = gone, terminating = gone && store.wasTerminating(c.appKey, c.executorId))
         case None => GoneReply(known = false, gone = false)
       }
-    case f: ForgetMapStatuses =>
-      f.shuffleIds.foreach(executor.forgetMapStatuses)
+    case m: OutputsMoved =>
+      m.shuffleIds.distinct.foreach(executor.forgetMapStatuses)
+      redirects.outputsMoved(m.fromExecutor, m.to, m.shuffleIds, m.mapIds, m.complete)
       null
     case r: ReleaseShuffle =>
       val (files, bytes) = store.releaseShuffle(r.appKey, r.shuffleId)

@@ -387,12 +387,15 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         answered ||= reply.isDefined
         testDelayBeforeRelocation()
         val moved = relocate(executorId, loss.lossTime, batch, reply, adopter)
-        if (moved > 0) {
+        if (moved.nonEmpty) {
           actions.incrementEpoch()
-          agents.forgetMapStatuses(batch.map(_._1).distinct.toArray)
+          agents.outputsMoved(OutputsMoved(executorId, reply.get.location, moved.map(_.shuffleId).toArray,
+            moved.map(_.mapId).toArray, complete = false))
         }
-        adopted += moved
+        adopted += moved.size
       }
+    // fetches still waiting on the lost executor for an output that did not move fail now, not after a retry
+    agents.outputsMoved(OutputsMoved(executorId, null, Array.empty, Array.empty, complete = true))
     if (adopted > 0)
       logInfo(s"region-recovery: executor $executorId lost (${loss.reason}): $adopted of ${loss.total} map outputs " +
         s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now ${actions.epoch}, " +
@@ -404,12 +407,12 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   /**
    * Relocates the outputs of one batch that `reply` says were adopted, unregisters the others; returns
-   * how many moved. Only what is still registered at the lost executor with the same map id moves,
+   * those that moved. Only what is still registered at the lost executor with the same map id moves,
    * atomically with that check: Spark may have dropped the output on purpose since it was listed.
    */
   private def relocate(executorId: String, lossTime: Long, batch: Seq[(Int, Int, Long, BlockManagerId)],
-      reply: Option[AdoptReply], adopter: Option[AgentInfo]): Int = {
-    var moved = 0
+      reply: Option[AdoptReply], adopter: Option[AgentInfo]): Seq[OutputRef] = {
+    val moved = Seq.newBuilder[OutputRef]
     val notRelocated = Seq.newBuilder[OutputRef] // adopted by the agent, but not relocated: its copy goes
     batch.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
       val failure = reply.fold("adoption failed")(_.failures(i))
@@ -418,7 +421,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         actions.relocateIfCurrent(sid, idx, mapId, location, r.location) match {
           case Relocation.Relocated =>
             ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, adopter.get.node))
-            moved += 1
+            moved += OutputRef(sid, mapId, idx)
             offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
               r.location.host, r.bytes(i), lossTime))
           case other =>
@@ -443,7 +446,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       logInfo(s"region-recovery: ${dropped.size} adopted outputs of $executorId were not relocated (Spark " +
         s"changed them meanwhile); the adopter ${r.location.executorId} deleted its $files files ($bytes bytes)")
     }
-    moved
+    moved.result()
   }
 
   // ---- a lost executor's volume reattached to a new executor (Spark's claim reuse) ----------------

@@ -13,15 +13,16 @@ package io.regionrecovery.spark.retention
  * @param leaseTimeoutMs `retained.leaseTimeout`
  * @param jobRecovery    (job id, window ms) while job recovery runs on the driver ([[DriverLossAction]])
  * @param nodeEnv        `retained.nodeEnv`: the environment variable naming the executor's node ("" = its host)
+ * @param redirectFetches `retained.redirectFetches`: fetches waiting on a lost executor go to its adopter
  */
 final case class RetentionDecision(incarnation: String, dir: String, linkOnly: Boolean, leaseTimeoutMs: Long,
-    jobRecovery: Option[(String, Long)], nodeEnv: String = "") {
+    jobRecovery: Option[(String, Long)], nodeEnv: String = "", redirectFetches: Boolean = true) {
   import RetentionDecision._
 
   /** The entries of the driver plugin's extra configuration. */
   def forExecutors: Map[String, String] =
     Map(RetentionProtocol.IncarnationConfKey -> incarnation, DirKey -> dir, LinkOnlyKey -> linkOnly.toString,
-      LeaseTimeoutKey -> leaseTimeoutMs.toString, NodeEnvKey -> nodeEnv) ++
+      LeaseTimeoutKey -> leaseTimeoutMs.toString, NodeEnvKey -> nodeEnv, RedirectKey -> redirectFetches.toString) ++
       DriverLossAction.forExecutors(jobRecovery).map(RetentionProtocol.JobRecoveryConfKey -> _)
 }
 
@@ -30,6 +31,7 @@ object RetentionDecision {
   val LinkOnlyKey = "retained.link-only"
   val LeaseTimeoutKey = "retained.lease-timeout-ms"
   val NodeEnvKey = "retained.node-env"
+  val RedirectKey = "retained.redirect-fetches"
 
   /**
    * An executor's reading of [[RetentionDecision.forExecutors]]: None (retain nothing) unless the
@@ -42,8 +44,9 @@ object RetentionDecision {
       linkOnly <- extraConf.get(LinkOnlyKey).collect { case "true" => true; case "false" => false }
       lease <- extraConf.get(LeaseTimeoutKey).filter(v => v.nonEmpty && v.length < 19 && v.forall(_.isDigit))
       nodeEnv <- extraConf.get(NodeEnvKey)
+      redirect <- extraConf.get(RedirectKey).collect { case "true" => true; case "false" => false }
     } yield RetentionDecision(incarnation, dir, linkOnly, lease.toLong,
-      DriverLossAction.fromDriver(extraConf.get(RetentionProtocol.JobRecoveryConfKey).orNull), nodeEnv)
+      DriverLossAction.fromDriver(extraConf.get(RetentionProtocol.JobRecoveryConfKey).orNull), nodeEnv, redirect)
 }
 
 /**

@@ -199,6 +199,26 @@ object SparkInternals {
     org.apache.spark.util.RpcUtils.makeDriverRef(name, env.conf, env.rpcEnv)
   }
 
+  /**
+   * Replaces this executor's block store client (BlockManager.blockStoreClient, a val: what every
+   * shuffle reader fetches with) by `wrap` of it, unless it is the external shuffle service's client.
+   * Returns why not, or None once wrapped. Reflection: Spark has no hook for it.
+   */
+  def wrapBlockStoreClient(
+      wrap: org.apache.spark.network.shuffle.BlockStoreClient => org.apache.spark.network.shuffle.BlockStoreClient)
+      : Option[String] = {
+    val bm = SparkEnv.get.blockManager
+    if (bm.externalShuffleServiceEnabled) return Some("the external shuffle service serves the outputs")
+    try {
+      val field = classOf[org.apache.spark.storage.BlockManager].getDeclaredField("blockStoreClient")
+      field.setAccessible(true)
+      field.set(bm, wrap(bm.blockStoreClient))
+      None
+    } catch {
+      case scala.util.control.NonFatal(e) => Some(s"BlockManager.blockStoreClient cannot be replaced: $e")
+    }
+  }
+
   /** Drops this executor's cached map statuses of a shuffle, so its next reader asks the driver again. */
   def forgetMapStatuses(shuffleId: Int): Unit = SparkEnv.get.mapOutputTracker match {
     case w: MapOutputTrackerWorker => w.unregisterShuffle(shuffleId)

@@ -105,12 +105,13 @@ class ConfigKeySuite extends AnyFunSuite {
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
     val names = ConfigKeys.all.map(_.name)
-    assert(names == names.sorted && names.distinct == names && names.size == 42)
+    assert(names == names.sorted && names.distinct == names && names.size == 43)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
     assert(jvm == Set("eventBuffer.capacity", "retained.enabled", "retained.dir", "retained.maxBytes",
       "retained.release", "retained.leaseTimeout", "retained.nodeEnv", "retained.reattachTimeout",
-      "retained.earlyLossDetection", "shuffleIo.delegate", "job-recovery.previous-worker.recovery.timeout",
+      "retained.earlyLossDetection", "retained.redirectFetches", "shuffleIo.delegate",
+      "job-recovery.previous-worker.recovery.timeout",
       "job-recovery.window", "job-recovery.code-version", "job-recovery.input-digest", "job-recovery.ignored-settings",
       "job-event.store.write-buffer.size",
       "job-event.store.write-buffer.flush-interval",

@@ -110,7 +110,12 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.unregistered.isEmpty)
     assert(f.spark.epoch == 1L)
     assert(f.spark.sent.map(_._1).toSet == Set("agent-0", "agent-2", "agent-3"),
-      "every live executor forgets its cached map statuses of the moved shuffle")
+      "every live executor forgets its cached map statuses of the moved shuffle, and redirects its fetches")
+    val moves = f.spark.sent.collect { case ("agent-0", m: OutputsMoved) => m }
+    assert(
+      moves.map(m => (m.fromExecutor, m.to, m.shuffleIds.toSeq, m.mapIds.toSeq, m.complete)) ==
+        Seq(("1", to, Seq(0, 0), Seq(m0, m1), false), ("1", null, Nil, Nil, true)),
+      "first where the outputs went, then that the loss is handled: what did not move fails at once")
     assert(f.coordinator.retainedEntry(0, m0).map(_._1) == Some("2"), "the ledger follows the adopted output")
     assert(f.lossRecords.head.contains("\"adopter\": \"2\""))
   }

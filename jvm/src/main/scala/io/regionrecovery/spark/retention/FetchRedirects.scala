@@ -1,0 +1,212 @@
+package io.regionrecovery.spark.retention
+
+import java.io.IOException
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicLong
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.network.buffer.ManagedBuffer
+import org.apache.spark.network.shuffle.{BlockFetchingListener, BlockStoreClient, DownloadFileManager}
+import org.apache.spark.storage.BlockManagerId
+
+/**
+ * Executor side: sends a reducer's fetch that waits on a lost executor to the executor that adopted its
+ * outputs, as soon as the driver says where they went.
+ *
+ * A fetch in flight when its executor dies (or that reached its closed port before the driver removed
+ * it) is retried by Spark's RetryingBlockTransferor only after `spark.shuffle.io.retryWait` (5 s), at
+ * the same host and port, and then fails: a fetch failure, a new stage attempt. A relocation cannot
+ * redirect it, since the reader took its locations when it started; the external shuffle service never
+ * meets this, because it outlives the executor. So every fetch goes through [[RedirectingBlockStoreClient]],
+ * which remembers, per source executor, the blocks still awaited. When the driver reports the outputs of
+ * a lost executor moved ([[OutputsMoved]]), the awaited blocks of those outputs are fetched again from
+ * the adopter at once; once the loss is handled in full, blocks of outputs that did not move fail at
+ * once (Spark would fail them after the retry anyway). A fetch that starts later for an executor known
+ * lost goes to the adopter directly.
+ *
+ * The reader gets exactly one answer per block: each awaited block is marked as expected from its
+ * source or from the adopter, and an answer from the other side (the dead source's late failure, or
+ * its success if it was not dead after all) is dropped. Only the adoption path reports moves, and the
+ * driver adopts only from an executor whose process is gone.
+ */
+final class FetchRedirects extends Logging {
+  import FetchRedirects._
+
+  /** Lost executors' moved outputs: executor id -> (shuffle id, map id) -> where they are served now. */
+  private val moved = new ConcurrentHashMap[String, ConcurrentHashMap[(Int, Long), BlockManagerId]]()
+  /** Lost executors whose loss the driver handled in full: a block of theirs that did not move fails. */
+  private val handled = ConcurrentHashMap.newKeySet[String]()
+  /** Fetches still awaiting blocks, by the executor they were sent to. */
+  private val inFlight = new ConcurrentHashMap[String, java.util.Set[InFlightFetch]]()
+
+  val redirectedBlocks = new AtomicLong()
+  val failedFastBlocks = new AtomicLong()
+
+  /** Fetches `blockIds` from `execId` through `delegate`, or from where they moved if that executor is lost. */
+  def fetch(delegate: BlockStoreClient, host: String, port: Int, execId: String, blockIds: Array[String],
+      listener: BlockFetchingListener, downloads: DownloadFileManager): Unit = {
+    val f = new InFlightFetch(this, delegate, host, port, execId, blockIds, listener, downloads)
+    inFlight.computeIfAbsent(execId, _ => ConcurrentHashMap.newKeySet[InFlightFetch]()).add(f)
+    if (moved.containsKey(execId) || handled.contains(execId)) {
+      val (rest, _) = f.redirect(locate(execId), failUnmoved = handled.contains(execId))
+      if (rest.nonEmpty) delegate.fetchBlocks(host, port, execId, rest, f.fromSource, downloads)
+    } else delegate.fetchBlocks(host, port, execId, blockIds, f.fromSource, downloads)
+  }
+
+  /**
+   * The driver relocated these outputs of the lost executor `from` to `to` (null: none in this message);
+   * `complete`: its loss is handled, every output that did not move was unregistered.
+   */
+  def outputsMoved(from: String, to: BlockManagerId, shuffleIds: Array[Int], mapIds: Array[Long],
+      complete: Boolean): Unit = {
+    remember(from)
+    if (to != null && shuffleIds.nonEmpty) {
+      val at = moved.computeIfAbsent(from, _ => new ConcurrentHashMap[(Int, Long), BlockManagerId]())
+      shuffleIds.indices.foreach(i => at.put((shuffleIds(i), mapIds(i)), to))
+    }
+    if (complete) handled.add(from)
+    Option(inFlight.get(from)).foreach(_.asScala.toList.foreach { f =>
+      val (_, n) = f.redirect(locate(from), failUnmoved = complete)
+      if (n > 0)
+        logInfo(s"region-recovery: a fetch of $n blocks from lost executor $from was sent again to where its " +
+          "outputs moved (it would have waited spark.shuffle.io.retryWait, then failed)")
+    })
+  }
+
+  /** Where a block of lost executor `from` is served now: Right(location), Left(why not) if not moved. */
+  private def locate(from: String)(blockId: String): Option[Either[String, BlockManagerId]] =
+    parseShuffleBlock(blockId).map { key =>
+      Option(moved.get(from)).flatMap(m => Option(m.get(key))) match {
+        case Some(to) => Right(to)
+        case None if handled.contains(from) =>
+          Left(s"executor $from is gone and map output ${key._2} of shuffle ${key._1} was not adopted " +
+            "(region-recovery: the driver unregistered it, Spark recomputes it)")
+        case None => Left(null) // not known yet: keep waiting on the source
+      }
+    }
+
+  /** Lost executors by when they were first reported; the moves of the last [[KeptLosses]] are kept. */
+  private val lossOrder = new java.util.LinkedHashSet[String]()
+
+  private def remember(from: String): Unit = synchronized {
+    if (lossOrder.add(from) && lossOrder.size > KeptLosses) {
+      val oldest = lossOrder.iterator().next()
+      lossOrder.remove(oldest); moved.remove(oldest); handled.remove(oldest)
+    }
+  }
+
+  private[retention] def done(f: InFlightFetch): Unit =
+    Option(inFlight.get(f.execId)).foreach { s =>
+      s.remove(f)
+      if (s.isEmpty) inFlight.remove(f.execId, s)
+    }
+
+  /** Fetches still awaiting blocks (tests). */
+  private[retention] def inFlightCount: Int = inFlight.values().asScala.map(_.size).sum
+}
+
+object FetchRedirects {
+  val KeptLosses = 64
+
+  /** (shuffle id, map id) of a shuffle block or batch id ("shuffle_s_m_r", "shuffle_s_m_r1_r2"), else None. */
+  def parseShuffleBlock(blockId: String): Option[(Int, Long)] =
+    if (!blockId.startsWith("shuffle_")) None
+    else {
+      val parts = blockId.substring("shuffle_".length).split('_')
+      if ((parts.length == 3 || parts.length == 4) && parts.forall(p => p.nonEmpty && p.forall(_.isDigit)))
+        scala.util.Try((parts(0).toInt, parts(1).toLong)).toOption
+      else None
+    }
+
+  private[retention] val FromSource: Integer = 0
+  private[retention] val FromAdopter: Integer = 1
+}
+
+/** One fetchBlocks call: which of its blocks are still awaited, and from which side. */
+private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: BlockStoreClient, host: String,
+    port: Int, val execId: String, blockIds: Array[String], listener: BlockFetchingListener,
+    downloads: DownloadFileManager) {
+  import FetchRedirects._
+
+  private val awaited = new ConcurrentHashMap[String, Integer]()
+  blockIds.foreach(awaited.put(_, FromSource))
+
+  private def answered(): Unit = if (awaited.isEmpty) owner.done(this)
+
+  private final class From(side: Integer) extends BlockFetchingListener {
+    override def onBlockFetchSuccess(blockId: String, data: ManagedBuffer): Unit =
+      if (awaited.remove(blockId, side)) { listener.onBlockFetchSuccess(blockId, data); answered() }
+    override def onBlockFetchFailure(blockId: String, e: Throwable): Unit =
+      if (awaited.remove(blockId, side)) { listener.onBlockFetchFailure(blockId, e); answered() }
+  }
+
+  val fromSource: BlockFetchingListener = new From(FromSource)
+  private val fromAdopter: BlockFetchingListener = new From(FromAdopter)
+
+  /**
+   * Sends the blocks still awaited from the source that `locate` places elsewhere to their new location;
+   * with `failUnmoved`, fails those it says did not move. Returns the blocks left to the source and how
+   * many were redirected.
+   */
+  def redirect(locate: String => Option[Either[String, BlockManagerId]],
+      failUnmoved: Boolean): (Array[String], Int) = {
+    val to = scala.collection.mutable.LinkedHashMap[BlockManagerId, Vector[String]]()
+    val left = Array.newBuilder[String]
+    awaited.asScala.toList.filter(_._2 == FromSource).map(_._1).foreach { b =>
+      locate(b) match {
+        case Some(Right(location)) if awaited.replace(b, FromSource, FromAdopter) =>
+          to(location) = to.getOrElse(location, Vector.empty) :+ b
+        case Some(Left(why)) if failUnmoved && why != null =>
+          if (awaited.remove(b, FromSource)) {
+            owner.failedFastBlocks.incrementAndGet()
+            listener.onBlockFetchFailure(b, new IOException(why))
+          }
+        case _ => left += b
+      }
+    }
+    to.foreach { case (location, blocks) =>
+      owner.redirectedBlocks.addAndGet(blocks.size)
+      try delegate.fetchBlocks(location.host, location.port, location.executorId, blocks.toArray, fromAdopter,
+          downloads)
+      catch { case NonFatal(e) => blocks.foreach(fromAdopter.onBlockFetchFailure(_, e)) }
+    }
+    answered()
+    (left.result().filter(b => awaited.get(b) == FromSource), to.values.map(_.size).sum)
+  }
+}
+
+/**
+ * The executor's block store client (BlockManager.blockStoreClient, what every shuffle reader fetches
+ * with), wrapped so that fetches go through [[FetchRedirects]]. Everything else goes to the original.
+ */
+final class RedirectingBlockStoreClient(val delegate: BlockStoreClient, redirects: FetchRedirects)
+    extends BlockStoreClient {
+  override def fetchBlocks(host: String, port: Int, execId: String, blockIds: Array[String],
+      listener: BlockFetchingListener, downloadFileManager: DownloadFileManager): Unit =
+    redirects.fetch(delegate, host, port, execId, blockIds, listener, downloadFileManager)
+
+  override def diagnoseCorruption(host: String, port: Int, execId: String, shuffleId: Int, mapId: Long,
+      reduceId: Int, checksum: Long, algorithm: String) =
+    delegate.diagnoseCorruption(host, port, execId, shuffleId, mapId, reduceId, checksum, algorithm)
+  override def shuffleMetrics() = delegate.shuffleMetrics()
+  override def setAppAttemptId(appAttemptId: String): Unit = delegate.setAppAttemptId(appAttemptId)
+  override def getAppAttemptId: String = delegate.getAppAttemptId
+  override def getHostLocalDirs(host: String, port: Int, execIds: Array[String],
+      hostLocalDirsCompletable: java.util.concurrent.CompletableFuture[java.util.Map[String, Array[String]]]): Unit =
+    delegate.getHostLocalDirs(host, port, execIds, hostLocalDirsCompletable)
+  override def pushBlocks(host: String, port: Int, blockIds: Array[String],
+      buffers: Array[ManagedBuffer], listener: org.apache.spark.network.shuffle.BlockPushingListener): Unit =
+    delegate.pushBlocks(host, port, blockIds, buffers, listener)
+  override def finalizeShuffleMerge(host: String, port: Int, shuffleId: Int, shuffleMergeId: Int,
+      listener: org.apache.spark.network.shuffle.MergeFinalizerListener): Unit =
+    delegate.finalizeShuffleMerge(host, port, shuffleId, shuffleMergeId, listener)
+  override def getMergedBlockMeta(host: String, port: Int, shuffleId: Int, shuffleMergeId: Int, reduceId: Int,
+      listener: org.apache.spark.network.shuffle.MergedBlocksMetaListener): Unit =
+    delegate.getMergedBlockMeta(host, port, shuffleId, shuffleMergeId, reduceId, listener)
+  override def removeShuffleMerge(host: String, port: Int, shuffleId: Int, shuffleMergeId: Int): Boolean =
+    delegate.removeShuffleMerge(host, port, shuffleId, shuffleMergeId)
+  override def close(): Unit = delegate.close()
+}

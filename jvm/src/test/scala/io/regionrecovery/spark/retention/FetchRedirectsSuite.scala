@@ -1,0 +1,184 @@
+package io.regionrecovery.spark.retention
+
+import java.nio.ByteBuffer
+
+import scala.collection.mutable
+import scala.util.Random
+
+import org.apache.spark.network.buffer.{ManagedBuffer, NioManagedBuffer}
+import org.apache.spark.network.shuffle.{BlockFetchingListener, BlockStoreClient, DownloadFileManager}
+import org.apache.spark.regionrecovery.TestLocations
+import org.apache.spark.storage.BlockManagerId
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * Fetches waiting on a lost executor, sent again to its adopter: the reader must get exactly one
+ * answer per block whatever order the dead source's late answers, the adopter's answers and the
+ * driver's moves arrive in.
+ */
+class FetchRedirectsSuite extends AnyFunSuite {
+  private val source = TestLocations.blockManagerId("1", "h1", 7001)
+  private val adopter = TestLocations.blockManagerId("2", "h1", 7002)
+
+  /** One fetchBlocks call the fake client received. */
+  private final case class Sent(to: String, port: Int, blocks: Seq[String], listener: BlockFetchingListener)
+
+  private final class FakeClient extends BlockStoreClient {
+    val sent = mutable.ArrayBuffer[Sent]()
+    override def fetchBlocks(host: String, port: Int, execId: String, blockIds: Array[String],
+        listener: BlockFetchingListener, downloadFileManager: DownloadFileManager): Unit =
+      synchronized { sent += Sent(execId, port, blockIds.toSeq, listener) }
+    override def close(): Unit = ()
+    def to(execId: String): Seq[Sent] = synchronized(sent.filter(_.to == execId).toSeq)
+  }
+
+  /** What the reader got: block -> answers ("ok:<data>" or "failed:<message>"), in order. */
+  private final class Reader extends BlockFetchingListener {
+    val answers = mutable.LinkedHashMap[String, Vector[String]]()
+    override def onBlockFetchSuccess(blockId: String, data: ManagedBuffer): Unit = synchronized {
+      val b = data.nioByteBuffer(); val bytes = new Array[Byte](b.remaining()); b.get(bytes)
+      answers(blockId) = answers.getOrElse(blockId, Vector.empty) :+ s"ok:${new String(bytes, "UTF-8")}"
+    }
+    override def onBlockFetchFailure(blockId: String, e: Throwable): Unit = synchronized {
+      answers(blockId) = answers.getOrElse(blockId, Vector.empty) :+ s"failed:${e.getMessage}"
+    }
+  }
+
+  private def buf(s: String): ManagedBuffer = new NioManagedBuffer(ByteBuffer.wrap(s.getBytes("UTF-8")))
+
+  private final class Fixture {
+    val client = new FakeClient
+    val redirects = new FetchRedirects
+    val wrapped = new RedirectingBlockStoreClient(client, redirects)
+    val reader = new Reader
+    def fetch(from: BlockManagerId, blocks: String*): Unit =
+      wrapped.fetchBlocks(from.host, from.port, from.executorId, blocks.toArray, reader, null)
+    def moved(mapIds: Long*)(complete: Boolean = false): Unit =
+      redirects.outputsMoved(source.executorId, if (mapIds.isEmpty) null else adopter, mapIds.map(_ => 0).toArray,
+        mapIds.toArray, complete)
+  }
+
+  test("a fetch waiting on a lost executor goes to the adopter once its outputs moved; one answer per block") {
+    val f = new Fixture
+    f.fetch(source, "shuffle_0_10_0", "shuffle_0_11_0", "shuffle_0_12_0_3")
+    val Seq(first) = f.client.to("1")
+    first.listener.onBlockFetchSuccess("shuffle_0_10_0", buf("a"))
+    f.moved(11L, 12L)()
+    val Seq(again) = f.client.to("2")
+    assert(again.port == adopter.port && again.blocks == Seq("shuffle_0_11_0", "shuffle_0_12_0_3"))
+    first.listener.onBlockFetchFailure("shuffle_0_11_0", new java.io.IOException("Connection reset by peer"))
+    again.listener.onBlockFetchSuccess("shuffle_0_11_0", buf("b"))
+    again.listener.onBlockFetchSuccess("shuffle_0_12_0_3", buf("c"))
+    first.listener.onBlockFetchFailure("shuffle_0_12_0_3", new RuntimeException("executor 1 is dead"))
+    assert(f.reader.answers.toMap == Map("shuffle_0_10_0" -> Vector("ok:a"), "shuffle_0_11_0" -> Vector("ok:b"),
+      "shuffle_0_12_0_3" -> Vector("ok:c")))
+    assert(f.redirects.redirectedBlocks.get == 2 && f.redirects.inFlightCount == 0)
+  }
+
+  test(
+    "once the loss is handled, blocks of outputs that did not move fail at once; the source's late answer is dropped") {
+    val f = new Fixture
+    f.fetch(source, "shuffle_0_10_0", "shuffle_0_11_0")
+    val Seq(first) = f.client.to("1")
+    f.moved(10L)()
+    assert(f.reader.answers.isEmpty, "before the loss is handled in full, an output not moved yet may still move")
+    f.moved()(complete = true)
+    assert(f.reader.answers("shuffle_0_11_0").size == 1)
+    assert(f.reader.answers("shuffle_0_11_0").head.contains("map output 11 of shuffle 0 was not adopted"))
+    first.listener.onBlockFetchSuccess("shuffle_0_11_0", buf("late"))
+    first.listener.onBlockFetchSuccess("shuffle_0_10_0", buf("late"))
+    f.client.to("2").head.listener.onBlockFetchSuccess("shuffle_0_10_0", buf("x"))
+    assert(f.reader.answers.toMap.view.mapValues(_.size).toMap == Map("shuffle_0_10_0" -> 1, "shuffle_0_11_0" -> 1))
+    assert(f.reader.answers("shuffle_0_10_0") == Vector("ok:x"))
+    assert(f.redirects.failedFastBlocks.get == 1 && f.redirects.inFlightCount == 0)
+  }
+
+  test("a fetch that starts after the move goes to the adopter directly; what did not move goes to the source") {
+    val f = new Fixture
+    f.moved(10L)()
+    f.fetch(source, "shuffle_0_10_1", "shuffle_0_99_1")
+    assert(f.client.to("2").map(_.blocks) == Seq(Seq("shuffle_0_10_1")))
+    assert(f.client.to("1").map(_.blocks) == Seq(Seq("shuffle_0_99_1")))
+    f.moved()(complete = true)
+    assert(f.reader.answers("shuffle_0_99_1").head.startsWith("failed:"))
+    f.fetch(source, "shuffle_0_98_1")
+    assert(f.reader.answers("shuffle_0_98_1").head.startsWith("failed:"), "handled: fails without a connection")
+    assert(f.client.to("1").size == 1)
+  }
+
+  test("fetches from other executors, other shuffles' maps and blocks that are not shuffle blocks are left alone") {
+    val f = new Fixture
+    val other = TestLocations.blockManagerId("3", "h2", 7003)
+    f.fetch(other, "shuffle_0_10_0")
+    f.fetch(source, "rdd_4_0", "shuffle_1_10_0", "shuffleChunk_0_0_0_0")
+    f.moved(10L)(complete = true) // map 10 of shuffle 0 only
+    assert(f.client.to("2").isEmpty)
+    assert(f.reader.answers.keySet == Set("shuffle_1_10_0"), "shuffle 1's map 10 did not move: it fails")
+    f.client.to("3").head.listener.onBlockFetchSuccess("shuffle_0_10_0", buf("live"))
+    f.client.to("1").head.listener.onBlockFetchFailure("rdd_4_0", new java.io.IOException("gone"))
+    assert(f.reader.answers("shuffle_0_10_0") == Vector("ok:live"))
+    assert(f.reader.answers("rdd_4_0") == Vector("failed:gone"))
+  }
+
+  test("an adopter that fails the fetch again reaches the reader as one failure") {
+    val f = new Fixture
+    f.fetch(source, "shuffle_0_10_0")
+    f.moved(10L)()
+    f.client.to("2").head.listener.onBlockFetchFailure("shuffle_0_10_0", new java.io.IOException("adopter gone"))
+    f.client.to("1").head.listener.onBlockFetchFailure("shuffle_0_10_0", new java.io.IOException("source gone"))
+    assert(f.reader.answers("shuffle_0_10_0") == Vector("failed:adopter gone"))
+  }
+
+  test("block ids: shuffle blocks and batches name their shuffle and map; nothing else does") {
+    import FetchRedirects.parseShuffleBlock
+    assert(parseShuffleBlock("shuffle_3_1234567890123_7") == Some((3, 1234567890123L)))
+    assert(parseShuffleBlock("shuffle_3_12_0_5") == Some((3, 12L)))
+    Seq("shuffle_3_12", "shuffle_3_12_0_5_6", "shuffle_a_1_2", "shuffle__1_2", "rdd_1_2", "shuffle_3_12_0.data",
+      "shuffleChunk_1_2_3_4", "shuffle_99999999999_1_2").foreach(b => assert(parseShuffleBlock(b).isEmpty, b))
+  }
+
+  test("the moves of old losses are forgotten, the last ones kept") {
+    val f = new Fixture
+    (0 until FetchRedirects.KeptLosses + 5).foreach { i =>
+      f.redirects.outputsMoved(s"x$i", adopter, Array(0), Array(i.toLong), complete = true)
+    }
+    f.wrapped.fetchBlocks("h", 1, "x0", Array("shuffle_0_0_0"), f.reader, null)
+    f.wrapped.fetchBlocks("h", 1, s"x${FetchRedirects.KeptLosses + 4}",
+      Array(s"shuffle_0_${FetchRedirects.KeptLosses + 4}_0"), f.reader, null)
+    assert(f.client.to("x0").size == 1, "forgotten: left to Spark")
+    assert(f.client.to("2").size == 1, "kept: redirected")
+  }
+
+  test("any order of source answers, adopter answers and moves gives each block exactly one answer") {
+    (1 to 300).foreach { seed =>
+      val rnd = new Random(seed)
+      val f = new Fixture
+      val blocks = (0 until 1 + rnd.nextInt(6)).map(m => s"shuffle_0_${m}_${rnd.nextInt(3)}")
+      val movedMaps = blocks.indices.filter(_ => rnd.nextBoolean()).map(_.toLong)
+      f.fetch(source, blocks: _*)
+      // events: the source answers each block (success or failure), the driver moves then completes
+      type Event = () => Unit
+      def answerAll(sent: Sent, tag: String): Unit = sent.blocks.foreach { b =>
+        if (rnd.nextBoolean()) sent.listener.onBlockFetchSuccess(b, buf(s"$tag-$b"))
+        else sent.listener.onBlockFetchFailure(b, new java.io.IOException(s"$tag-$b"))
+      }
+      val sourceAnswers: Seq[Event] = blocks.map(b =>
+        () => {
+          val s = f.client.to("1").head
+          if (rnd.nextBoolean()) s.listener.onBlockFetchSuccess(b, buf(s"src-$b"))
+          else s.listener.onBlockFetchFailure(b, new java.io.IOException(s"src-$b"))
+        })
+      val driver: Seq[Event] = Seq(() => f.moved(movedMaps: _*)(), () => f.moved()(complete = true))
+      // interleave keeping the driver's two messages in order
+      val events = mutable.ArrayBuffer[Event](sourceAnswers: _*)
+      val firstAt = rnd.nextInt(events.size + 1); events.insert(firstAt, driver.head)
+      events.insert(firstAt + 1 + rnd.nextInt(events.size - firstAt), driver(1))
+      events.foreach(_())
+      f.client.to("2").foreach(answerAll(_, "adopter"))
+      blocks.distinct.foreach { b =>
+        assert(f.reader.answers.get(b).map(_.size).contains(1), s"seed $seed: block $b got ${f.reader.answers.get(b)}")
+      }
+      assert(f.redirects.inFlightCount == 0, s"seed $seed")
+    }
+  }
+}

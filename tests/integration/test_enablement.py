@@ -41,21 +41,52 @@ def _result(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(lines[-1][len("RESULT ") :])
 
 
-def _script(builder_code: str, use_packages: bool) -> str:
+# With the plugin from --packages: an executor is killed and its outputs are adopted, which takes the driver's
+# requests reaching the agents (Spark's class loader on such an executor does not see the plugin's classes).
+LOSS_AND_ADOPTION = """
+    import time
+    from operator import add
+    from region_recovery.testing import faults
+    rr = region_recovery.RegionRecovery.attach(spark)
+    sc = spark.sparkContext
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < 3:
+        time.sleep(0.2)
+    pairs = sc.parallelize(range(600), 6).map(lambda x: (x % 7, 1)).reduceByKey(add, 2)
+    expected = sorted(pairs.collect())
+    rr.sync()
+    sid = max(rr.model.shuffles)
+    on = {}
+    for o in rr.model.shuffles[sid].outputs.values():
+        on.setdefault(o.executor_id, []).append(o.map_index)
+    victim = max(on, key=lambda e: len(on[e]))
+    faults.wait_gone(faults.kill_executor(rr, victim))
+    rr.model.wait_for(lambda m: len([a for a in m.shuffles[sid].adoptions if a.from_executor == victim])
+                      >= len(on[victim]), 60)
+    adopted = len([a for a in rr.model.shuffles[sid].adoptions if a.from_executor == victim])
+    before = rr.model.map_tasks_started
+    got = sorted(pairs.collect())
+    rr.sync()
+    print("RESULT " + json.dumps({"lost": len(on[victim]), "adopted": adopted, "equal": got == expected,
+                                   "recomputed": rr.model.map_tasks_started - before}))
+    spark.stop()
+"""
+
+
+def _script(builder_code: str, use_packages: bool, executors: int = 1, job: str = SHUFFLE_JOB_AND_REPORT) -> str:
     """A driver script: a local-cluster builder `b`, the caller's code making `spark`, a shuffle job."""
     head = f"""
         import json, sys
         from pyspark.sql import SparkSession
         import region_recovery
         USE_PACKAGES = {use_packages}
-        b = (SparkSession.builder.master("local-cluster[1,1,1024]").appName("enablement")
+        b = (SparkSession.builder.master("local-cluster[{executors},1,1024]").appName("enablement")
              .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
              .config("spark.pyspark.python", sys.executable))
         """
     tail = """
         spark.sparkContext.setLogLevel("ERROR")
         """
-    return "\n".join(textwrap.dedent(part) for part in (head, builder_code, tail, SHUFFLE_JOB_AND_REPORT))
+    return "\n".join(textwrap.dedent(part) for part in (head, builder_code, tail, job))
 
 
 def test_packages_resolve_offline_from_local_m2(tmp_path):
@@ -75,6 +106,16 @@ def test_packages_resolve_offline_from_local_m2(tmp_path):
     assert out["committed"] and all(b and b > 0 for b in out["committed"])
     assert str(ivy) in out["jar_conf"], "the jar came through Ivy (spark.jars.packages), not a path"
     assert "local-m2-cache" in proc.stdout + proc.stderr
+
+
+def test_packages_executors_adopt_a_lost_executors_outputs(tmp_path):
+    builder = (
+        "spark = region_recovery.configure("
+        f"b.config('spark.jars.ivy', {str(tmp_path / 'ivy')!r}), use_packages=True).getOrCreate()"
+    )
+    out = _result(run_python(_script(builder, use_packages=True, executors=2, job=LOSS_AND_ADOPTION)))
+    assert out["equal"] and out["lost"] > 0
+    assert out["adopted"] == out["lost"] and out["recomputed"] == 0, out
 
 
 def test_built_wheel_ships_the_jar_and_is_enough(tmp_path):

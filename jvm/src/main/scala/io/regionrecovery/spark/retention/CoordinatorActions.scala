@@ -58,8 +58,13 @@ trait CoordinatorActions extends AgentRpc {
 /** The real thing: Spark's MapOutputTrackerMaster and RpcEnv, a daemon thread. */
 final class SparkCoordinatorActions(sc: SparkContext) extends CoordinatorActions {
   override def applicationId: String = sc.applicationId
-  override def ask(ref: AnyRef, message: AnyRef, timeoutMs: Long): AnyRef = SparkInternals.ask(ref, message, timeoutMs)
-  override def send(ref: AnyRef, message: AnyRef): Unit = SparkInternals.send(ref, message)
+  override def ask(ref: AnyRef, message: AnyRef, timeoutMs: Long): AnyRef =
+    SparkInternals.ask(ref, enveloped(message), timeoutMs)
+  override def send(ref: AnyRef, message: AnyRef): Unit = SparkInternals.send(ref, enveloped(message))
+  private def enveloped(message: AnyRef): AnyRef = message match {
+    case r: AgentRequest => AgentEnvelope.wrap(r)
+    case other => other
+  }
   override def outputsOnExecutor(executorId: String): Seq[(Int, Int, Long, BlockManagerId)] =
     SparkInternals.outputsOnExecutor(executorId)
   override def unregisterOutputsOnExecutor(executorId: String): Unit =

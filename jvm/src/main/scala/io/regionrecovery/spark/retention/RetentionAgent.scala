@@ -396,8 +396,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     }
   }
 
-  /** The agent's RPC endpoint: anything but an [[AgentRequest]] is a bug on the sender's side. */
+  /** The agent's RPC endpoint: anything but an [[AgentRequest]] ([[AgentEnvelope]]) is a bug on the sender's side. */
   private[spark] def receive(message: AnyRef): AnyRef = message match {
+    case bytes: Array[Byte] => handle(AgentEnvelope.unwrap(bytes))
     case r: AgentRequest => handle(r)
     case other => throw new IllegalArgumentException(s"region-recovery agent: unknown message $other")
   }

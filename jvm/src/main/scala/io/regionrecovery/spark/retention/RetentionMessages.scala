@@ -168,3 +168,30 @@ final case class PurgeReply(files: Int, bytes: Long)
 // that loaded the plugin from --packages deserializes an RPC reply with Spark's own class loader,
 // which does not see the plugin's classes, and a ClassNotFoundException there closes its connection
 // to the driver, so the executor exits.
+
+/**
+ * How an [[AgentRequest]] travels: Java-serialized into a byte array by the driver and read back by
+ * the agent with the plugin's own class loader. An executor that loaded the plugin from --packages
+ * deserializes RPC messages with Spark's class loader, which does not see the plugin's classes: a
+ * case class sent as it is fails there with a ClassNotFoundException, and the ask with it.
+ */
+object AgentEnvelope {
+  def wrap(request: AgentRequest): Array[Byte] = {
+    val bytes = new java.io.ByteArrayOutputStream()
+    val out = new java.io.ObjectOutputStream(bytes)
+    try out.writeObject(request)
+    finally out.close()
+    bytes.toByteArray
+  }
+
+  def unwrap(bytes: Array[Byte]): AgentRequest = {
+    val loader = getClass.getClassLoader
+    val in = new java.io.ObjectInputStream(new java.io.ByteArrayInputStream(bytes)) {
+      override def resolveClass(desc: java.io.ObjectStreamClass): Class[_] =
+        try Class.forName(desc.getName, false, loader)
+        catch { case _: ClassNotFoundException => super.resolveClass(desc) }
+    }
+    try in.readObject().asInstanceOf[AgentRequest]
+    finally in.close()
+  }
+}

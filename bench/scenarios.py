@@ -71,6 +71,10 @@ SCALES = {
 # shuffle-scale only: about 2.3 GB of shuffle files (lz4) from 256 map tasks; the other scenarios run their
 # medium sizes
 SCALES["large"] = {**SCALES["medium"], "scale_rows": 12_000_000, "scale_maps": 256}
+# shuffle-scale only: four times large's bytes from as many map tasks (about 9 GB): how adoption grows with bytes
+SCALES["xlarge"] = {**SCALES["large"], "scale_rows": 48_000_000}
+# shuffle-scale only: 10,000 tiny map outputs (about 100 rows each): how adoption grows with the number of outputs
+SCALES["many"] = {**SCALES["large"], "scale_rows": 1_000_000, "scale_maps": 10_000}
 
 
 @dataclass

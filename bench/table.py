@@ -153,7 +153,9 @@ def scale_markdown() -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     results = [r for r in _load() if r["scenario"] == "shuffle-scale"]
-    for r in sorted(results, key=lambda r: r["runs"][0]["extra"].get("map_outputs", 0)):
+    for r in sorted(
+        results, key=lambda r: (r["runs"][0]["extra"].get("map_outputs", 0), r["runs"][0]["extra"].get("rows", 0))
+    ):
         runs = {run["mode"]: run for run in r["runs"]}
         free, van, rec = runs.get("nofault"), runs["vanilla"], runs["recovery"]  # nofault: left out by --modes
         x, written, free_wall = rec["extra"], free and free.get("shuffle_bytes_written"), free and _wall(free)

@@ -4,6 +4,7 @@ import java.io.IOException
 import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.AtomicLong
 
+import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
@@ -32,7 +33,7 @@ import org.apache.spark.storage.BlockManagerId
  * its success if it was not dead after all) is dropped. Only the adoption path reports moves, and the
  * driver adopts only from an executor whose process is gone.
  */
-final class FetchRedirects extends Logging {
+final class FetchRedirects(issue: Runnable => Unit = _.run()) extends Logging {
   import FetchRedirects._
 
   /** Lost executors' moved outputs: executor id -> (shuffle id, map id) -> where they are served now. */
@@ -41,6 +42,9 @@ final class FetchRedirects extends Logging {
   private val handled = ConcurrentHashMap.newKeySet[String]()
   /** Fetches still awaiting blocks, by the executor they were sent to. */
   private val inFlight = new ConcurrentHashMap[String, java.util.Set[InFlightFetch]]()
+  /** Per lost executor: messages with moved outputs received, and how many its `complete` message counted. */
+  private val received = mutable.HashMap[String, Int]()
+  private val expected = mutable.HashMap[String, Int]()
 
   val redirectedBlocks = new AtomicLong()
   val failedFastBlocks = new AtomicLong()
@@ -49,32 +53,49 @@ final class FetchRedirects extends Logging {
   def fetch(delegate: BlockStoreClient, host: String, port: Int, execId: String, blockIds: Array[String],
       listener: BlockFetchingListener, downloads: DownloadFileManager): Unit = {
     val f = new InFlightFetch(this, delegate, host, port, execId, blockIds, listener, downloads)
-    inFlight.computeIfAbsent(execId, _ => ConcurrentHashMap.newKeySet[InFlightFetch]()).add(f)
+    inFlight.compute(execId,
+      (_, s) => {
+        val set = if (s == null) ConcurrentHashMap.newKeySet[InFlightFetch]() else s
+        set.add(f); set
+      })
     if (moved.containsKey(execId) || handled.contains(execId)) {
-      val (rest, _) = f.redirect(locate(execId), failUnmoved = handled.contains(execId))
+      val (rest, _) = f.redirect(locate(execId), failUnmoved = handled.contains(execId), _.run())
       if (rest.nonEmpty) delegate.fetchBlocks(host, port, execId, rest, f.fromSource, downloads)
     } else delegate.fetchBlocks(host, port, execId, blockIds, f.fromSource, downloads)
   }
 
   /**
-   * The driver relocated these outputs of the lost executor `from` to `to` (null: none in this message);
-   * `complete`: its loss is handled, every output that did not move was unregistered.
+   * The driver relocated these outputs of the lost executor `from` to `to`; or, with `complete`, its loss
+   * is handled: every output that did not move was unregistered, and `batches` messages with moved
+   * outputs came before this one. Spark's RPC may hand this agent messages on several threads at once,
+   * so a `complete` that overtakes a batch takes effect only once that batch is in.
    */
   def outputsMoved(from: String, to: BlockManagerId, shuffleIds: Array[Int], mapIds: Array[Long],
-      complete: Boolean): Unit = {
-    remember(from)
-    if (to != null && shuffleIds.nonEmpty) {
-      val at = moved.computeIfAbsent(from, _ => new ConcurrentHashMap[(Int, Long), BlockManagerId]())
-      shuffleIds.indices.foreach(i => at.put((shuffleIds(i), mapIds(i)), to))
+      complete: Boolean, batches: Int): Unit = {
+    val isHandled = synchronized {
+      remember(from)
+      if (to != null && shuffleIds.nonEmpty) {
+        val at = moved.computeIfAbsent(from, _ => new ConcurrentHashMap[(Int, Long), BlockManagerId]())
+        shuffleIds.indices.foreach(i => at.put((shuffleIds(i), mapIds(i)), to))
+      }
+      if (complete) expected(from) = batches else received(from) = received.getOrElse(from, 0) + 1
+      if (expected.get(from).exists(_ <= received.getOrElse(from, 0))) handled.add(from)
+      handled.contains(from)
     }
-    if (complete) handled.add(from)
     Option(inFlight.get(from)).foreach(_.asScala.toList.foreach { f =>
-      val (_, n) = f.redirect(locate(from), failUnmoved = complete)
+      val (_, n) = f.redirect(locate(from), failUnmoved = isHandled, issue)
       if (n > 0)
         logInfo(s"region-recovery: a fetch of $n blocks from lost executor $from was sent again to where its " +
           "outputs moved (it would have waited spark.shuffle.io.retryWait, then failed)")
     })
   }
+
+  /** Where a lost executor's output is served now, if it moved (a corruption diagnosis asks there). */
+  def movedTo(from: String, shuffleId: Int, mapId: Long): Option[BlockManagerId] =
+    Option(moved.get(from)).flatMap(m => Option(m.get((shuffleId, mapId))))
+
+  /** A shuffle's outputs are released: their moves are of no use any more. */
+  def forgetShuffle(shuffleId: Int): Unit = moved.values().forEach(_.keySet().removeIf(_._1 == shuffleId))
 
   /** Where a block of lost executor `from` is served now: Right(location), Left(why not) if not moved. */
   private def locate(from: String)(blockId: String): Option[Either[String, BlockManagerId]] =
@@ -95,14 +116,12 @@ final class FetchRedirects extends Logging {
     if (lossOrder.add(from) && lossOrder.size > KeptLosses) {
       val oldest = lossOrder.iterator().next()
       lossOrder.remove(oldest); moved.remove(oldest); handled.remove(oldest)
+      received.remove(oldest); expected.remove(oldest)
     }
   }
 
   private[retention] def done(f: InFlightFetch): Unit =
-    Option(inFlight.get(f.execId)).foreach { s =>
-      s.remove(f)
-      if (s.isEmpty) inFlight.remove(f.execId, s)
-    }
+    inFlight.computeIfPresent(f.execId, (_, s) => { s.remove(f); if (s.isEmpty) null else s })
 
   /** Fetches still awaiting blocks (tests). */
   private[retention] def inFlightCount: Int = inFlight.values().asScala.map(_.size).sum
@@ -151,27 +170,34 @@ private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: Bl
    * with `failUnmoved`, fails those it says did not move. Returns the blocks left to the source and how
    * many were redirected.
    */
-  def redirect(locate: String => Option[Either[String, BlockManagerId]],
-      failUnmoved: Boolean): (Array[String], Int) = {
+  def redirect(locate: String => Option[Either[String, BlockManagerId]], failUnmoved: Boolean,
+      issue: Runnable => Unit): (Array[String], Int) = {
     val to = scala.collection.mutable.LinkedHashMap[BlockManagerId, Vector[String]]()
+    val failed = Vector.newBuilder[(String, String)]
     val left = Array.newBuilder[String]
     awaited.asScala.toList.filter(_._2 == FromSource).map(_._1).foreach { b =>
       locate(b) match {
         case Some(Right(location)) if awaited.replace(b, FromSource, FromAdopter) =>
           to(location) = to.getOrElse(location, Vector.empty) :+ b
-        case Some(Left(why)) if failUnmoved && why != null =>
-          if (awaited.remove(b, FromSource)) {
-            owner.failedFastBlocks.incrementAndGet()
-            listener.onBlockFetchFailure(b, new IOException(why))
-          }
+        case Some(Left(why)) if failUnmoved && why != null && awaited.remove(b, FromSource) =>
+          failed += b -> why
         case _ => left += b
       }
     }
     to.foreach { case (location, blocks) =>
       owner.redirectedBlocks.addAndGet(blocks.size)
-      try delegate.fetchBlocks(location.host, location.port, location.executorId, blocks.toArray, fromAdopter,
-          downloads)
-      catch { case NonFatal(e) => blocks.foreach(fromAdopter.onBlockFetchFailure(_, e)) }
+      val send: Runnable = () =>
+        try delegate.fetchBlocks(location.host, location.port, location.executorId, blocks.toArray, fromAdopter,
+            downloads)
+        catch { case NonFatal(e) => blocks.foreach(fromAdopter.onBlockFetchFailure(_, e)) }
+      try issue(send)
+      catch { case NonFatal(_) => send.run() } // the pool is gone (the executor stops): send it here
+    }
+    // after the adopter's fetches are out: a reader that throws here leaves no block without its fetch
+    failed.result().foreach { case (b, why) =>
+      owner.failedFastBlocks.incrementAndGet()
+      try listener.onBlockFetchFailure(b, new IOException(why))
+      catch { case NonFatal(_) => }
     }
     answered()
     (left.result().filter(b => awaited.get(b) == FromSource), to.values.map(_.size).sum)
@@ -190,7 +216,11 @@ final class RedirectingBlockStoreClient(val delegate: BlockStoreClient, redirect
 
   override def diagnoseCorruption(host: String, port: Int, execId: String, shuffleId: Int, mapId: Long,
       reduceId: Int, checksum: Long, algorithm: String) =
-    delegate.diagnoseCorruption(host, port, execId, shuffleId, mapId, reduceId, checksum, algorithm)
+    redirects.movedTo(execId, shuffleId, mapId) match { // a block read from the adopter is diagnosed there
+      case Some(at) =>
+        delegate.diagnoseCorruption(at.host, at.port, at.executorId, shuffleId, mapId, reduceId, checksum, algorithm)
+      case None => delegate.diagnoseCorruption(host, port, execId, shuffleId, mapId, reduceId, checksum, algorithm)
+    }
   override def shuffleMetrics() = delegate.shuffleMetrics()
   override def setAppAttemptId(appAttemptId: String): Unit = delegate.setAppAttemptId(appAttemptId)
   override def getAppAttemptId: String = delegate.getAppAttemptId
@@ -208,5 +238,6 @@ final class RedirectingBlockStoreClient(val delegate: BlockStoreClient, redirect
     delegate.getMergedBlockMeta(host, port, shuffleId, shuffleMergeId, reduceId, listener)
   override def removeShuffleMerge(host: String, port: Int, shuffleId: Int, shuffleMergeId: Int): Boolean =
     delegate.removeShuffleMerge(host, port, shuffleId, shuffleMergeId)
-  override def close(): Unit = delegate.close()
+  /** Nothing: BlockManager.stop closes its block transfer service itself, which is the delegate. */
+  override def close(): Unit = ()
 }

@@ -146,7 +146,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   @volatile private[spark] var ref: AnyRef = _
   @volatile private[spark] var shutdownHook: AnyRef = _
   /** Where fetches waiting on a lost executor go once its outputs moved (installed into the block manager). */
-  val redirects = new FetchRedirects()
+  val redirects = new FetchRedirects(task => redirectThread.execute(task))
+  /** Sends redirected fetches: connecting to an adopter must not hold up the agent's RPC thread. */
+  private lazy val redirectThread = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-fetch-redirect")
   private def nanoTime(): Long = clock.nanos()
 
   /**
@@ -433,9 +435,10 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       }
     case m: OutputsMoved =>
       m.shuffleIds.distinct.foreach(executor.forgetMapStatuses)
-      redirects.outputsMoved(m.fromExecutor, m.to, m.shuffleIds, m.mapIds, m.complete)
+      redirects.outputsMoved(m.fromExecutor, m.to, m.shuffleIds, m.mapIds, m.complete, m.batches)
       null
     case r: ReleaseShuffle =>
+      redirects.forgetShuffle(r.shuffleId)
       val (files, bytes) = store.releaseShuffle(r.appKey, r.shuffleId)
       PurgeReply(files, bytes)
     case r: ReleaseOutputs =>

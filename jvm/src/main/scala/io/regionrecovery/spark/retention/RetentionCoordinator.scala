@@ -359,6 +359,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     var answered = false
     var askMs = 0L
     var adopted = 0
+    var movedBatches = 0
     def ask(a: AgentInfo, refs: Array[OutputRef], digests: Array[Long]): Option[AdoptReply] =
       try Some(agents.ask(a, AdoptRequest(appKey, executorId, refs, digests)).asInstanceOf[AdoptReply])
       catch {
@@ -390,12 +391,13 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         if (moved.nonEmpty) {
           actions.incrementEpoch()
           agents.outputsMoved(OutputsMoved(executorId, reply.get.location, moved.map(_.shuffleId).toArray,
-            moved.map(_.mapId).toArray, complete = false))
+            moved.map(_.mapId).toArray))
+          movedBatches += 1
         }
         adopted += moved.size
       }
     // fetches still waiting on the lost executor for an output that did not move fail now, not after a retry
-    agents.outputsMoved(OutputsMoved(executorId, null, Array.empty, Array.empty, complete = true))
+    agents.outputsMoved(OutputsMoved(executorId, null, Array.empty, Array.empty, complete = true, movedBatches))
     if (adopted > 0)
       logInfo(s"region-recovery: executor $executorId lost (${loss.reason}): $adopted of ${loss.total} map outputs " +
         s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now ${actions.epoch}, " +

@@ -68,13 +68,13 @@ final case class PurgeRequest(appKey: String, executorId: String, fence: Boolean
     sparkDirs: Seq[String] = Nil) extends AgentRequest
 
 /**
- * The driver relocated outputs (`shuffleIds(i)`, `mapIds(i)`) of lost executor `fromExecutor` to `to`
- * (null when none moved): drop the cached map statuses of their shuffles, and send fetches that wait on
- * the lost executor to `to` ([[FetchRedirects]]). `complete`: the loss is handled, nothing more moves.
- * Sent, no reply.
+ * The driver relocated outputs (`shuffleIds(i)`, `mapIds(i)`) of lost executor `fromExecutor` to `to`:
+ * drop the cached map statuses of their shuffles, and send fetches that wait on the lost executor to
+ * `to` ([[FetchRedirects]]). `complete` (no outputs): the loss is handled, nothing more moves, and
+ * `batches` messages with outputs were sent before this one (they may be handled after it). Sent, no reply.
  */
 final case class OutputsMoved(fromExecutor: String, to: BlockManagerId, shuffleIds: Array[Int], mapIds: Array[Long],
-    complete: Boolean) extends AgentRequest
+    complete: Boolean = false, batches: Int = 0) extends AgentRequest
 
 /** Delete the retained files of one shuffle in every executor directory on this host. Reply: [[PurgeReply]]. */
 final case class ReleaseShuffle(appKey: String, shuffleId: Int) extends AgentRequest

@@ -23,7 +23,7 @@ class FetchRedirectsSuite extends AnyFunSuite {
   /** One fetchBlocks call the fake client received. */
   private final case class Sent(to: String, port: Int, blocks: Seq[String], listener: BlockFetchingListener)
 
-  private final class FakeClient extends BlockStoreClient {
+  private class FakeClient extends BlockStoreClient {
     val sent = mutable.ArrayBuffer[Sent]()
     override def fetchBlocks(host: String, port: Int, execId: String, blockIds: Array[String],
         listener: BlockFetchingListener, downloadFileManager: DownloadFileManager): Unit =
@@ -53,9 +53,16 @@ class FetchRedirectsSuite extends AnyFunSuite {
     val reader = new Reader
     def fetch(from: BlockManagerId, blocks: String*): Unit =
       wrapped.fetchBlocks(from.host, from.port, from.executorId, blocks.toArray, reader, null)
-    def moved(mapIds: Long*)(complete: Boolean = false): Unit =
-      redirects.outputsMoved(source.executorId, if (mapIds.isEmpty) null else adopter, mapIds.map(_ => 0).toArray,
-        mapIds.toArray, complete)
+    var batches = 0
+    /** The driver moved these outputs of the source (map ids of shuffle 0) to the adopter; then, with
+     * `complete`, says the loss is handled. */
+    def moved(mapIds: Long*)(complete: Boolean = false): Unit = {
+      if (mapIds.nonEmpty) {
+        batches += 1
+        redirects.outputsMoved(source.executorId, adopter, mapIds.map(_ => 0).toArray, mapIds.toArray, false, 0)
+      }
+      if (complete) redirects.outputsMoved(source.executorId, null, Array.empty, Array.empty, true, batches)
+    }
   }
 
   test("a fetch waiting on a lost executor goes to the adopter once its outputs moved; one answer per block") {
@@ -140,13 +147,87 @@ class FetchRedirectsSuite extends AnyFunSuite {
   test("the moves of old losses are forgotten, the last ones kept") {
     val f = new Fixture
     (0 until FetchRedirects.KeptLosses + 5).foreach { i =>
-      f.redirects.outputsMoved(s"x$i", adopter, Array(0), Array(i.toLong), complete = true)
+      f.redirects.outputsMoved(s"x$i", adopter, Array(0), Array(i.toLong), false, 0)
+      f.redirects.outputsMoved(s"x$i", null, Array.empty, Array.empty, true, 1)
     }
     f.wrapped.fetchBlocks("h", 1, "x0", Array("shuffle_0_0_0"), f.reader, null)
     f.wrapped.fetchBlocks("h", 1, s"x${FetchRedirects.KeptLosses + 4}",
       Array(s"shuffle_0_${FetchRedirects.KeptLosses + 4}_0"), f.reader, null)
     assert(f.client.to("x0").size == 1, "forgotten: left to Spark")
     assert(f.client.to("2").size == 1, "kept: redirected")
+  }
+
+  test("a complete message that overtakes a batch (Spark's RPC runs messages on several threads) waits for it") {
+    val f = new Fixture
+    f.fetch(source, "shuffle_0_10_0", "shuffle_0_11_0")
+    f.redirects.outputsMoved("1", null, Array.empty, Array.empty, true, 1) // one batch was sent before it
+    assert(f.reader.answers.isEmpty, "map 10 may still be in the batch that has not arrived: nothing fails yet")
+    f.redirects.outputsMoved("1", adopter, Array(0), Array(10L), false, 0)
+    assert(f.client.to("2").map(_.blocks) == Seq(Seq("shuffle_0_10_0")), "the batch came: map 10 is redirected")
+    assert(f.reader.answers.keySet == Set("shuffle_0_11_0"), "and now the loss is handled: map 11 fails")
+  }
+
+  test("a reader that throws when told of a failure does not keep the adopter's fetches from going out") {
+    val f = new Fixture
+    val throwing = new BlockFetchingListener {
+      override def onBlockFetchSuccess(blockId: String, data: ManagedBuffer): Unit = f.reader.onBlockFetchSuccess(
+        blockId, data)
+      override def onBlockFetchFailure(blockId: String, e: Throwable): Unit = throw new IllegalStateException("boom")
+    }
+    f.wrapped.fetchBlocks(source.host, source.port, "1", Array("shuffle_0_11_0", "shuffle_0_10_0"), throwing, null)
+    f.moved(10L)(complete = true)
+    assert(f.client.to("2").map(_.blocks) == Seq(Seq("shuffle_0_10_0")))
+  }
+
+  test("a corruption diagnosis of a redirected block asks the adopter, which serves it now") {
+    val diagnosed = mutable.Buffer[String]()
+    val client = new FakeClient {
+      override def diagnoseCorruption(host: String, port: Int, execId: String, shuffleId: Int, mapId: Long,
+          reduceId: Int, checksum: Long, algorithm: String) = {
+        diagnosed += execId
+        org.apache.spark.network.shuffle.checksum.Cause.UNKNOWN_ISSUE
+      }
+    }
+    val redirects = new FetchRedirects
+    val wrapped = new RedirectingBlockStoreClient(client, redirects)
+    redirects.outputsMoved("1", adopter, Array(0), Array(10L), false, 0)
+    wrapped.diagnoseCorruption("h1", 7001, "1", 0, 10L, 0, 1L, "ADLER32")
+    wrapped.diagnoseCorruption("h1", 7001, "1", 0, 11L, 0, 1L, "ADLER32")
+    assert(diagnosed == Seq("2", "1"))
+    redirects.forgetShuffle(0)
+    wrapped.diagnoseCorruption("h1", 7001, "1", 0, 10L, 0, 1L, "ADLER32")
+    assert(diagnosed.last == "1", "a released shuffle's moves are forgotten")
+  }
+
+  test("source answers and the driver's moves on several threads at once: each block gets exactly one answer") {
+    (1 to 200).foreach { seed =>
+      val rnd = new Random(seed)
+      val f = new Fixture
+      val blocks = (0 until 8).map(m => s"shuffle_0_${m}_0")
+      val movedMaps = blocks.indices.filter(_ => rnd.nextBoolean()).map(_.toLong)
+      f.fetch(source, blocks: _*)
+      val src = f.client.to("1").head
+      val start = new java.util.concurrent.CountDownLatch(1)
+      val sourceThread = new Thread(() => {
+        start.await()
+        blocks.foreach(b => src.listener.onBlockFetchFailure(b, new java.io.IOException("reset")))
+      })
+      val driverThreads = Seq(
+        new Thread(() => {
+          start.await();
+          f.redirects.outputsMoved("1", adopter, movedMaps.map(_ => 0).toArray, movedMaps.toArray,
+            false, 0)
+        }),
+        new Thread(() => { start.await(); f.redirects.outputsMoved("1", null, Array.empty, Array.empty, true, 1) }))
+      (sourceThread +: driverThreads).foreach(_.start())
+      start.countDown()
+      (sourceThread +: driverThreads).foreach(_.join(10000))
+      f.client.to("2").foreach(s => s.blocks.foreach(b => s.listener.onBlockFetchSuccess(b, buf("adopted"))))
+      blocks.foreach { b =>
+        assert(f.reader.answers.get(b).map(_.size).contains(1), s"seed $seed: block $b got ${f.reader.answers.get(b)}")
+      }
+      assert(f.redirects.inFlightCount == 0, s"seed $seed")
+    }
   }
 
   test("any order of source answers, adopter answers and moves gives each block exactly one answer") {

@@ -217,7 +217,7 @@ class RetentionAgentSuite extends AnyFunSuite {
       f.agent.handle(others)
       assert(f.executor.removed == Seq((0, 1L)), "executor 9's served files are not this executor's to delete")
       f.agent.receive(AgentEnvelope.wrap(OutputsMoved("9", f.executor.localBlockManagerId, Array(4, 5, 4),
-        Array(1L, 2L, 3L), complete = false)))
+        Array(1L, 2L, 3L))))
       assert(f.executor.forgotten == Seq(4, 5), "a request comes as bytes the agent reads with the plugin's loader")
     }
   }

@@ -113,8 +113,8 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
       "every live executor forgets its cached map statuses of the moved shuffle, and redirects its fetches")
     val moves = f.spark.sent.collect { case ("agent-0", m: OutputsMoved) => m }
     assert(
-      moves.map(m => (m.fromExecutor, m.to, m.shuffleIds.toSeq, m.mapIds.toSeq, m.complete)) ==
-        Seq(("1", to, Seq(0, 0), Seq(m0, m1), false), ("1", null, Nil, Nil, true)),
+      moves.map(m => (m.fromExecutor, m.to, m.shuffleIds.toSeq, m.mapIds.toSeq, m.complete, m.batches)) ==
+        Seq(("1", to, Seq(0, 0), Seq(m0, m1), false, 0), ("1", null, Nil, Nil, true, 1)),
       "first where the outputs went, then that the loss is handled: what did not move fails at once")
     assert(f.coordinator.retainedEntry(0, m0).map(_._1) == Some("2"), "the ledger follows the adopted output")
     assert(f.lossRecords.head.contains("\"adopter\": \"2\""))

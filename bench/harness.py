@@ -7,11 +7,9 @@ with different result checksums the run fails loudly.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -215,8 +213,6 @@ def run_mode(
             row["first_run_error"] = r["first_run_error"]
         if scenario == "tpch-executor-kill":
             tpch.add_counts(row, eventlog.counts_by_group(apps))
-        if cluster is not None and cluster.worker:
-            row["fetches_redirected"] = redirected_fetches(cluster.workdir, os.path.join(work, "events"))
         if scenario == "pod-loss":  # the lost pod's map outputs of job 1 that job 2 ran again, apart from the
             # consumer stage's own retries (its tasks, which fetch-failed, are shuffle map tasks too)
             job1 = eventlog.counts_by_group(apps).get("map-stage", {})
@@ -239,23 +235,6 @@ def run_mode(
                 shutil.rmtree(kept, ignore_errors=True)
                 shutil.copytree(pod_logs, kept)
         shutil.rmtree(work, ignore_errors=True)
-
-
-REDIRECTED = re.compile(r"a fetch of (\d+) blocks from lost executor \S+ was sent again")
-
-
-def redirected_fetches(cluster_workdir: str, event_dir: str) -> dict[str, int]:
-    """Fetches waiting on a lost executor that its executors sent to the adopter (retained.redirectFetches), from
-    the executors' logs in the standalone worker's directory for the applications of `event_dir`."""
-    fetches = blocks = 0
-    for app_log in glob.glob(os.path.join(event_dir, "*")):
-        app_id = os.path.basename(app_log).removeprefix("eventlog_v2_").split(".")[0]
-        for stderr in glob.glob(os.path.join(cluster_workdir, "worker", glob.escape(app_id), "*", "stderr")):
-            with open(stderr, errors="replace") as f:
-                for m in REDIRECTED.finditer(f.read()):
-                    fetches += 1
-                    blocks += int(m.group(1))
-    return {"fetches": fetches, "blocks": blocks}
 
 
 def _announce(scenario: str, scale: str, row: dict) -> None:

@@ -78,7 +78,10 @@ final class DriverState(val capacity: Int, val installedBy: String) {
       "changed_output_guard" -> f.guard.map(_.statusJson).getOrElse("null"),
       "retention_agents" -> r.map(_.liveAgents.size).getOrElse(0).toString,
       "retained_root" -> Json.str(r.map(_.store.root.toString).orNull),
-      "retained_app_dir" -> Json.str(r.flatMap(_.appDir).orNull))
+      "retained_app_dir" -> Json.str(r.flatMap(_.appDir).orNull),
+      "fetches_redirected" -> r.map(_.fetchesRedirected.get).getOrElse(0L).toString,
+      "blocks_redirected" -> r.map(_.blocksRedirected.get).getOrElse(0L).toString,
+      "blocks_failed_fast" -> r.map(_.blocksFailedFast.get).getOrElse(0L).toString)
   }
 }
 

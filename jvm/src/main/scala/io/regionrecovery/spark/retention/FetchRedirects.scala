@@ -33,7 +33,8 @@ import org.apache.spark.storage.BlockManagerId
  * its success if it was not dead after all) is dropped. Only the adoption path reports moves, and the
  * driver adopts only from an executor whose process is gone.
  */
-final class FetchRedirects(issue: Runnable => Unit = _.run()) extends Logging {
+final class FetchRedirects(issue: Runnable => Unit = _.run(),
+    report: (String, Int, Int, Int) => Unit = (_, _, _, _) => ()) extends Logging {
   import FetchRedirects._
 
   /** Lost executors' moved outputs: executor id -> (shuffle id, map id) -> where they are served now. */
@@ -82,12 +83,18 @@ final class FetchRedirects(issue: Runnable => Unit = _.run()) extends Logging {
       if (expected.get(from).exists(_ <= received.getOrElse(from, 0))) handled.add(from)
       handled.contains(from)
     }
+    var fetches = 0; var blocks = 0
+    val failedBefore = failedFastBlocks.get
     Option(inFlight.get(from)).foreach(_.asScala.toList.foreach { f =>
       val (_, n) = f.redirect(locate(from), failUnmoved = isHandled, issue)
-      if (n > 0)
+      if (n > 0) {
+        fetches += 1; blocks += n
         logInfo(s"region-recovery: a fetch of $n blocks from lost executor $from was sent again to where its " +
           "outputs moved (it would have waited spark.shuffle.io.retryWait, then failed)")
+      }
     })
+    val failed = (failedFastBlocks.get - failedBefore).toInt
+    if (fetches > 0 || failed > 0) report(from, fetches, blocks, failed)
   }
 
   /** Where a lost executor's output is served now, if it moved (a corruption diagnosis asks there). */

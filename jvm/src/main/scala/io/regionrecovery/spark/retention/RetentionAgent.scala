@@ -146,7 +146,11 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   @volatile private[spark] var ref: AnyRef = _
   @volatile private[spark] var shutdownHook: AnyRef = _
   /** Where fetches waiting on a lost executor go once its outputs moved (installed into the block manager). */
-  val redirects = new FetchRedirects(task => redirectThread.execute(task))
+  val redirects = new FetchRedirects(
+    task => redirectThread.execute(task),
+    (from, fetches, blocks, failed) =>
+      try executor.tellDriver(FetchesRedirected(appKey, from, fetches, blocks, failed))
+      catch { case NonFatal(_) => })
   /** Sends redirected fetches: connecting to an adopter must not hold up the agent's RPC thread. */
   private lazy val redirectThread = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-fetch-redirect")
   private def nanoTime(): Long = clock.nanos()

@@ -108,12 +108,23 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     case c: CorruptAdoptedOutputs =>
       if (c.appKey == appKey) onWorker(s"corrupt outputs adopted by executor ${c.executorId}")(corruptAdopted(c))
       null
+    case r: FetchesRedirected =>
+      if (r.appKey == appKey) {
+        fetchesRedirected.addAndGet(r.fetches); blocksRedirected.addAndGet(r.blocks)
+        blocksFailedFast.addAndGet(r.failedFast)
+      }
+      null
     case p: LeasePing =>
       if (from != null && p.appKey == appKey) executorAt.put(from, p.executorId)
       if (fenced.contains(p.executorId)) LeaseFenced
       else if (stopped && keepAtEnd.isEmpty) LeaseEnding
       else LeaseRenewed
   }
+
+  /** Fetches waiting on lost executors that agents sent to the adopters, their blocks, blocks failed at once. */
+  val fetchesRedirected = new java.util.concurrent.atomic.AtomicLong()
+  val blocksRedirected = new java.util.concurrent.atomic.AtomicLong()
+  val blocksFailedFast = new java.util.concurrent.atomic.AtomicLong()
 
   // ---- executor loss -------------------------------------------------------------------------------
 

@@ -143,6 +143,14 @@ final case class LeasePing(appKey: String, executorId: String) extends DriverReq
 final case class CorruptAdoptedOutputs(appKey: String, executorId: String, outputs: Array[OutputRef],
     reasons: Array[String]) extends DriverRequest
 
+/**
+ * An agent sent `fetches` fetches (`blocks` blocks) waiting on lost executor `fromExecutor` to where
+ * its outputs moved, and failed `failedFast` blocks of outputs that did not move ([[FetchRedirects]]).
+ * No reply; the driver counts them (status `fetches_redirected`).
+ */
+final case class FetchesRedirected(appKey: String, fromExecutor: String, fetches: Int, blocks: Int, failedFast: Int)
+    extends DriverRequest
+
 // ---- replies -----------------------------------------------------------------------------------
 
 /** failures(i) == null: outputs(i) adopted (bytes(i) bytes) and now served at `location`; otherwise why not. */

@@ -118,11 +118,14 @@ def judge(record: dict) -> tuple[str, list[str]]:
     rec = record.get("recovery") or {}
     adopted = {tuple(m) for m in rec.get("adopted_map_ids", [])}
     recomputed = {tuple(m) for m in rec.get("recomputed_map_ids", [])}
-    # an executor lost when no other one of its host lived to adopt: its outputs are recomputed, by design
+    # an executor lost when no other one of its host lived to adopt: its outputs are recomputed, by design;
+    # one that no longer held a registered output when it died (Spark had replaced or dropped what the fault
+    # saw it hold): nothing of it was there to adopt
     no_adopter = {
         loss["executor_id"]
         for loss in rec.get("losses", [])
-        if loss.get("adopter") is None and "no live executor" in (loss.get("adopter_reason") or "")
+        if loss.get("adopter") is None
+        and any(why in (loss.get("adopter_reason") or "") for why in ("no live executor", "no registered outputs"))
     }
     log = record.get("faults") or []
     for f in log:

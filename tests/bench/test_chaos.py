@@ -301,6 +301,14 @@ def test_the_judge_excuses_a_recomputation_when_no_executor_of_the_host_lived_to
     assert chaos.judge(record([KILL], {**recomputed, "losses": [alone]})) == ("pass", [])
     failed = {**alone, "adopter": "2", "adopter_reason": "lowest executor id; the adoption by 2 failed"}
     assert chaos.judge(record([KILL], {**recomputed, "losses": [failed]}))[0] == "fail"
+    # seed 5, trial 36: Spark had re-run the map stage before the kill, the victim held no registered output
+    empty = {
+        "executor_id": "1",
+        "adopted": 0,
+        "adopter": None,
+        "adopter_reason": "nothing to adopt: no registered outputs",
+    }
+    assert chaos.judge(record([KILL], {**recomputed, "losses": [empty]})) == ("pass", [])
 
 
 def test_the_judge_fails_a_damaged_output_kept_and_accepts_its_recomputation():

@@ -146,7 +146,8 @@ class ListenerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(keys.toSet == Set("version", "app_id", "installed_by", "queue", "shuffle_io", "executors_reporting",
       "capacity", "accepted", "dropped", "pending", "spark_queue_dropped", "stopped", "orphan_events", "retention",
       "job_recovery",
-      "changed_output_guard", "retention_agents", "retained_root", "retained_app_dir"), s"status keys: $keys")
+      "changed_output_guard", "retention_agents", "retained_root", "retained_app_dir", "fetches_redirected",
+      "blocks_redirected", "blocks_failed_fast"), s"status keys: $keys")
     assert(state.buffer.droppedCount == 0)
     // Every commit was asked about synchronously: the guard saw all four, each a first output.
     val guard = new com.fasterxml.jackson.databind.ObjectMapper().readTree(status).get("changed_output_guard")

@@ -53,7 +53,7 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
   /** Fetches `blockIds` from `execId` through `delegate`, or from where they moved if that executor is lost. */
   def fetch(delegate: BlockStoreClient, host: String, port: Int, execId: String, blockIds: Array[String],
       listener: BlockFetchingListener, downloads: DownloadFileManager): Unit = {
-    val f = new InFlightFetch(this, delegate, host, port, execId, blockIds, listener, downloads)
+    val f = new InFlightFetch(this, delegate, execId, blockIds, listener, downloads)
     inFlight.compute(execId,
       (_, s) => {
         val set = if (s == null) ConcurrentHashMap.newKeySet[InFlightFetch]() else s
@@ -152,9 +152,8 @@ object FetchRedirects {
 }
 
 /** One fetchBlocks call: which of its blocks are still awaited, and from which side. */
-private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: BlockStoreClient, host: String,
-    port: Int, val execId: String, blockIds: Array[String], listener: BlockFetchingListener,
-    downloads: DownloadFileManager) {
+private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: BlockStoreClient, val execId: String,
+    blockIds: Array[String], listener: BlockFetchingListener, downloads: DownloadFileManager) {
   import FetchRedirects._
 
   private val awaited = new ConcurrentHashMap[String, Integer]()
@@ -179,7 +178,7 @@ private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: Bl
    */
   def redirect(locate: String => Option[Either[String, BlockManagerId]], failUnmoved: Boolean,
       issue: Runnable => Unit): (Array[String], Int) = {
-    val to = scala.collection.mutable.LinkedHashMap[BlockManagerId, Vector[String]]()
+    val to = mutable.LinkedHashMap[BlockManagerId, Vector[String]]()
     val failed = Vector.newBuilder[(String, String)]
     val left = Array.newBuilder[String]
     awaited.asScala.toList.filter(_._2 == FromSource).map(_._1).foreach { b =>

@@ -366,6 +366,11 @@ def _event_path_and_adoptions(rr) -> dict:
         "events_applied": status.get("python_events_applied"),
         "events_dropped": int(status.get("dropped", 0)) + int(status.get("spark_queue_dropped", 0)),
         "retained_bytes_ledger": sum((ledger.get("hosts") or {}).values()),
+        # the driver's record of each loss: handoff, ask and relocation per batch, ms after the loss
+        "losses": [
+            {k: loss.get(k) for k in ("executor_id", "adopted", "handoff_ms", "ask_ms", "total_ms", "batches")}
+            for loss in (rr.retention() or [])
+        ],
     }
 
 

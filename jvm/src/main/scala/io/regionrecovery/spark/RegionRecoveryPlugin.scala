@@ -15,7 +15,7 @@ import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException}
 import io.regionrecovery.spark.jobrecovery.JobRecovery
 import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
-import io.regionrecovery.spark.retention.{RetentionDecision, RetentionDeployment, RetentionPolicy}
+import io.regionrecovery.spark.retention.{RetainedVerification, RetentionDecision, RetentionDeployment, RetentionPolicy}
 import io.regionrecovery.spark.retention.{RetentionPreconditions, SparkCoordinatorActions}
 import io.regionrecovery.spark.retention.RetentionRecords
 
@@ -61,7 +61,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
       val root = RetainedStore.root(settings.retention.dir)
       val incarnation = RetainedStore.newIncarnation()
       val deployment = RetentionDeployment(settings.retention.reattachTimeoutMs,
-        RetentionPreconditions.shuffleService(settings.spark), settings.retention.earlyLossDetection)
+        RetentionPreconditions.shuffleService(settings.spark), settings.retention.earlyLossDetection,
+        adopterReadsData = !RetainedVerification.readerDetectsCorruption(settings.spark))
       val coordinator = new RetentionCoordinator(new SparkCoordinatorActions(sc), new RetainedStore(root), state.offer,
         new UiRetentionRecords(sc), RetentionPolicy.fromSettings(settings.retention), incarnation, Clock.System,
         deployment)

@@ -35,6 +35,8 @@ trait AgentActions {
   def readerDetectsCorruption: Boolean = false
   /** Runs `task` on a background thread of the agent (checks of adopted data). */
   def inBackground(task: () => Unit): Unit
+  /** Runs `task` on one of a few threads of the agent that adopt outputs side by side. */
+  def inParallel(task: () => Unit): java.util.concurrent.Future[_]
   /** A one-way message to the driver's lease endpoint (dropped when there is none). */
   def tellDriver(message: AnyRef): Unit
 }
@@ -73,5 +75,14 @@ final class SparkAgentActions extends AgentActions with Logging {
     RetainedVerification.readerDetectsCorruption(SparkInternals.confValue)
   private lazy val background = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-data-check")
   override def inBackground(task: () => Unit): Unit = background.execute(() => task())
+  private lazy val adopters = SparkInternals.newDaemonPool("region-recovery-adopt", AgentActions.AdoptThreads)
+  override def inParallel(task: () => Unit): java.util.concurrent.Future[_] = adopters.submit(new Runnable {
+    def run(): Unit = task()
+  })
   override def tellDriver(message: AnyRef): Unit = if (driverRef != null) SparkInternals.send(driverRef, message)
+}
+
+object AgentActions {
+  /** Threads that adopt the outputs of one request side by side (each output: two small reads, six links and renames). */
+  val AdoptThreads = 4
 }

@@ -80,7 +80,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   }
 
   private def record(executorId: String, reason: String, lossTime: Long, startedAt: Long, askMs: Long,
-      adopted: Int, unregistered: Int, adopter: String, adopterReason: String): Unit = {
+      adopted: Int, unregistered: Int, adopter: String, adopterReason: String, batches: Seq[String] = Nil): Unit = {
     val json = Json.obj(
       "executor_id" -> Json.str(executorId),
       "reason" -> Json.str(reason),
@@ -90,7 +90,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       "unregistered" -> unregistered.toString,
       "handoff_ms" -> (startedAt - lossTime).toString,
       "ask_ms" -> askMs.toString,
-      "total_ms" -> (now - lossTime).toString)
+      "total_ms" -> (now - lossTime).toString,
+      "batches" -> batches.mkString("[", ", ", "]"))
     records.executorLost(json) // the Recovery tab and the event log
     postRetained(force = true)
     history.addLast(json)
@@ -371,6 +372,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     var askMs = 0L
     var adopted = 0
     var movedBatches = 0
+    val timings = Seq.newBuilder[String] // per batch: outputs, ask and relocation ms, ms after the loss when done
     def ask(a: AgentInfo, refs: Array[OutputRef], digests: Array[Long]): Option[AdoptReply] =
       try Some(agents.ask(a, AdoptRequest(appKey, executorId, refs, digests)).asInstanceOf[AdoptReply])
       catch {
@@ -379,7 +381,9 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           adopterReason += s"; the adoption by ${a.executorId} failed: $e"
           None
       }
-    AdoptionBatches.split(loss.offered)(o => ledger.synchronized(ledger.entry(o._1, o._3).map(_.bytes)).getOrElse(0L))
+    val maxBytes = if (deployment.adopterReadsData) AdoptionBatches.MaxBytes else Long.MaxValue
+    AdoptionBatches.split(loss.offered, maxBytes)(o =>
+      ledger.synchronized(ledger.entry(o._1, o._3).map(_.bytes)).getOrElse(0L))
       .foreach { batch =>
         val askStart = now
         val refs = batch.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
@@ -395,7 +399,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           }
           reply = adopter.flatMap(ask(_, refs, digests))
         }
-        askMs += now - askStart
+        val askEnd = now
+        askMs += askEnd - askStart
         answered ||= reply.isDefined
         testDelayBeforeRelocation()
         val moved = relocate(executorId, loss.lossTime, batch, reply, adopter)
@@ -406,6 +411,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           movedBatches += 1
         }
         adopted += moved.size
+        timings += Json.obj("outputs" -> batch.size.toString,
+          "asked_after_loss_ms" -> (askStart - loss.lossTime).toString,
+          "ask_ms" -> (askEnd - askStart).toString, "relocate_ms" -> (now - askEnd).toString,
+          "done_after_loss_ms" -> (now - loss.lossTime).toString)
       }
     // fetches still waiting on the lost executor for an output that did not move fail now, not after a retry
     agents.outputsMoved(OutputsMoved(executorId, null, Array.empty, Array.empty, complete = true, movedBatches))
@@ -414,7 +423,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now ${actions.epoch}, " +
         s"${now - loss.lossTime} ms after the removal")
     record(executorId, loss.reason, loss.lossTime, loss.startedAt, askMs, adopted, loss.total - adopted,
-      adopter.map(_.executorId).orNull, adopterReason)
+      adopter.map(_.executorId).orNull, adopterReason, timings.result())
     if (answered) adopter else None
   }
 

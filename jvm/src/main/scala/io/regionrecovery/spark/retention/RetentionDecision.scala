@@ -58,9 +58,12 @@ object RetentionDecision {
  *                          nothing is adopted and retention keeps files for job recovery only
  * @param earlyLossDetection `retained.earlyLossDetection`: act on a closed connection once the process is
  *                          known gone, before Spark's report
+ * @param adopterReadsData  an adopter reads every byte before it answers (Spark's reader would not detect a
+ *                          corrupt block: [[RetainedVerification.readerDetectsCorruption]]), so one ask
+ *                          carries at most [[AdoptionBatches.MaxBytes]]; otherwise only its output count is bounded
  */
 final case class RetentionDeployment(reattachTimeoutMs: Long = 0L, shuffleService: Boolean = false,
-    earlyLossDetection: Boolean = true)
+    earlyLossDetection: Boolean = true, adopterReadsData: Boolean = true)
 
 object RetentionDeployment {
   val ShuffleServiceReason: String =

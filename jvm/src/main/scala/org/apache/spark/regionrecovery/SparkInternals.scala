@@ -41,6 +41,10 @@ object SparkInternals {
   /** One daemon thread named exactly `name`, from Spark's own factory (ThreadUtils). */
   def newDaemonSingleThreadExecutor(name: String): ExecutorService = ThreadUtils.newDaemonSingleThreadExecutor(name)
 
+  /** Up to `threads` daemon threads named `prefix-N`, each ended after a minute idle (ThreadUtils). */
+  def newDaemonPool(prefix: String, threads: Int): ExecutorService =
+    ThreadUtils.newDaemonCachedThreadPool(prefix, threads, 60)
+
   /** One daemon thread named exactly `name` that runs delayed and periodic work; cancelled tasks are dropped. */
   def newDaemonSingleThreadScheduledExecutor(name: String): ScheduledExecutorService =
     ThreadUtils.newDaemonSingleThreadScheduledExecutor(name)

@@ -40,18 +40,25 @@ final class FakeAgentActions(blockDir: Path, executorId: String = "1", host: Str
   }
   override def awaitShuffleManager(timeoutMs: Long): Boolean = shuffleManagerUp
   override def localBlockManagerId: BlockManagerId = TestLocations.blockManagerId(executorId, host, 7337)
-  override def ownMapOutput(shuffleId: Int, mapId: Long): Unit = owned += shuffleId -> mapId
+  override def ownMapOutput(shuffleId: Int, mapId: Long): Unit = owned.synchronized(owned += shuffleId -> mapId)
   override def checksumAlgorithm: String = "ADLER32"
   var detectsCorruption = false
   override def readerDetectsCorruption: Boolean = detectsCorruption
   /** Background tasks, run when a test says so. */
   val background = mutable.Buffer[() => Unit]()
   override def inBackground(task: () => Unit): Unit = background += task
+  /** Adoption runs on real threads, as in an executor: the outputs of one request side by side. */
+  override def inParallel(task: () => Unit): java.util.concurrent.Future[_] =
+    FakeAgentActions.adopters.submit(new Runnable { def run(): Unit = task() })
   val told = mutable.Buffer[AnyRef]()
   override def tellDriver(message: AnyRef): Unit = told += message
 }
 
 object FakeAgentActions {
+  private lazy val adopters = java.util.concurrent.Executors.newFixedThreadPool(AgentActions.AdoptThreads,
+    r => {
+      val t = new Thread(r, "fake-adopt"); t.setDaemon(true); t
+    })
   /** A clock whose wall reading is the JVM's and whose monotonic reading is `nanoTime`. */
   def clock(nanoTime: () => Long): Clock = new Clock {
     override def millis(): Long = System.currentTimeMillis()

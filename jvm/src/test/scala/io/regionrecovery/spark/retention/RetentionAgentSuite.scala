@@ -277,11 +277,27 @@ class RetentionAgentSuite extends AnyFunSuite {
       val outputs = Array(OutputRef(0, 1L, 0), OutputRef(0, 2L, 1))
       val r = f.agent.handle(AdoptRequest(App, "2", outputs, digests)).asInstanceOf[AdoptReply]
       assert(r.failures.toSeq == Seq(null, null), "both adopted: same lengths, same digest")
-      assert(f.executor.owned.toSeq == Seq(0 -> 1L, 0 -> 2L) && f.executor.told.isEmpty)
+      assert(f.executor.owned.toSet == Set(0 -> 1L, 0 -> 2L) && f.executor.told.isEmpty)
       val Seq(check) = f.executor.background.toSeq
       check()
       val Seq(CorruptAdoptedOutputs(app, "1", bad, why)) = f.executor.told.toSeq
       assert(app == App && bad.toSeq == Seq(outputs(1)) && why.head.contains("checksum mismatch"), why.toSeq)
+    }
+  }
+
+  test("the outputs of one request are adopted side by side: each answered once, a corrupt one refused alone") {
+    withFixture() { f =>
+      val ids = (1L to 64L).toArray
+      val digests = ids.map(id => retainedOf2(f, id, corrupt = id == 17L))
+      val outputs = ids.zipWithIndex.map { case (id, i) => OutputRef(0, id, i) }
+      val r = f.agent.handle(AdoptRequest(App, "2", outputs, digests)).asInstanceOf[AdoptReply]
+      val refused = ids.indices.filter(r.failures(_) != null).map(ids(_))
+      assert(refused == Seq(17L) && r.failures(16).contains("checksum mismatch"), r.failures.toSeq)
+      assert(f.executor.owned.toSet == ids.filter(_ != 17L).map(0 -> _).toSet && f.executor.owned.size == 63)
+      assert(ids.indices.forall(i => (r.bytes(i) > 0) == (ids(i) != 17L)), r.bytes.toSeq)
+      val mine = f.store.executorDir(App, f.agent.executorId)
+      assert(
+        ids.filter(_ != 17L).forall(id => Files.isRegularFile(mine.resolve(RetainedStore.fileBase(0, id) + ".index"))))
     }
   }
 

@@ -41,11 +41,12 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
       case _ => PurgeReply(0, 0L)
     }
     /** Map output `mapIndex` of `shuffle`, committed and retained by executor `executorId` with a digest. */
-    def output(shuffle: Int, mapIndex: Int, executorId: String, host: String = "host-a", digest: Long = 77L): Long = {
+    def output(shuffle: Int, mapIndex: Int, executorId: String, host: String = "host-a", digest: Long = 77L,
+        bytes: Long = 100L): Long = {
       val mapId = shuffle * 100L + mapIndex
       spark.registered((shuffle, mapIndex)) = (mapId, spark.location(executorId, host))
       coordinator.outputRetained(MapOutputRetainedEvent(clock.millis(), shuffle, mapId, mapIndex, executorId, host,
-        100L, 3, digest))
+        bytes, 3, digest))
       mapId
     }
     def stage(shuffle: Int, determinism: Int = Determinate): Unit =
@@ -118,6 +119,23 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
       "first where the outputs went, then that the loss is handled: what did not move fails at once")
     assert(f.coordinator.retainedEntry(0, m0).map(_._1) == Some("2"), "the ledger follows the adopted output")
     assert(f.lossRecords.head.contains("\"adopter\": \"2\""))
+  }
+
+  test(
+    "an adopter that reads every byte gets at most 1 GB per ask; one that checks only the cheap part gets all at once") {
+    def asksFor(readsData: Boolean): (Seq[Int], String) = {
+      val f = new Fixture(deployment = RetentionDeployment(adopterReadsData = readsData))
+      f.agent("2")()
+      f.stage(0)
+      (0 until 3).foreach(i => f.output(0, i, "1", bytes = 600L << 20))
+      f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+      assert(f.spark.registered.values.forall(_._2.executorId == "2"), "every output relocated")
+      (f.asks[AdoptRequest].map(_._2.outputs.length), f.lossRecords.head)
+    }
+    val (readAll, json) = asksFor(readsData = true)
+    assert(readAll == Seq(1, 1, 1), "600 MB each: a second one would pass 1 GB")
+    assert(json.contains("\"batches\": [{\"outputs\": 1, \"asked_after_loss_ms\": 0"), json)
+    assert(asksFor(readsData = false)._1 == Seq(3))
   }
 
   test("the policy's preferred adopter wins, its avoided executors and hosts are never chosen") {

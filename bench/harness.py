@@ -445,6 +445,9 @@ def _combine(rows: list[dict]) -> dict:
         row["succeeded"] = all(r["succeeded"] for r in rows)
         row["error"] = next((r.get("error") for r in rows if r.get("error")), None)
         row["result_checksum_runs"] = [r.get("result_checksum") for r in rows]
+        for key in ("adoption_latency_ms_p50", "adoption_latency_ms_p99"):  # shuffle-scale: each application's
+            if any(key in r.get("extra", {}) for r in rows):
+                row["extra"] = {**row.get("extra", {}), f"{key}_runs": [r.get("extra", {}).get(key) for r in rows]}
     return row
 
 

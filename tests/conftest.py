@@ -50,7 +50,7 @@ SLOW = (
     "tests/integration/test_job_recovery_limits.py",
     "tests/integration/test_job_recovery_shuffle_service.py",
     "tests/integration/test_job_identity.py",
-    "tests/integration/test_demo.py",
+    "tests/integration/test_installed_wheel.py",
 )
 # Tests that share nothing run alone; every other module runs whole on one worker, so that its module-scoped
 # applications start once. The containers share fixed loopback addresses: they run on one worker.
@@ -65,6 +65,7 @@ SECONDS: dict[str, float] = {
     "tests/integration/test_retained_lifecycle.py": 180,
     "tests/bench/test_chaos.py": 160,
     "tests/integration/test_streaming.py": 140,
+    "tests/integration/test_installed_wheel.py": 300,
     "tests/bench/test_bench_smoke.py::test_tpch_query_killed_equals_its_failure_free_run": 90,
 }
 

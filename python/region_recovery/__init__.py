@@ -11,12 +11,16 @@ rr.model.shuffles   # live map outputs, their locations and availability
 from ._version import __version__
 from .application import RegionRecovery, configure
 from .config import ConfigError
+from .control.job_restarts import RestartRefusedError
+from .control.stream_restarts import StreamingQueryRefusedError
 from .errors import (
     AlreadyAttachedError,
     JarNotFoundError,
+    JvmToolError,
     NotEnabledError,
     NotOnClasspathError,
     RegionRecoveryError,
+    RetentionNotEnabledError,
     SparkConnectNotSupportedError,
     SparkNotStartedError,
 )
@@ -33,8 +37,12 @@ __all__ = [
     "AlreadyAttachedError",
     "ConfigError",
     "JarNotFoundError",
+    "JvmToolError",
     "NotEnabledError",
     "NotOnClasspathError",
+    "RestartRefusedError",
+    "RetentionNotEnabledError",
     "SparkConnectNotSupportedError",
     "SparkNotStartedError",
+    "StreamingQueryRefusedError",
 ]

@@ -119,14 +119,14 @@ class RegionRecovery:
         rr._drain.start()
         if not rr._sql_extension_installed:
             log.warning(
-                "region-recovery: restarted DataFrame actions will recompute their shuffles: set "
+                "restarted DataFrame actions will recompute their shuffles: set "
                 "spark.sql.extensions=%s and spark.sql.queryExecutionListeners=%s "
                 "(region_recovery.configure(builder) does this)",
                 packaging.SQL_EXTENSION_CLASS,
                 packaging.QUERY_LISTENER_CLASS,
             )
         if rr._changed_output_guard.state.startswith("not running"):
-            log.warning("region-recovery: the changed-output guard is %s", rr._changed_output_guard.state)
+            log.warning("the changed-output guard is %s", rr._changed_output_guard.state)
         status = rr.status()
         log.info(
             "region-recovery %s attached to %s (installed by %s, queue %s, shuffle IO %s)",

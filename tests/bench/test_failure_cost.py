@@ -275,6 +275,14 @@ def test_a_mode_over_repetitions_succeeds_only_if_every_one_did_and_keeps_each_c
     assert harness._combine([run("vanilla", 1.0)]) == run("vanilla", 1.0), "one application: as it ran"
 
 
+def test_each_repetitions_adoption_latency_is_kept():
+    rows = [run("recovery", w, extra={"adoption_latency_ms_p99": p}) for w, p in ((3.0, 300), (1.0, 410), (2.0, 290))]
+    extra = harness._combine(rows)["extra"]
+    assert extra["adoption_latency_ms_p99"] == 300, "the first application's, as every count"
+    assert extra["adoption_latency_ms_p99_runs"] == [300, 410, 290]
+    assert "adoption_latency_ms_p50_runs" not in extra
+
+
 def test_tpch_repetitions_take_each_querys_median_and_equal_only_if_every_one_was():
     def app(free: list[float], fault: list[float], equal: bool = True) -> dict:
         queries = [

@@ -177,9 +177,9 @@ def test_spark_defaults_conf_list_values_are_extended_not_replaced(tmp_path):
         "com.example.ClusterWideExtension",
         "io.regionrecovery.spark.sql.RegionRecoverySqlExtension",
     ]
-    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
-        entries = conf[key].split(os.pathsep)
-        assert entries[0] == "/opt/cluster/lib/*" and entries[-1].endswith(".jar"), conf[key]
+    entries = conf["spark.driver.extraClassPath"].split(os.pathsep)
+    assert entries[0] == "/opt/cluster/lib/*" and entries[-1].endswith(".jar"), conf
+    assert conf["spark.executor.extraClassPath"] == "/opt/cluster/lib/*", "executors get the jar through spark.jars"
     assert conf["spark.regionRecovery.retained.maxBytes"] == "1g", "the file's cap, not configure()'s"
     assert conf["spark.regionRecovery.retained.enabled"] == "auto"
     assert summary["ledger"]["max_bytes_per_host"] == 1 << 30

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ import pytest
 import region_recovery
 from region_recovery.errors import AlreadyAttachedError, SparkNotStartedError
 from region_recovery.jvm import packaging
-from sparkcluster import ROOT, run_python
+from sparkcluster import run_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -116,35 +114,6 @@ def test_packages_executors_adopt_a_lost_executors_outputs(tmp_path):
     out = _result(run_python(_script(builder, use_packages=True, executors=2, job=LOSS_AND_ADOPTION)))
     assert out["equal"] and out["lost"] > 0
     assert out["adopted"] == out["lost"] and out["recomputed"] == 0, out
-
-
-def test_built_wheel_ships_the_jar_and_is_enough(tmp_path):
-    wheels = tmp_path / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    (wheel,) = wheels.glob("spark_region_recovery-*.whl")
-    jar_entry = f"region_recovery/jars/{packaging.ARTIFACT}-{region_recovery.__version__}.jar"
-    assert jar_entry in zipfile.ZipFile(wheel).namelist()
-    site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    env = {"PYTHONPATH": str(site)}
-    proc = run_python(_script("spark = region_recovery.configure(b).getOrCreate()", use_packages=False), env=env)
-    out = _result(proc)
-    assert out["module"].startswith(str(site)), "the installed wheel, not the source tree, was imported"
-    assert out["jar_path"].startswith(str(site)) and out["jar_path"] in out["jar_conf"]
-    assert out["status"]["executors_reporting"] == 1
-    assert out["committed"] and all(b and b > 0 for b in out["committed"])
 
 
 def _attach_error(extra_config: str, error: str) -> str:

@@ -336,7 +336,7 @@ def test_a_typo_in_the_first_part_of_a_key_is_a_warning_with_a_suggestion(caplog
     messages = [r.getMessage() for r in caplog.records if r.name == "region_recovery"]
     assert len(messages) == 2 and all(r.levelname == "WARNING" for r in caplog.records)
     assert messages[0] == (
-        "region-recovery: Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') "
+        "Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') "
         "is ignored. Did you mean spark.regionRecovery.restart-strategy.type? Known keys start with "
         "spark.regionRecovery. and one of: eventBuffer, execution, failover, failover-strategy, job-event, "
         "job-recovery, restart-strategy, retained, shuffleIo, streaming (`region-recovery config` lists them)."

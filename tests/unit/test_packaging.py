@@ -110,7 +110,7 @@ def test_configure_returns_the_same_builder_with_all_settings(jar):
     assert opts["spark.plugins"] == PLUGIN_CLASS
     assert opts["spark.jars"] == jar
     assert opts["spark.driver.extraClassPath"] == jar
-    assert opts["spark.executor.extraClassPath"] == jar
+    assert "spark.executor.extraClassPath" not in opts, "a path of the driver's machine is not sent to executors"
     assert opts[SHUFFLE_IO_KEY] == SHUFFLE_IO_CLASS
     assert opts[QUEUE_KEY] == "20000"
     assert opts["spark.sql.extensions"] == SQL_EXTENSION_CLASS
@@ -148,7 +148,7 @@ def test_user_plugins_and_jars_are_kept_and_ours_appended(jar):
     assert opts["spark.plugins"] == f"com.example.MetricsPlugin,{PLUGIN_CLASS}"
     assert opts["spark.jars"] == f"/opt/libs/a.jar,/opt/libs/b.jar,{jar}"
     assert opts["spark.driver.extraClassPath"] == f"/opt/libs/a.jar{os.pathsep}{jar}"
-    assert opts["spark.executor.extraClassPath"] == f"/opt/x.jar{os.pathsep}/opt/y.jar{os.pathsep}{jar}"
+    assert opts["spark.executor.extraClassPath"] == f"/opt/x.jar{os.pathsep}/opt/y.jar", "left alone"
 
 
 def test_user_sql_extensions_and_listeners_are_kept_and_ours_appended(jar):
@@ -173,7 +173,7 @@ def test_entries_already_present_are_not_duplicated(jar):
     assert opts["spark.plugins"] == f"com.example.MetricsPlugin, {PLUGIN_CLASS}"
     assert opts["spark.jars"] == f"{jar},/opt/libs/a.jar"
     assert opts["spark.driver.extraClassPath"] == jar
-    assert opts["spark.executor.extraClassPath"] == jar  # was not set: added
+    assert "spark.executor.extraClassPath" not in opts
 
 
 def test_spark_settings_only_returns_what_changes(jar):
@@ -181,7 +181,6 @@ def test_spark_settings_only_returns_what_changes(jar):
         "spark.plugins": PLUGIN_CLASS,
         "spark.jars": jar,
         "spark.driver.extraClassPath": jar,
-        "spark.executor.extraClassPath": jar,
         SHUFFLE_IO_KEY: SHUFFLE_IO_CLASS,
         QUEUE_KEY: "500",
         "spark.sql.extensions": SQL_EXTENSION_CLASS,
@@ -427,3 +426,30 @@ def test_a_defaults_path_that_is_no_file_is_skipped_bad_submit_args_warn(jar, tm
     with caplog.at_level(logging.WARNING, logger="region_recovery"):
         configure(builder())
     assert any("PYSPARK_SUBMIT_ARGS cannot be split" in r.getMessage() for r in caplog.records)
+
+
+# ---- the README's spark-submit block ---------------------------------------------------------
+
+
+def test_readme_spark_submit_block_is_what_submit_args_prints(package_dir):
+    """Copying the README's block enables exactly what configure() enables (retention included)."""
+    from pathlib import Path
+
+    from region_recovery.cli.submit_args import flags
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### On a cluster (spark-submit)") :]
+    start = section.index("```bash\n") + len("```bash\n")
+    block = section[start : section.index("\n```", start)]
+    lines = [line.strip().removesuffix("\\").strip() for line in block.splitlines()]
+    assert lines[0] == "spark-submit" and lines[-1] == "your_job.py", block
+    assert lines[1:-1] == flags(use_packages=True)
+    assert "--conf spark.regionRecovery.retained.enabled=auto" in lines
+
+
+def test_submit_args_send_no_path_of_this_machine_to_executors(jar):
+    from region_recovery.cli.submit_args import flags
+
+    bundled = flags(use_packages=False)
+    assert f"--conf spark.jars={jar}" in bundled and f"--conf spark.driver.extraClassPath={jar}" in bundled
+    assert not any("spark.executor.extraClassPath" in f for f in bundled)

@@ -102,8 +102,10 @@ def run_demo(
     records: int = 20_000,
     report_path: str | None = None,
     out: Callable[[str], None] = print,
+    history_dir: str | None = None,
 ) -> dict:
-    """Runs the demo; returns a summary dict (also written as JSON to report_path if given)."""
+    """Runs the demo; returns a summary dict (also written as JSON to report_path if given, and the
+    recovery history saved as Parquet in history_dir if given)."""
     from pyspark.sql import SparkSession
 
     # the executors' interpreter for Python functions: the driver's own (the one with this package) unless
@@ -239,6 +241,9 @@ def run_demo(
             with open(report_path, "w") as f:
                 json.dump(summary, f, indent=2, default=str)
             out(f"Model written to {report_path}")
+        if history_dir:
+            tables = rr.history().save(history_dir)
+            out(f"Recovery history written to {history_dir} ({len(tables)} Parquet tables)")
         rr.detach()
         if not verified:
             raise RuntimeError("the demo's result differs from the expected result")

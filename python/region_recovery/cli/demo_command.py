@@ -10,11 +10,12 @@ def add_parser(sub) -> None:
     )
     demo.add_argument("--records", type=int, default=20_000, help="input size (default: %(default)s)")
     demo.add_argument("--json", metavar="PATH", help="also write the model and status as JSON")
+    demo.add_argument("--history", metavar="DIR", help="also save the recovery history (rr.history()) as Parquet")
     demo.set_defaults(func=run)
 
 
 def run(args) -> int:
     from .demo import run_demo
 
-    run_demo(master=args.master, records=args.records, report_path=args.json)
+    run_demo(master=args.master, records=args.records, report_path=args.json, history_dir=args.history)
     return 0

@@ -11,15 +11,14 @@ def add_parser(sub) -> None:
     sa.set_defaults(func=run)
 
 
+def flags(use_packages: bool) -> list[str]:
+    """The flags, one per line: what ``configure()`` sets on a builder that has nothing yet."""
+    settings = packaging.spark_settings({}, use_packages=use_packages)
+    out = [f"--packages {settings.pop('spark.jars.packages')}"] if use_packages else []
+    return out + [f"--conf {key}={value}" for key, value in settings.items()]
+
+
 def run(args) -> int:
     """Prints spark-submit flags that enable the plugin (bundled jar, or --packages)."""
-    existing: dict = {}
-    settings = packaging.spark_settings(existing, use_packages=args.packages)
-    flags = []
-    for key, value in settings.items():
-        if key == "spark.jars.packages":
-            flags.append(f"--packages {value}")
-        else:
-            flags.append(f"--conf {key}={value}")
-    print(" \\\n  ".join(flags))
+    print(" \\\n  ".join(flags(args.packages)))
     return 0

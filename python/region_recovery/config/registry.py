@@ -160,7 +160,7 @@ def validate(conf: Mapping[str, Any]) -> None:
             continue
         namespace = next((p for p in _NAMESPACES if name.startswith(p)), None)
         if namespace is None:
-            log.warning("region-recovery: %s", unknown_key_warning(name, conf[name]))
+            log.warning("%s", unknown_key_warning(name, conf[name]))
             continue
         hint = _suggestion(name, known)
         siblings = ", ".join(n for n in known if n.startswith(namespace))

@@ -199,7 +199,7 @@ class _Run:
             try:
                 self.supervisor.commands.set_thread_reuse_scope(previous)
             except Exception as e:  # the application may be gone; its threads' properties with it
-                log.debug("region-recovery: restoring the thread's reuse scope failed: %s", e)
+                log.debug("restoring the thread's reuse scope failed: %s", e)
 
     def _scope_status(self) -> dict:
         return {} if self.scope is None else self.supervisor.commands.reuse_scope(self.scope)
@@ -269,8 +269,7 @@ class _Run:
             if number > 1:
                 a = self.record.attempts[-1]
                 log.warning(
-                    "region-recovery: '%s' succeeded on attempt %d; %d map stage(s) reused, "
-                    "%d map task(s) re-executed%s",
+                    "'%s' succeeded on attempt %d; %d map stage(s) reused, %d map task(s) re-executed%s",
                     self.record.name,
                     number,
                     a.map_stages_skipped,
@@ -318,7 +317,7 @@ class _Run:
                     shuffle_id, f"full failover after attempt {number} of '{self.record.name}'"
                 )
         log.warning(
-            "region-recovery: '%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s, %s failover: "
+            "'%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s, %s failover: "
             "%d shuffle(s) reused, %d recomputed)",
             self.record.name,
             number,
@@ -376,7 +375,7 @@ class _Run:
             if left <= 0:
                 break
             if left > 5:
-                log.warning("region-recovery: '%s' restarts in %.0f s", self.record.name, left)
+                log.warning("'%s' restarts in %.0f s", self.record.name, left)
             time.sleep(min(left, 5.0))
         self.record.backoff_waited_ms += ms
 

@@ -116,7 +116,7 @@ class StreamRun:
             try:
                 query.stop()
             except Exception as e:  # already gone
-                log.debug("region-recovery: stopping '%s': %s", self.name, e)
+                log.debug("stopping '%s': %s", self.name, e)
         self._done.wait(timeout)
 
     def await_termination(self, timeout: float | None = None) -> bool:
@@ -151,7 +151,7 @@ class StreamRun:
                 if not self._restart_after(number, failure):
                     return
         except BaseException as e:  # never die silently
-            log.exception("region-recovery: the supervisor of '%s' failed", self.name)
+            log.exception("the supervisor of '%s' failed", self.name)
             self._error = e
             self.record.ended = "refused"
         finally:
@@ -190,7 +190,7 @@ class StreamRun:
                 try:
                     self._collect(query.recentProgress, seen)
                 except Exception as e:
-                    log.debug("region-recovery: progress of '%s' unavailable: %s", self.name, e)
+                    log.debug("progress of '%s' unavailable: %s", self.name, e)
             self._query = None
         attempt.wall_ms = int((time.monotonic() - started) * 1000)
         attempt.batches_committed = len(seen)
@@ -202,7 +202,7 @@ class StreamRun:
         if failure is None:
             attempt.ended = "stopped" if self._stop.is_set() else "finished"
             self.record.ended = attempt.ended
-            log.info("region-recovery: '%s' ended (%s) after %d batch(es)", self.name, attempt.ended, len(seen))
+            log.info("'%s' ended (%s) after %d batch(es)", self.name, attempt.ended, len(seen))
             return None
         attempt.ended, attempt.error = "failed", _first_line(str(failure))
         return failure
@@ -220,7 +220,7 @@ class StreamRun:
         try:
             offsets, commits = (self._supervisor.commands.checkpoint_batch_ids(root, d) for d in ("offsets", "commits"))
         except Exception as e:
-            log.debug("region-recovery: cannot read the checkpoint of '%s': %s", self.name, e)
+            log.debug("cannot read the checkpoint of '%s': %s", self.name, e)
             return None
         latest = max(offsets, default=None)
         return latest if latest is not None and latest not in commits else None
@@ -262,10 +262,10 @@ class StreamRun:
                 self.record,
             )
             self._error.__cause__ = failure
-            log.error("region-recovery: %s", self._error)
+            log.error("%s", self._error)
             return False
         log.warning(
-            "region-recovery: streaming query '%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s)",
+            "streaming query '%s' failed on attempt %d (%s: %s); restarting in %.1f s (%s)",
             self.name,
             number,
             kind.value,

@@ -269,7 +269,7 @@ def register(sc, pickled: bytes, command) -> CodeIdentity:
     parts = None if identity.unpinned else json.dumps(identity.parts, sort_keys=True)
     jvm_bridge(sc).registerPythonCode(sha, parts, identity.unpinned)
     if identity.unpinned:
-        log.info("region-recovery: job recovery cannot pin down a Python function's code: it %s", identity.unpinned)
+        log.info("job recovery cannot pin down a Python function's code: it %s", identity.unpinned)
     return identity
 
 
@@ -289,7 +289,7 @@ def install() -> None:
                 if _active(sc):
                     register(sc, result[0], command)
             except Exception as e:  # never fail the user's function: its shuffles are refused instead
-                log.warning("region-recovery: registering a Python function's code failed: %s", e)
+                log.warning("registering a Python function's code failed: %s", e)
             return result
 
         _prepare_for_python_RDD._region_recovery = True

@@ -63,7 +63,7 @@ class JvmCommands:
         try:
             self._bridge.endReuseScope(scope)
         except Exception as e:  # the application may be gone; nothing is left to release then
-            log.debug("region-recovery: closing the reuse scope %s failed: %s", scope, e)
+            log.debug("closing the reuse scope %s failed: %s", scope, e)
 
     def set_thread_reuse_scope(self, scope: str | None) -> str | None:
         """Makes the calling thread's queries belong to `scope` (None: to no scope); returns the previous one.
@@ -109,4 +109,4 @@ class JvmCommands:
         try:
             self._bridge.postUiEvent(self._sc._jsc.sc(), kind, json.dumps(record, default=str))
         except Exception as e:  # noqa: BLE001 - a stopped JVM, an old jar without the method
-            log.debug("region-recovery: %s record not posted to the Spark UI: %s", kind, e)
+            log.debug("%s record not posted to the Spark UI: %s", kind, e)

@@ -100,7 +100,7 @@ class Drain:
                 decode_batch(f.read())
             return path
         except Exception as e:  # e.g. a driver JVM on another host: fall back to py4j
-            log.info("region-recovery: batches travel over py4j (no shared spool file: %s)", e)
+            log.info("batches travel over py4j (no shared spool file: %s)", e)
             self._close_spool()
             return None
 
@@ -123,11 +123,11 @@ class Drain:
             while not self._stop.is_set():
                 batch = self._next_batch(spool)
                 if batch.first_seq != model.next_seq:
-                    log.error("region-recovery: event batch starts at %d, expected %d", batch.first_seq, model.next_seq)
+                    log.error("event batch starts at %d, expected %d", batch.first_seq, model.next_seq)
                 model.apply_batch(batch)
                 if batch.dropped_total > self._reported_drops:
                     log.error(
-                        "region-recovery: the JVM event buffer dropped %d events (capacity %s); the model "
+                        "the JVM event buffer dropped %d events (capacity %s); the model "
                         "is incomplete. Raise spark.regionRecovery.eventBuffer.capacity",
                         batch.dropped_total - self._reported_drops,
                         self._state.capacity(),
@@ -137,7 +137,7 @@ class Drain:
                     try:
                         callback(batch)
                     except Exception:  # a subscriber's bug must not stop the model from updating
-                        log.exception("region-recovery: subscriber %r failed on a batch", callback)
+                        log.exception("subscriber %r failed on a batch", callback)
                 with self._delivered_cond:
                     self._delivered = batch.first_seq + len(batch.events) + batch.dropped_total
                     self._delivered_cond.notify_all()
@@ -146,7 +146,7 @@ class Drain:
         except Exception as e:  # the gateway went away, or a bug: never kill the user's program
             if not self._stop.is_set() and not _gateway_closed(e):
                 self.error = e
-                log.exception("region-recovery drain thread stopped")
+                log.exception("drain thread stopped")
         finally:
             self._stop.set()
             with self._delivered_cond:

@@ -62,7 +62,7 @@ def _submit_args() -> list[str]:
     try:
         return shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     except ValueError as e:
-        log.warning("region-recovery: PYSPARK_SUBMIT_ARGS cannot be split (%s); its settings are not merged", e)
+        log.warning("PYSPARK_SUBMIT_ARGS cannot be split (%s); its settings are not merged", e)
         return []
 
 
@@ -131,7 +131,7 @@ def inherited_settings() -> dict[str, str]:
             with open(path, encoding="utf-8") as f:
                 out.update({k: v for k, v in parse_properties(f.read()).items() if k.startswith("spark.")})
         except (OSError, UnicodeDecodeError) as e:
-            log.warning("region-recovery: cannot read %s (%s); its settings are not merged", path, e)
+            log.warning("cannot read %s (%s); its settings are not merged", path, e)
     out.update(submitted)
     out.update(_running_jvm_properties())
     return out

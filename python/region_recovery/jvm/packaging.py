@@ -40,7 +40,6 @@ _LIST_KEYS = {
     "spark.sql.extensions": ",",
     "spark.sql.queryExecutionListeners": ",",
     "spark.driver.extraClassPath": os.pathsep,
-    "spark.executor.extraClassPath": os.pathsep,
 }
 
 
@@ -81,9 +80,10 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
         wanted["spark.jars.packages"] = MAVEN_COORDINATE
     else:
         jar = jar_path()
-        # extraClassPath puts the classes on every JVM's system class loader, so the executor
-        # plugin and the shuffle IO hook (which share ExecutorSide) see the same classes.
-        wanted.update({"spark.jars": jar, "spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar})
+        # spark.jars: executors fetch the jar from the driver as they start, before they create the
+        # plugin and the shuffle manager (so both load the same classes); a path of this machine is
+        # never sent to them. The driver is this process: its class path names the local file.
+        wanted.update({"spark.jars": jar, "spark.driver.extraClassPath": jar})
     out: dict[str, str] = {}
     for key, value in wanted.items():
         current = existing.get(key)

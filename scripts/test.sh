@@ -15,9 +15,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 printf '\n==> ruff check and ruff format --check (pyproject.toml [tool.ruff])\n'
-[ -x .venv/bin/ruff ] || scripts/setup.sh --python-only
+[ -x .venv/bin/ruff ] && [ -x .venv/bin/mypy ] || scripts/setup.sh --python-only
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # types of the package (pyproject.toml [tool.mypy])
 scripts/setup.sh --check-format  # the Scala formatting is checked while sbt builds the jar (the machine is idle)
 export PYTHONUNBUFFERED=1
 mkdir -p target

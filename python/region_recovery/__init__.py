@@ -25,6 +25,7 @@ from .errors import (
     SparkNotStartedError,
 )
 from .jvm.packaging import MAVEN_COORDINATE, PLUGIN_CLASS, jar_path
+from .reporting.report import RecoveryReport
 
 __all__ = [
     "__version__",
@@ -33,6 +34,7 @@ __all__ = [
     "jar_path",
     "MAVEN_COORDINATE",
     "PLUGIN_CLASS",
+    "RecoveryReport",
     "RegionRecoveryError",
     "AlreadyAttachedError",
     "ConfigError",

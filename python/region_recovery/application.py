@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .control.changed_outputs import ChangedOutputGuard, guard_state
 from .control.job_restarts import Attempt, RestartSupervisor
@@ -26,13 +26,19 @@ from .jvm.drain import Drain
 from .jvm.events import Batch
 from .jvm.gateway import jvm_bridge, spark_context
 from .model.live import LiveModel
-from .reporting.report import build_report
+from .reporting.report import RecoveryReport, build_report
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from .reporting.history import RecoveryHistory
 
 log = logging.getLogger("region_recovery")
 T = TypeVar("T")
 
 
-def _executor_losses(m) -> list[dict]:
+def _executor_losses(m: LiveModel) -> list[dict[str, Any]]:
     return [
         {
             "time": ex.removed_time,
@@ -47,7 +53,9 @@ def _executor_losses(m) -> list[dict]:
     ]
 
 
-def configure(builder, use_packages: bool = False, shuffle_io: bool = True):
+def configure(
+    builder: SparkSession.Builder, use_packages: bool = False, shuffle_io: bool = True
+) -> SparkSession.Builder:
     """Enables region-recovery on a SparkSession.Builder; returns the same builder, for chaining.
 
     Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings (see
@@ -67,7 +75,7 @@ class RegionRecovery:
     _attached: dict[str, RegionRecovery] = {}
     _attached_lock = threading.Lock()
 
-    def __init__(self, sc, bridge, state, max_batch: int, wait_ms: int) -> None:
+    def __init__(self, sc: SparkContext, bridge: Any, state: Any, max_batch: int, wait_ms: int) -> None:
         self._sc = sc
         self._bridge = bridge
         self._state = state
@@ -95,7 +103,7 @@ class RegionRecovery:
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
-    def attach(cls, spark, *, max_batch: int = 50_000, wait_ms: int = 100) -> RegionRecovery:
+    def attach(cls, spark: SparkSession, *, max_batch: int = 50_000, wait_ms: int = 100) -> RegionRecovery:
         """Connects to the plugin of `spark`'s application and starts draining its events."""
         sc = spark_context(spark)
         bridge = jvm_bridge(sc)
@@ -139,7 +147,7 @@ class RegionRecovery:
         return rr
 
     @classmethod
-    def get(cls, spark) -> RegionRecovery | None:
+    def get(cls, spark: SparkSession) -> RegionRecovery | None:
         sc = spark_context(spark)
         rr = cls._attached.get(sc.applicationId)
         return rr if rr is not None and not rr._drain.stopped else None
@@ -170,7 +178,7 @@ class RegionRecovery:
         """
         return supervise(self._restart_supervisor, build_query, name)
 
-    def report(self) -> dict:
+    def report(self) -> RecoveryReport:
         """What recovery did so far, as the versioned JSON document of docs/report.md: every run under
         restarts with its attempts and restart decisions, every recovery decision, consumer restarts,
         retained bytes."""
@@ -194,14 +202,14 @@ class RegionRecovery:
             executor_losses=self.model.read(_executor_losses),
         )
 
-    def history(self):
+    def history(self) -> RecoveryHistory:
         """The recovery history as Arrow tables (attempts, decisions, executor losses, retained bytes over
         time): see reporting.history. ``rr.history().save(dir)`` writes them as Parquet."""
         from .reporting.history import RecoveryHistory
 
         return RecoveryHistory.from_report(self.report())
 
-    def retention(self) -> list | None:
+    def retention(self) -> list[dict[str, Any]] | None:
         """Retained outputs: the executor losses the JVM handled (adopted, unregistered, timings); None when off."""
         raw = self._bridge.retentionJson()
         return None if raw is None else json.loads(raw)
@@ -211,13 +219,13 @@ class RegionRecovery:
         """The policy the driver JVM follows for retained outputs: read it, change it at runtime."""
         return RetentionPolicy(self._bridge)
 
-    def retained_ledger(self) -> dict | None:
+    def retained_ledger(self) -> dict[str, Any] | None:
         """The driver's account of retained bytes (per host, executor, shuffle), the cap, the release
         policy, and what was released; None when retention is off."""
         raw = self._bridge.retainedLedgerJson()
         return None if raw is None else json.loads(raw)
 
-    def job_recovery(self) -> dict | None:
+    def job_recovery(self) -> dict[str, Any] | None:
         """Batch job recovery after a driver crash: the job's event store (replayed segments, a torn or
         corrupt record) and what became of each shuffle (recovered, recomputed, refused, recorded, and
         why); None when job recovery is off."""
@@ -227,7 +235,7 @@ class RegionRecovery:
         # asked for, but turned off at start (e.g. spark.io.encryption.enabled): say why
         return {"enabled": False, "refused": status["refused"]} if status.get("refused") else None
 
-    def exchange_reuse(self) -> dict:
+    def exchange_reuse(self) -> dict[str, Any]:
         """DataFrame exchange-reuse counters of the application (open scopes, recorded, captured, reused,
         refused by reason) and whether the SQL extension is installed."""
         s = json.loads(self._bridge.reuseStatusJson())
@@ -239,7 +247,7 @@ class RegionRecovery:
         self._drain.subscribe(callback)
 
     # ---- queries -------------------------------------------------------------------------
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """What the JVM side reports: installer, queue, buffer counters, drops, shuffle IO; and whether the
         changed-output guard runs (``changed_output_guard_state``: "on", "off: ...", "not running: ...")."""
         s = json.loads(self._state.statusJson())

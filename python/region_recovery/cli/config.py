@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 
-def add_parser(sub) -> None:
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cfg = sub.add_parser("config", help="list every spark.regionRecovery.* key with its default and accepted values")
     cfg.add_argument("--update-docs", metavar="FILE", help="regenerate the key tables of docs/configuration.md")
     cfg.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Lists every key with its default and accepted values, or regenerates the docs' tables."""
     from .. import config
 

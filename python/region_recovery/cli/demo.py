@@ -17,23 +17,25 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import add
+from typing import Any
 
 from ..application import RegionRecovery, configure
 from ..jvm import events as ev
+from ..model.live import LiveModel
 from ..reporting.render import describe_model, describe_report
 from ..testing.faults import FaultError, kill_executor
 
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
 
 
-def _progress_printer(out: Callable[[str], None], t0: float):
+def _progress_printer(out: Callable[[str], None], t0: float) -> Callable[[ev.Batch], None]:
     """Turns event batches into one progress line per meaningful event."""
 
     def show(batch: ev.Batch) -> None:
         for e in batch.events:
-            line = None
+            line: str | None = None
             if isinstance(e, ev.JobStart):
                 line = f"job {e.job_id} started with stages {[s.stage_id for s in e.stages]}"
             elif isinstance(e, ev.StageSubmitted):
@@ -60,15 +62,16 @@ def _progress_printer(out: Callable[[str], None], t0: float):
     return show
 
 
-def _first_shuffle_holder(m) -> tuple[int, str, int]:
+def _first_shuffle_holder(m: LiveModel) -> tuple[int, str, int]:
     """The first shuffle (8 maps), the executor holding the most of its outputs, and how many it holds."""
     shuffle = next(s for s in m.shuffles.values() if s.num_maps == 8)
     held = Counter(o.executor_id for o in shuffle.outputs.values())
     victim = sorted(held, key=lambda e: (-held[e], e))[0]
+    assert victim is not None, "a map output names the executor that wrote it"
     return shuffle.shuffle_id, victim, held[victim]
 
 
-def _loss_outcome(m, shuffle_id: int, victim: str) -> dict:
+def _loss_outcome(m: LiveModel, shuffle_id: int, victim: str) -> dict[str, Any]:
     """What the kill cost in the first shuffle: outputs adopted, and map tasks Spark ran again."""
     shuffle = m.shuffles[shuffle_id]
     rerun = sum(
@@ -87,7 +90,7 @@ def _loss_outcome(m, shuffle_id: int, victim: str) -> dict:
     }
 
 
-def _describe_loss(loss: dict, victim: str) -> str:
+def _describe_loss(loss: dict[str, Any], victim: str) -> str:
     held, adopted = loss["outputs_on_killed_executor"], loss["adopted"]
     by = ", ".join(loss["adopted_by"]) or "none"
     return (
@@ -103,7 +106,7 @@ def run_demo(
     report_path: str | None = None,
     out: Callable[[str], None] = print,
     history_dir: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Runs the demo; returns a summary dict (also written as JSON to report_path if given, and the
     recovery history saved as Parquet in history_dir if given)."""
     from pyspark.sql import SparkSession
@@ -133,19 +136,20 @@ def run_demo(
         rr.subscribe(_progress_printer(out, t0))
         sc = spark.sparkContext
 
-        def slow(rows):  # defined here so it is pickled by value: workers need not import this package
+        # defined here so it is pickled by value: workers need not import this package
+        def slow(rows: Iterable[Any]) -> list[Any]:
             time.sleep(3.0)
             return list(rows)
 
         # Stage A: 8 map tasks -> shuffle; stage B: slow map tasks reading it -> shuffle; stage C: result.
         counts = sc.parallelize(range(records), 8).map(lambda x: (x % 97, 1)).reduceByKey(add, 4)
         regrouped = counts.mapPartitions(slow).map(lambda kv: (kv[0] % 7, kv[1])).reduceByKey(add, 2)
-        expected = {}
+        expected: dict[int, int] = {}
         for x in range(records):
             expected[(x % 97) % 7] = expected.get((x % 97) % 7, 0) + 1
 
-        result: dict = {}
-        failure: list = []
+        result: dict[Any, Any] = {}
+        failure: list[Exception] = []
 
         def action() -> None:
             try:
@@ -157,7 +161,7 @@ def run_demo(
         runner.start()
 
         # Wait until the first shuffle is complete and the stage reading it is running, then kill.
-        def second_stage_running(m) -> bool:
+        def second_stage_running(m: LiveModel) -> bool:
             firsts = [s for s in m.shuffles.values() if s.num_maps == 8 and s.available_count() == 8]
             return bool(firsts) and any(
                 a.status == "running"
@@ -203,22 +207,23 @@ def run_demo(
         )
         first_run = [True]
 
-        def fail_partition_zero(index, rows):  # nested: pickled by value, like `slow`
+        # nested: pickled by value, like `slow`
+        def fail_partition_zero(index: int, rows: Iterable[Any]) -> Iterable[Any]:
             if index == 0:
                 raise RuntimeError("injected fault in partition 0 (the demo's first run)")
             return rows
 
-        def pass_through(index, rows):
+        def pass_through(index: int, rows: Iterable[Any]) -> Iterable[Any]:
             return rows
 
-        def run_once() -> dict:
+        def run_once() -> dict[Any, Any]:
             # decided on the driver, not with marker files: the executors may be on other hosts
             fault = fail_partition_zero if first_run[0] else pass_through
             first_run[0] = False
             return dict(shuffled.mapPartitionsWithIndex(fault).collect())
 
         restarted = rr.run(run_once, name="demo-transient-failure")
-        expected2 = {}
+        expected2: dict[int, int] = {}
         for x in range(records):
             expected2[(x % 89) % 11] = expected2.get((x % 89) % 11, 0) + 1
         verified2 = restarted == expected2
@@ -253,4 +258,4 @@ def run_demo(
 
 
 if __name__ == "__main__":  # pragma: no cover
-    run_demo(*sys.argv[1:2])
+    run_demo(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_MASTER)

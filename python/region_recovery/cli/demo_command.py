@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 
-def add_parser(sub) -> None:
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser("demo", help="run a multi-stage job, kill an executor mid-job, show the live model")
     demo.add_argument(
         "--master", default="local-cluster[2,1,1024]", help="Spark master (default: %(default)s, two executor JVMs)"
@@ -14,7 +16,7 @@ def add_parser(sub) -> None:
     demo.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     run_demo(master=args.master, records=args.records, report_path=args.json, history_dir=args.history)

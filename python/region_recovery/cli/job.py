@@ -5,8 +5,14 @@ pyspark's jars are needed, no Spark application."""
 
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
 
-def add_parser(sub) -> None:
+if TYPE_CHECKING:
+    from ..jobrecovery.replay import JobEvent
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     job = sub.add_parser("job", help="show a job's event store (batch job recovery after a driver crash)")
     job.add_argument("job_id", help="spark.regionRecovery.job-recovery.job-id")
     job.add_argument("--dir", required=True, help="spark.regionRecovery.job-recovery.dir (a path or a URI)")
@@ -14,7 +20,7 @@ def add_parser(sub) -> None:
     job.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Prints what a job's event store holds (segments, recorded shuffles), as a resubmission would replay it."""
     import json
 
@@ -50,7 +56,7 @@ def run(args) -> int:
     return 1 if replay.corrupt else 0
 
 
-def _print_event(e) -> None:
+def _print_event(e: JobEvent) -> None:
     p = e.payload
     if e.kind == "shuffle":
         outputs = p.get("outputs", [])

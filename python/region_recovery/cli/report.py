@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
 
-def add_parser(sub) -> None:
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report = sub.add_parser("report", help="render a saved recovery report (JSON from rr.report() or demo --json)")
     report.add_argument("path")
     report.add_argument("--html", metavar="OUT", help="write one self-contained HTML file with charts instead")
@@ -14,7 +17,7 @@ _REPORT_EXPECTED = "expected the JSON of rr.report() or of demo --json"
 _JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
-def _load_report(path: str) -> dict:
+def _load_report(path: str) -> dict[str, Any]:
     """The report saved in ``path`` (alone, or under "report" as demo --json writes it); a
     RegionRecoveryError naming the file and what is wrong with it otherwise."""
     import json
@@ -49,7 +52,7 @@ def _load_report(path: str) -> dict:
     return report
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..errors import RegionRecoveryError
     from ..reporting.render import describe_report
 
@@ -67,7 +70,7 @@ def run(args) -> int:
     return 0
 
 
-def _write_html(report: dict, path: str, out: str) -> int:
+def _write_html(report: dict[str, Any], path: str, out: str) -> int:
     from ..errors import RegionRecoveryError
     from ..reporting.history import RecoveryHistory
     from ..reporting.html import render_html

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ..jvm import packaging
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sa = sub.add_parser("submit-args", help="print spark-submit flags that enable the plugin")
     sa.add_argument("--packages", action="store_true", help=f"use --packages {packaging.MAVEN_COORDINATE}")
     sa.set_defaults(func=run)
@@ -18,7 +20,7 @@ def flags(use_packages: bool) -> list[str]:
     return out + [f"--conf {key}={value}" for key, value in settings.items()]
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Prints spark-submit flags that enable the plugin (bundled jar, or --packages)."""
     print(" \\\n  ".join(flags(args.packages)))
     return 0

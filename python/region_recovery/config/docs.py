@@ -19,7 +19,8 @@ def markdown_table(section: str) -> str:
 
 def render_docs(text: str) -> str:
     """``text`` (docs/configuration.md) with every generated table replaced by the current one."""
-    out, i = [], 0
+    out: list[str] = []
+    i = 0
     while True:
         start = text.find("<!-- generated from region_recovery.config: ", i)
         if start < 0:

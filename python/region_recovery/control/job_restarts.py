@@ -22,7 +22,8 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TypeVar
+from types import TracebackType
+from typing import Protocol, TypeVar
 
 from ..config import RecoveryConfig
 from ..errors import RegionRecoveryError
@@ -104,10 +105,24 @@ class RunRecord:
         return d
 
 
-class RestartRefusedError(RegionRecoveryError):
-    """The action failed and was not restarted: non-recoverable, or the strategy refused."""
+class RestartRecord(Protocol):
+    """What every record of a run under restarts has: rr.run's RunRecord, rr.stream's StreamRecord."""
 
-    def __init__(self, message: str, record: RunRecord):
+    name: str
+    strategy: str
+    restart_decisions: list[RestartDecision]
+    backoff_waited_ms: int
+
+    def to_dict(self) -> dict: ...
+
+
+class RestartRefusedError(RegionRecoveryError):
+    """The action failed and was not restarted: non-recoverable, or the strategy refused.
+
+    ``record`` is the action's RunRecord (rr.run); a StreamingQueryRefusedError carries the query's
+    StreamRecord (rr.stream)."""
+
+    def __init__(self, message: str, record: RestartRecord) -> None:
         super().__init__(message)
         self.record = record
 
@@ -148,7 +163,9 @@ class Attempt:
         self._previous_scope = self._runner.enter_scope()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         # the thread leaves the scope before the backoff, whatever happened in the block
         self._runner.leave_scope(self._previous_scope)
         return self._runner.end(self.number, exc)
@@ -220,7 +237,7 @@ class _Run:
             jobs = sorted(j for j in m.jobs if j > before)
             # One entry per shuffle: AQE runs a job per query stage, and later jobs list the
             # earlier map stages again (skipped), so stages are not counted per job.
-            maps = {}  # shuffle id -> (map tasks, ran in this attempt)
+            maps: dict[int, tuple[int, bool]] = {}  # shuffle id -> (map tasks, ran in this attempt)
             for j in jobs:
                 for sid in m.jobs[j].stage_ids:
                     st = m.stages.get(sid)
@@ -234,11 +251,11 @@ class _Run:
 
         jobs, tasks, maps, run, skipped, full = self.supervisor.model.read(collect)
         # this run's scope only: other runs' reuse on other threads is theirs
-        now, before = self._scope_status(), self._scope_before
-        reused = now.get("reused", 0) - before.get("reused", 0)
+        now, scope_before = self._scope_status(), self._scope_before
+        reused = now.get("reused", 0) - scope_before.get("reused", 0)
         refused = [
             ExchangeRefusal(r["reason"], r["shuffle_id"], r["detail"])
-            for r in now.get("refused", [])[len(before.get("refused", [])) :]
+            for r in now.get("refused", [])[len(scope_before.get("refused", [])) :]
         ]
         return AttemptRecord(
             number,
@@ -332,7 +349,7 @@ class _Run:
         self._sleep(handling.backoff_ms)
         return True  # swallow: the loop runs the next attempt
 
-    def _restart_set(self, job_ids: list[int], failover: str):
+    def _restart_set(self, job_ids: list[int], failover: str) -> tuple[list[str], list[int], list[int]]:
         """The failed tasks of an attempt, and which of its shuffles the next attempt reuses or recomputes.
 
         Region failover keeps every shuffle whose outputs are all available (Flink: a region whose
@@ -341,7 +358,8 @@ class _Run:
         """
 
         def collect(m):
-            shuffles, failed = set(), set()
+            shuffles: set[int] = set()
+            failed: set[tuple[int, int]] = set()
             for j in job_ids:
                 job = m.jobs.get(j)
                 if job is None:

@@ -11,13 +11,15 @@ decision (Flink's scheduler likewise skips never-started tasks), so both sides m
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import RecoveryConfig
 from ..jvm import events as ev
 from ..jvm.events import TaskEndReason
 from ..model.live import LiveModel
-from ..planner import RegionFailover, create_failover, live_topology
+from ..planner import RegionFailover, Topology, create_failover, live_topology
 from ..planner.classify import explain
 
 _DECIDED = {
@@ -56,7 +58,7 @@ class RecoveryDecision:
     _failed: set[tuple] = field(default_factory=set, repr=False)
     _lost: set[tuple] = field(default_factory=set, repr=False)
     _actual: set[tuple] = field(default_factory=set, repr=False)
-    _topology: object | None = field(default=None, repr=False)  # built once: the job's DAG is fixed
+    _topology: Topology | None = field(default=None, repr=False)  # built once: the job's DAG is fixed
 
     def comparison(self) -> dict:
         planned, actual = set(self.planned), set(self.actual)
@@ -77,7 +79,12 @@ class RecoveryDecision:
 class DecisionRecorder:
     """Subscribed to the bridge: runs on the drain thread, after each batch is applied."""
 
-    def __init__(self, model: LiveModel, config: RecoveryConfig | None = None, publish=None):
+    def __init__(
+        self,
+        model: LiveModel,
+        config: RecoveryConfig | None = None,
+        publish: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
         self.model = model
         self.publish = publish  # (kind, record) -> None: closed decisions go to the Spark UI's Recovery tab
         self.config = config or RecoveryConfig()
@@ -180,7 +187,8 @@ class DecisionRecorder:
         # Both sides mean "run again": tasks that never started are not restarted, and every
         # count below is about the tasks that are (Flink's scheduler skips unstarted ones too).
         restart = planned & d._started_before
-        reused, recompute = set(), set()
+        reused: set[Hashable] = set()
+        recompute: set[Any] = set()  # live_topology's partitions: ("out", shuffle id, map index)
         for v in restart:
             for p in topo.partitions_consumed_by(v):
                 if topo.producer_of(p) not in planned:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any, cast
 
 from .. import config
 from ..errors import RetentionNotEnabledError
@@ -37,10 +38,10 @@ def _csv(names: Iterable[str], what: str) -> str:
 class RetentionPolicy:
     """Reads and changes the retention policy of one application's driver JVM."""
 
-    def __init__(self, bridge) -> None:
+    def __init__(self, bridge: Any) -> None:  # the plugin's py4j entry point (jvm.gateway)
         self._bridge = bridge
 
-    def current(self) -> dict | None:
+    def current(self) -> dict[str, Any] | None:
         """The policy in force (snake_case keys); None when retained outputs are off."""
         raw = self._bridge.retentionPolicyJson()
         return None if raw is None else json.loads(raw)
@@ -53,11 +54,11 @@ class RetentionPolicy:
         avoided_executors: Iterable[str] | None = None,
         release: str | None = None,
         max_bytes_per_host: int | str | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Changes the given parts of the policy (None leaves a part as it is); returns the new policy."""
         self._require_on()
         # Parse everything before changing anything: a bad argument changes nothing.
-        calls = []
+        calls: list[tuple[str, Any]] = []
         if avoided_hosts is not None:
             calls.append(("setAvoidedHosts", _csv(avoided_hosts, "avoided_hosts")))
         if preferred_executors is not None:
@@ -71,15 +72,19 @@ class RetentionPolicy:
             calls.append(("setMaxBytesPerHost", key.read({key.name: str(max_bytes_per_host)})))
         for method, value in calls:
             getattr(self._bridge, method)(value)
-        return self.current()
+        return self._current_on()
 
-    def exclude_shuffle(self, shuffle_id: int, excluded: bool = True) -> dict:
+    def exclude_shuffle(self, shuffle_id: int, excluded: bool = True) -> dict[str, Any]:
         """Opts one shuffle out of retention (or back in); returns the new policy."""
         self._require_on()
         if not isinstance(shuffle_id, int) or shuffle_id < 0:
             raise ValueError(f"a shuffle id is a whole number >= 0, got {shuffle_id!r}")
         self._bridge.setRetentionExcluded(shuffle_id, bool(excluded))
-        return self.current()
+        return self._current_on()
+
+    def _current_on(self) -> dict[str, Any]:
+        # after _require_on(): retained outputs are on, and stay on while the application runs
+        return cast("dict[str, Any]", self.current())
 
     def _require_on(self) -> None:
         if self._bridge.retentionPolicyJson() is None:

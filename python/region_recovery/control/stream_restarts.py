@@ -19,9 +19,9 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import RecoveryConfig
 from ..errors import RegionRecoveryError
@@ -29,7 +29,10 @@ from ..jvm import checkpoint
 from ..model.stream_progress import BatchSizing, executed_batches
 from ..planner import restart
 from ..planner.classify import explain_spark_error
-from .job_restarts import RestartDecision, RestartRefusedError, _first_line
+from .job_restarts import RestartDecision, RestartRefusedError, RestartSupervisor, _first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("region_recovery")
 
@@ -75,6 +78,8 @@ class StreamRecord:
 class StreamingQueryRefusedError(RestartRefusedError):
     """The query failed and is not restarted: non-recoverable, or the strategy refused."""
 
+    record: StreamRecord
+
 
 def stream_strategy_config(config: RecoveryConfig) -> RecoveryConfig:
     """Exponential-delay unless a strategy was configured: Flink's default when checkpointing is on."""
@@ -86,7 +91,7 @@ def stream_strategy_config(config: RecoveryConfig) -> RecoveryConfig:
 class StreamRun:
     """A supervised streaming query; mirrors StreamingQuery's ``stop`` and ``awaitTermination``."""
 
-    def __init__(self, supervisor, build_query: Callable[[], Any], name: str):
+    def __init__(self, supervisor: RestartSupervisor, build_query: Callable[[], Any], name: str) -> None:
         self._supervisor = supervisor
         self._build = build_query
         self.name = name
@@ -94,14 +99,14 @@ class StreamRun:
         self.record = StreamRecord(name, self._strategy.describe())
         self._stop = threading.Event()
         self._done = threading.Event()
-        self._query = None
+        self._query: StreamingQuery | None = None
         self._error: BaseException | None = None
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._supervise, name=f"region-recovery-stream-{name}", daemon=True)
 
     # ---- public ---------------------------------------------------------------------------
     @property
-    def query(self):
+    def query(self) -> StreamingQuery | None:
         """The StreamingQuery of the current attempt (None between attempts)."""
         return self._query
 
@@ -208,7 +213,7 @@ class StreamRun:
         return failure
 
     @staticmethod
-    def _collect(progresses, seen: dict[int, int]) -> None:
+    def _collect(progresses: Iterable[dict[str, Any] | None], seen: dict[int, int]) -> None:
         for batch_id, rows in executed_batches(progresses):
             seen[batch_id] = rows
 
@@ -282,7 +287,7 @@ class StreamRun:
         return True
 
 
-def supervise(supervisor, build_query: Callable[[], Any], name: str) -> StreamRun:
+def supervise(supervisor: RestartSupervisor, build_query: Callable[[], Any], name: str) -> StreamRun:
     """Starts ``build_query()`` under the restart strategy; see ``StreamRun``."""
     if not callable(build_query):
         raise RegionRecoveryError(

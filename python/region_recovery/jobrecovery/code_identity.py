@@ -31,6 +31,10 @@ import sys
 import threading
 import types
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 log = logging.getLogger("region_recovery")
 
@@ -55,7 +59,7 @@ class Unpinned(Exception):
     """The code cannot be pinned down; the message says why."""
 
 
-def referenced_modules(obj) -> set[str]:
+def referenced_modules(obj: object) -> set[str]:
     """The modules whose functions, classes or module objects the pickled form of ``obj`` names.
 
     Pickles ``obj`` once more with cloudpickle as PySpark does, and notes the module of every
@@ -67,7 +71,7 @@ def referenced_modules(obj) -> set[str]:
 
     found: set[str] = set()
 
-    def note(o) -> None:
+    def note(o: object) -> None:
         if isinstance(o, types.ModuleType):
             if _should_pickle_by_reference(o):
                 found.add(o.__name__)
@@ -90,7 +94,7 @@ def referenced_modules(obj) -> set[str]:
     return found
 
 
-def _sha256_file(path: str, module) -> str:
+def _sha256_file(path: str, module: types.ModuleType) -> str:
     try:
         with open(path, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
@@ -105,7 +109,7 @@ class ModuleDigests:
     """Digests of modules and distributions, cached while their files do not change (by path, size and
     modification time); one per process."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._modules: dict[tuple, tuple[dict[str, str], set[str]]] = {}
         self._distributions: dict[str, list[importlib.metadata.Distribution]] | None = None
@@ -117,7 +121,7 @@ class ModuleDigests:
         if self._distributions is None:
             by_top: dict[str, list[importlib.metadata.Distribution]] = {}
             names = importlib.metadata.packages_distributions()
-            dists = {}
+            dists: dict[str, importlib.metadata.Distribution] = {}
             for d in importlib.metadata.distributions():
                 dists.setdefault(d.metadata["Name"], d)
             for t, ds in names.items():
@@ -125,7 +129,7 @@ class ModuleDigests:
             self._distributions = by_top
         return self._distributions.get(top, [])
 
-    def _files(self, dist) -> tuple[str, set[str]]:
+    def _files(self, dist: importlib.metadata.Distribution) -> tuple[str, set[str]]:
         name = dist.metadata["Name"]
         if name not in self._dist_files:
             base = os.path.realpath(str(dist.locate_file("")))
@@ -133,7 +137,7 @@ class ModuleDigests:
             self._dist_files[name] = (base, files)
         return self._dist_files[name]
 
-    def distribution_of(self, name: str, file: str | None):
+    def distribution_of(self, name: str, file: str | None) -> importlib.metadata.Distribution | None:
         """The installed (not editable) distribution whose RECORD lists this module's file, or None."""
         if not file:
             return None
@@ -146,7 +150,7 @@ class ModuleDigests:
                 return dist
         return None
 
-    def distribution_digest(self, dist) -> str:
+    def distribution_digest(self, dist: importlib.metadata.Distribution) -> str:
         name = dist.metadata["Name"]
         if name not in self._dist_digest:
             record = dist.read_text("RECORD") or dist.read_text("METADATA") or ""
@@ -188,7 +192,7 @@ class ModuleDigests:
             self._modules[key] = found
         return found
 
-    def identity(self, obj) -> CodeIdentity:
+    def identity(self, obj: object) -> CodeIdentity:
         """The code ``obj`` (a function, or PySpark's command tuple) reaches."""
         import pyspark
 
@@ -216,7 +220,7 @@ class ModuleDigests:
         return CodeIdentity(parts)
 
 
-def _editable(dist) -> bool:
+def _editable(dist: importlib.metadata.Distribution) -> bool:
     text = dist.read_text("direct_url.json")
     if not text:
         return False
@@ -226,7 +230,7 @@ def _editable(dist) -> bool:
         return False
 
 
-def _reached_from(module) -> set[str]:
+def _reached_from(module: types.ModuleType) -> set[str]:
     """The modules a module's globals name: its parent packages, module objects, and the modules of
     its functions, classes and other values."""
     name = module.__name__
@@ -251,7 +255,7 @@ _install_lock = threading.Lock()
 _active_by_context: dict[int, bool] = {}
 
 
-def _active(sc) -> bool:
+def _active(sc: SparkContext) -> bool:
     """Whether job recovery is on in ``sc``'s application (read once per SparkContext)."""
     key = id(sc._jsc)
     if key not in _active_by_context:
@@ -260,7 +264,7 @@ def _active(sc) -> bool:
     return _active_by_context[key]
 
 
-def register(sc, pickled: bytes, command) -> CodeIdentity:
+def register(sc: SparkContext, pickled: bytes, command: Any) -> CodeIdentity:
     """Registers ``command``'s code with the driver JVM under the SHA-256 of its pickled bytes."""
     from ..jvm.gateway import jvm_bridge
 
@@ -292,8 +296,8 @@ def install() -> None:
                 log.warning("registering a Python function's code failed: %s", e)
             return result
 
-        _prepare_for_python_RDD._region_recovery = True
-        _prepare_for_python_RDD.__wrapped__ = original
+        _prepare_for_python_RDD._region_recovery = True  # type: ignore[attr-defined]
+        _prepare_for_python_RDD.__wrapped__ = original  # type: ignore[attr-defined]
         rdd._prepare_for_python_RDD = _prepare_for_python_RDD
 
 

@@ -94,5 +94,5 @@ class RecordWatch:
     def __enter__(self) -> RecordWatch:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def checkpoint_root(query) -> str | None:
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql.streaming import StreamingQuery
+
+
+def checkpoint_root(query: StreamingQuery) -> str | None:
     """The resolved checkpoint directory of a (classic, py4j) StreamingQuery; None if unknown."""
     try:
         return str(query._jsq.streamingQuery().resolvedCheckpointRoot())
@@ -11,9 +17,10 @@ def checkpoint_root(query) -> str | None:
         return None
 
 
-def batch_ids(sc, root: str, log: str) -> set[int]:
+def batch_ids(sc: SparkContext, root: str, log: str) -> set[int]:
     """The batch ids in ``<root>/<log>`` ("offsets" or "commits"); empty if it does not exist."""
     jvm = sc._jvm
+    assert jvm is not None  # the gateway of a running SparkContext
     path = jvm.org.apache.hadoop.fs.Path(root, log)
     fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
     if not fs.exists(path):

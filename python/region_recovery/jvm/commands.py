@@ -13,9 +13,13 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import checkpoint
 from .drain import Drain
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 log = logging.getLogger("region_recovery")
 
@@ -25,9 +29,9 @@ class JvmCommands:
 
     def __init__(
         self,
-        sc,
-        bridge,
-        state,
+        sc: SparkContext,
+        bridge: Any,  # the plugin's py4j entry point (gateway.jvm_bridge)
+        state: Any,  # the application's state object in the driver JVM (bridge.attach)
         drain: Drain,
         on_shuffle_unregistered: Callable[[int, str], None] | None = None,
     ) -> None:
@@ -73,7 +77,8 @@ class JvmCommands:
         """
         key = self._reuse_scope_property
         previous = self._sc.getLocalProperty(key)
-        self._sc.setLocalProperty(key, scope)
+        # None unsets the property (setLocalProperty's documentation), though its type hint says str
+        self._sc.setLocalProperty(key, scope)  # type: ignore[arg-type]
         return previous
 
     def reuse_scope(self, scope: str) -> dict:

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from .events import Batch
 from .wire import decode_batch
@@ -35,7 +35,7 @@ class BatchSink(Protocol):
 class Drain:
     """The drain thread of one application and the subscribers it feeds."""
 
-    def __init__(self, state, model: BatchSink, app_id: str, max_batch: int, wait_ms: int) -> None:
+    def __init__(self, state: Any, model: BatchSink, app_id: str, max_batch: int, wait_ms: int) -> None:
         self._state = state
         self._model = model
         self._app_id = app_id

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 from ..errors import NotOnClasspathError, SparkConnectNotSupportedError, SparkNotStartedError
 from . import packaging
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
 BRIDGE_CLASS = "io.regionrecovery.spark.RegionRecoveryBridge"
 
 
-def is_connect(spark) -> bool:
+def is_connect(spark: object) -> bool:
     """True for a Spark Connect session, which has no py4j gateway to a driver JVM."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def spark_context(spark):
+def spark_context(spark: SparkSession | SparkContext | None) -> SparkContext:
     """The classic SparkContext behind a session (or a SparkContext itself), with clear errors."""
     if spark is None:
         raise SparkNotStartedError("no Spark session: build one (SparkSession.builder...getOrCreate()) first")
@@ -26,10 +32,10 @@ def spark_context(spark):
     sc = getattr(spark, "sparkContext", spark)
     if getattr(sc, "_jsc", None) is None:
         raise SparkNotStartedError("the SparkContext is stopped: start a new session before attaching")
-    return sc
+    return cast("SparkContext", sc)
 
 
-def jvm_bridge(sc):
+def jvm_bridge(sc: SparkContext) -> Any:
     """The plugin's py4j entry point (static forwarders of RegionRecoveryBridge) in the driver JVM."""
     from py4j.java_gateway import JavaClass
 

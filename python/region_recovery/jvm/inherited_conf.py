@@ -90,7 +90,9 @@ def _from_submit_args(args: list[str]) -> tuple[dict[str, str], str | None]:
         elif name == "--properties-file":
             properties_file = value
         else:
-            conf[_FLAG_KEYS[name]] = value
+            flag_key = _FLAG_KEYS[name]
+            if flag_key is not None:  # only --properties-file has none, handled above
+                conf[flag_key] = value
     return conf, properties_file
 
 

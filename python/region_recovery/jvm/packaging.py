@@ -9,10 +9,14 @@ from __future__ import annotations
 import glob
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ..errors import JarNotFoundError
 from .inherited_conf import inherited_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("region_recovery")
 
@@ -113,7 +117,9 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
     return out
 
 
-def add_plugin_settings(builder, use_packages: bool = False, shuffle_io: bool = True):
+def add_plugin_settings(
+    builder: SparkSession.Builder, use_packages: bool = False, shuffle_io: bool = True
+) -> SparkSession.Builder:
     """Adds the plugin, jar, SQL extension, listener-queue and shuffle IO settings to a SparkSession.Builder
     (the settings half of ``region_recovery.configure``).
 

@@ -9,6 +9,8 @@ them by index; -1 means None, which lands on the None we append to the table (Py
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from typing import Any
 
 from ._wire_codes import (
     WIRE_APP_END,
@@ -124,7 +126,7 @@ def _decode(buf: memoryview) -> Batch:
             f"{WIRE_VERSION}: the plugin jar and the Python package are of different versions"
         )
     off = _HEADER.size
-    strings: list = []
+    strings: list[str | None] = []
     unpack_int = _INT.unpack_from
     for _ in range(n_strings):
         (n,) = unpack_int(buf, off)
@@ -134,7 +136,7 @@ def _decode(buf: memoryview) -> Batch:
     strings.append(None)  # index -1 -> None
     (n_events,) = unpack_int(buf, off)
     off += 4
-    events = []
+    events: list[Any] = []
     append = events.append
     structs = _STRUCTS
     for _ in range(n_events):
@@ -149,21 +151,22 @@ def _decode(buf: memoryview) -> Batch:
             off += _COMPARED.size
             continue
         cls, st, str_slots = structs[code]
-        values = st.unpack_from(buf, off)
+        values: Sequence[Any] = st.unpack_from(buf, off)
         off += st.size
         if code == WIRE_APP_END and values[1] == _NO_EXIT_CODE:
             values = (values[0], None)
         if str_slots:
-            values = list(values)
+            resolved = list(values)
             for i in str_slots:
-                values[i] = strings[values[i]]
+                resolved[i] = strings[resolved[i]]
+            values = resolved
         append(cls(*values))
     if off != len(buf):
         raise CorruptBatchError(f"event batch has {len(buf) - off} trailing bytes")
     return Batch(first_seq, dropped, events)
 
 
-def _decode_job_start(buf: memoryview, off: int, strings: list):
+def _decode_job_start(buf: memoryview, off: int, strings: list[str | None]) -> tuple[JobStart, int]:
     time, job_id, sql_id, group, n_stages = _JOB_HEAD.unpack_from(buf, off)
     off += _JOB_HEAD.size
     stages = []
@@ -184,7 +187,7 @@ def _ints(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x) if text else ()
 
 
-def _decode_compared(v: tuple, strings: list) -> MapOutputCompared:
+def _decode_compared(v: tuple[Any, ...], strings: list[str | None]) -> MapOutputCompared:
     (time, sid, index, old, new, det, outcome, basis, detail, before, after, row, down, results, jobs, trusted, why) = v
     return MapOutputCompared(
         time,

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any, TypeVar
 
 from ..jvm import events as ev
 from ..jvm.events import Determinism, TaskEndReason
@@ -26,6 +27,8 @@ from .entities import (
 )
 from .executors import classify_executor_loss
 from .retained import RetainedOutput, RetainedOutputs
+
+T = TypeVar("T")
 
 
 class LiveModel:
@@ -48,7 +51,8 @@ class LiveModel:
         self.tasks_ended = 0
         self.duplicate_executor_removals = 0
         self._retained = RetainedOutputs()  # retained outputs on disk, releases, deletions
-        self._outputs_by_executor: dict[str, set[tuple[int, int]]] = {}
+        # by the executor that wrote or adopted each output (None: an event that named no executor)
+        self._outputs_by_executor: dict[str | None, set[tuple[int, int]]] = {}
         self._handlers: dict[type, Callable] = {
             ev.AppStart: self._app_start,
             ev.AppEnd: self._app_end,
@@ -87,7 +91,7 @@ class LiveModel:
             self.dropped_events = batch.dropped_total
             self._cond.notify_all()
 
-    def apply(self, *events_) -> None:
+    def apply(self, *events_: Any) -> None:
         """Applies events directly (tests, replays)."""
         self.apply_batch(ev.Batch(self.next_seq, self.dropped_events, list(events_)))
 
@@ -103,7 +107,7 @@ class LiveModel:
                 self._cond.wait(left)
             return True
 
-    def read(self, fn: Callable[[LiveModel], object]):
+    def read(self, fn: Callable[[LiveModel], T]) -> T:
         """Runs fn(model) under the lock, for a consistent read while events keep arriving."""
         with self._cond:
             return fn(self)
@@ -252,7 +256,7 @@ class LiveModel:
     def _stage_completed(self, e: ev.StageCompleted) -> None:
         st = self.stages.get(e.stage_id)
         att = st.attempts.get(e.attempt) if st else None
-        if att is None:
+        if st is None or att is None:
             return
         att.completed_time = e.time
         att.status = "failed" if e.failure_reason else "succeeded"
@@ -399,7 +403,7 @@ class LiveModel:
                 job.failures.append(failure)
 
     def _map_output_written(self, shuffle_id: int, e: ev.TaskEnd) -> None:
-        ex = self.executors.get(e.executor_id)
+        ex = self.executors.get(e.executor_id) if e.executor_id is not None else None
         if ex is not None and not ex.alive:
             return  # Spark ignores completions from executors it declared lost
         sh = self._shuffle(shuffle_id)
@@ -456,7 +460,7 @@ class LiveModel:
             out.available, out.lost_reason = False, reason
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """asdict() output made JSON-friendly: sets become sorted lists, enums their values."""
     if isinstance(value, dict):
         return {(k if isinstance(k, (str, int)) else str(k)): _plain(v) for k, v in value.items()}

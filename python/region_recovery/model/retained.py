@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..jvm import events as ev
 from .entities import Adoption, Shuffle
@@ -45,9 +46,9 @@ class RetainedOutputs:
         self._total = 0
 
     # ---- reading ----------------------------------------------------------------------------
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Retained bytes on disk now, per host, executor and shuffle, and what was released."""
-        out = {
+        out: dict[str, Any] = {
             "total": 0,
             "outputs": len(self.on_disk),
             "hosts": {},

@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import overload
 
 __all__ = [
     "DEFAULT_RULES",
@@ -297,6 +298,12 @@ _HEAD = 64 * 1024
 _TAIL = 16 * 1024
 
 
+@overload
+def _bounded(text: str) -> str: ...
+@overload
+def _bounded(text: None) -> None: ...
+@overload
+def _bounded(text: str | None) -> str | None: ...
 def _bounded(text: str | None) -> str | None:
     """``text``, or its first 64 KiB and last 16 KiB when it is longer than both."""
     if text is None or len(text) <= _HEAD + _TAIL:

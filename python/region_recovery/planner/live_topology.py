@@ -9,7 +9,7 @@ barrier stage run together, so they are tied into one pipelined region.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from ..jvm.events import Determinism
 from ..model.live import LiveModel, Stage
@@ -52,19 +52,19 @@ def build(model: LiveModel, job_ids: Iterable[int]) -> Topology:
             p = stages.get(parent) or model.stages.get(parent)
             if p is not None and p.shuffle_id is not None:
                 readers.setdefault(p.shuffle_id, []).extend(_tasks(st))
-    seen_shuffles = set()
+    seen_shuffles: set[int] = set()
     for st in stages.values():
-        sid = st.shuffle_id
-        if sid is None or sid in seen_shuffles:
+        shuffle_id = st.shuffle_id
+        if shuffle_id is None or shuffle_id in seen_shuffles:
             continue
-        seen_shuffles.add(sid)
-        group = ConsumerGroup(readers.get(sid, ()))
+        seen_shuffles.add(shuffle_id)
+        group = ConsumerGroup(readers.get(shuffle_id, ()))
         for i in range(st.num_tasks):
-            topo.add_partition(output_partition(sid, i), ("map", sid, i), group)
+            topo.add_partition(output_partition(shuffle_id, i), ("map", shuffle_id, i), group)
     return topo
 
 
-def availability(model: LiveModel):
+def availability(model: LiveModel) -> Callable[[Hashable], bool]:
     """is_available(partition) from the model: the map output is registered on a live location."""
 
     def is_available(pid: Hashable) -> bool:

@@ -362,13 +362,13 @@ def _compute_regions(topo: Topology) -> _Regions:
     final_of_raw = [0] * raw_count
     for r in range(raw_count):
         final_of_raw[r] = final_of_component.setdefault(component[r], len(final_of_component))
-    members: list[list[int]] = [[] for _ in range(len(final_of_component))]
+    region_members: list[list[int]] = [[] for _ in range(len(final_of_component))]
     of_vertex = [0] * vertex_count
     for v in range(vertex_count):
         region = final_of_raw[raw_of_vertex[v]]
         of_vertex[v] = region
-        members[region].append(v)
-    return _Regions(of_vertex, members)
+        region_members[region].append(v)
+    return _Regions(of_vertex, region_members)
 
 
 def _raw_regions(topo: Topology) -> tuple[list[int], int]:

@@ -13,7 +13,9 @@ Four tables with fixed schemas (docs/report.md, "As Arrow tables"), built from a
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -66,7 +68,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
-def _attempt_rows(report: dict) -> list[dict]:
+def _attempt_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for run in report.get("runs") or []:
         decisions = {d["attempt"]: d for d in run.get("restart_decisions") or []}
@@ -91,7 +93,7 @@ def _attempt_rows(report: dict) -> list[dict]:
     return rows
 
 
-def _decision_rows(report: dict) -> list[dict]:
+def _decision_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "time": d["time"],
@@ -110,7 +112,7 @@ def _decision_rows(report: dict) -> list[dict]:
     ]
 
 
-def _table(name: str, rows: list[dict]) -> pa.Table:
+def _table(name: str, rows: list[dict[str, Any]]) -> pa.Table:
     schema = SCHEMAS[name]
     return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
 
@@ -125,7 +127,7 @@ class RecoveryHistory:
     retained: pa.Table
 
     @classmethod
-    def from_report(cls, report: dict) -> RecoveryHistory:
+    def from_report(cls, report: Mapping[str, Any]) -> RecoveryHistory:
         """From ``rr.report()`` or a saved report (its optional fields missing: empty tables)."""
         series = report.get("retained_over_time") or []
         return cls(

@@ -21,7 +21,7 @@ th{background:#f2f2f2}.failed{fill:#d9534f}.succeeded{fill:#5cb85c}.backoff{fill
 """
 
 
-def _e(value) -> str:
+def _e(value: object) -> str:
     return html.escape("" if value is None else str(value))
 
 

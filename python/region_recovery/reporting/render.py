@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 from ..model.live import LiveModel
 
 
-def _fmt_bytes(n: int) -> str:
+def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -80,7 +82,7 @@ def _describe(m: LiveModel) -> str:
     return "\n".join(lines)
 
 
-def describe_report(report: dict) -> str:
+def describe_report(report: Mapping[str, Any]) -> str:
     """A recovery report (RegionRecovery.report(), or one saved as JSON) as text."""
     lines = [
         f"Recovery report for {report.get('app_id')} (restart strategy of rr.run: {report.get('restart_strategy')})"
@@ -157,7 +159,7 @@ def describe_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def describe_job_recovery(status: dict | None) -> list[str]:
+def describe_job_recovery(status: Mapping[str, Any] | None) -> list[str]:
     """The job-recovery part of a report: the event store, and each shuffle recovered, recomputed or refused."""
     if not status:
         return []
@@ -188,7 +190,7 @@ def describe_job_recovery(status: dict | None) -> list[str]:
     return lines
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     """Bytes the way Spark's UI shows them (binary units, one decimal)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":

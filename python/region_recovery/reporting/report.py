@@ -10,9 +10,35 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 SCHEMA_VERSION = 1
+
+
+class RecoveryReport(TypedDict):
+    """The report's top-level keys (``report.schema.json``, docs/report.md); the parts are plain JSON objects.
+
+    ``rr.report()`` always has every key; a saved report of an earlier version may lack the optional ones
+    (``output_comparisons``, ``refused_outputs``, ``changed_output_guard``, ``job_recovery``,
+    ``retained_over_time``, ``executor_losses``), so readers of saved files take a ``dict``.
+    """
+
+    schema_version: int
+    app_id: str | None
+    restart_strategy: str
+    failover_strategy: str  # "region" or "full"
+    runs: list[dict[str, Any]]
+    streams: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]
+    recovery_decisions: list[dict[str, Any]]
+    consumer_restarts: list[dict[str, Any]]
+    output_comparisons: list[dict[str, Any]]
+    refused_outputs: list[dict[str, Any]]
+    changed_output_guard: str | None
+    retained: dict[str, Any] | None
+    job_recovery: dict[str, Any] | None
+    retained_over_time: list[dict[str, Any]]
+    executor_losses: list[dict[str, Any]]
 
 
 def build_report(
@@ -20,19 +46,19 @@ def build_report(
     app_id: str,
     restart_strategy: str,
     failover_strategy: str,
-    runs: list[dict],
-    jobs: list[dict],
-    recovery_decisions: list[dict],
-    consumer_restarts: list[dict],
-    retained: dict | None,
-    output_comparisons: list[dict] | None = None,
-    refused_outputs: list[dict] | None = None,
-    job_recovery: dict | None = None,
-    streams: list[dict] | None = None,
-    retained_over_time: list[dict] | None = None,
-    executor_losses: list[dict] | None = None,
+    runs: list[dict[str, Any]],
+    jobs: list[dict[str, Any]],
+    recovery_decisions: list[dict[str, Any]],
+    consumer_restarts: list[dict[str, Any]],
+    retained: dict[str, Any] | None,
+    output_comparisons: list[dict[str, Any]] | None = None,
+    refused_outputs: list[dict[str, Any]] | None = None,
+    job_recovery: dict[str, Any] | None = None,
+    streams: list[dict[str, Any]] | None = None,
+    retained_over_time: list[dict[str, Any]] | None = None,
+    executor_losses: list[dict[str, Any]] | None = None,
     changed_output_guard: str | None = None,
-) -> dict:
+) -> RecoveryReport:
     """The report document; every argument is already JSON-serialisable."""
     return {
         "schema_version": SCHEMA_VERSION,

@@ -17,6 +17,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the annotations of this module are evaluated (no `from __future__ import annotations`:
+    # pandas_udf reads the type hints of the UDF in build()), so these names appear in quotes
+    from pyspark import SparkContext
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def generate(data: Path, rows: int = 200_000, keys: int = 1000, files: int = 4) -> None:
@@ -57,13 +63,15 @@ def expected(data: Path, min_v: int) -> list[tuple]:
     return sorted((k, s, n, w[k]) for k, (s, n) in sums.items() if k in w)
 
 
-def build(spark, data: Path, min_v: int, slow_s: float, from_list: bool = False, map_work_s: float = 0.0):
+def build(
+    spark: "SparkSession", data: Path, min_v: int, slow_s: float, from_list: bool = False, map_work_s: float = 0.0
+) -> "DataFrame":
     """The job's DataFrame (k, sa, na, w), ending in the repartition."""
     import pandas as pd
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
 
-    @pandas_udf("long")
+    @pandas_udf("long")  # type: ignore[call-overload]  # the type-hinted form: not in pyspark's stubs
     def slow(w: pd.Series) -> pd.Series:
         time.sleep(slow_s)
         return w
@@ -85,7 +93,7 @@ def build(spark, data: Path, min_v: int, slow_s: float, from_list: bool = False,
     return joined.withColumn("w", slow(F.col("w"))).repartition(4, "sa")
 
 
-def _report_progress(sc, path: Path) -> None:
+def _report_progress(sc: "SparkContext", path: Path) -> None:
     """A daemon thread writes {"stages_completed": n, "map_stages_completed": m} to ``path`` whenever n grows
     (Spark's status tracker and status store, so it works with and without the plugin: the benchmark kills
     both modes at one point). n counts every stage, including the one-task jobs that read the parquet
@@ -194,10 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     spark = region_recovery.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     rr = region_recovery.RegionRecovery.attach(spark)
-    decided = []  # job recovery's decisions as the event stream delivers them
+    decided: list[Any] = []  # job recovery's decisions as the event stream delivers them
     rr.subscribe(lambda batch: decided.extend(e for e in batch.events if type(e).__name__ == "JobRecoveryDecided"))
     if args.pidfile:
-        pids = {"driver": spark.sparkContext._jvm.ProcessHandle.current().pid(), "python": os.getpid()}
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None  # the gateway of a running SparkContext
+        pids = {"driver": jvm.ProcessHandle.current().pid(), "python": os.getpid()}
         deadline = time.time() + 60
         while len(rr.executor_pids()) < 2 and time.time() < deadline:
             time.sleep(0.2)
@@ -213,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.time() - started
     if args.report:
         rr.sync()
-        report = rr.report()
+        report: dict[str, Any] = dict(rr.report())  # with the job's own keys
         report["wall_s"] = wall
         report["job_recovery_events"] = [[e.outcome, e.reason, e.shuffle_id] for e in decided]
         report["app_id"] = spark.sparkContext.applicationId

@@ -12,8 +12,16 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+    from ..application import RegionRecovery
 
 log = logging.getLogger("region_recovery")
+Rows = TypeVar("Rows")
 
 
 class FaultError(RuntimeError):
@@ -96,22 +104,24 @@ def _signal(pid: int, sig: int, owned_pids: list[int] | None = None) -> None:
     os.kill(pid, sig)
 
 
-def executor_pid(rr, executor_id: str, timeout: float = 30.0) -> int:
+def executor_pid(rr: RegionRecovery, executor_id: str, timeout: float = 30.0) -> int:
     """The OS pid of a live executor, as its plugin reported it."""
     ok = rr.model.wait_for(lambda m: executor_id in m.executors and m.executors[executor_id].pid is not None, timeout)
     if not ok:
         raise FaultError(f"executor {executor_id} has not reported its pid (is the plugin in spark.plugins?)")
-    return rr.model.read(lambda m: m.executors[executor_id].pid)
+    pid = rr.model.read(lambda m: m.executors[executor_id].pid)
+    assert pid is not None  # wait_for saw it
+    return pid
 
 
-def kill_executor(rr, executor_id: str) -> int:
+def kill_executor(rr: RegionRecovery, executor_id: str) -> int:
     """SIGKILL: the executor process dies at once, as on an OOM kill or a lost node."""
     pid = executor_pid(rr, executor_id)
     _signal(pid, signal.SIGKILL)
     return pid
 
 
-def freeze_executor(rr, executor_id: str) -> int:
+def freeze_executor(rr: RegionRecovery, executor_id: str) -> int:
     """SIGSTOP: the process stays but stops heartbeating, until the driver times it out."""
     pid = executor_pid(rr, executor_id)
     _signal(pid, signal.SIGSTOP)
@@ -152,7 +162,9 @@ def wait_for_gate(gate: str, timeout_s: float = 120.0) -> bool:
     return True
 
 
-def transient_failure(state_dir: str, partitions, times: int, gate: str | None = None, gate_timeout_s: float = 120.0):
+def transient_failure(
+    state_dir: str, partitions: Iterable[int], times: int, gate: str | None = None, gate_timeout_s: float = 120.0
+) -> Callable[[int, Rows], Rows]:
     """A function for mapPartitionsWithIndex that fails `times` times per chosen partition, then passes.
 
     Attempts are counted with marker files in `state_dir` (created O_EXCL, so concurrent attempts
@@ -180,12 +192,12 @@ def transient_failure(state_dir: str, partitions, times: int, gate: str | None =
 
 def transient_failure_udf(
     state_dir: str,
-    partitions,
+    partitions: Iterable[int],
     times: int,
     return_type: str = "long",
     gate: str | None = None,
     gate_timeout_s: float = 120.0,
-):
+) -> Callable[..., Column]:
     """A pass-through Python UDF that fails `times` times in each chosen partition, then passes.
 
     The DataFrame form of transient_failure: `df.withColumn("n", udf(col("n")))` puts the fault in
@@ -201,6 +213,7 @@ def transient_failure_udf(
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
+        assert ctx is not None  # a Python UDF runs in a task
         if ctx.taskAttemptId() not in checked:
             fail(ctx.partitionId(), None)
             checked.add(ctx.taskAttemptId())

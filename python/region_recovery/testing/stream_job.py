@@ -11,7 +11,13 @@ succeeds.
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the annotations of this module are evaluated (no `from __future__ import annotations`:
+    # pandas_udf reads the type hints of the UDFs below), so these names appear in quotes
+    from pyspark.sql import Column, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 KEYS = 100
 SCHEMA = "key long, file long, row long"
@@ -53,13 +59,13 @@ def arm_fault(fault_dir: str, file_index: int, task_attempts: int) -> None:
         open(os.path.join(fault_dir, f"fault-{file_index}.{a}"), "w").close()
 
 
-def _fault_gate(fault_dir: str):
+def _fault_gate(fault_dir: str) -> "Callable[..., Column]":
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
-    @pandas_udf("long")
+    @pandas_udf("long")  # type: ignore[call-overload]  # the type-hinted form: not in pyspark's stubs
     def gate(files: pd.Series) -> pd.Series:
-        armed = {}
+        armed: dict[int, list[str]] = {}
         for name in os.listdir(fault_dir):
             if name.startswith("fault-"):
                 armed.setdefault(int(name.split("-", 1)[1].split(".", 1)[0]), []).append(name)
@@ -75,11 +81,11 @@ def _fault_gate(fault_dir: str):
     return gate
 
 
-def _slow(seconds: float):
+def _slow(seconds: float) -> "Callable[..., Column]":
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
-    @pandas_udf("long")
+    @pandas_udf("long")  # type: ignore[call-overload]  # the type-hinted form: not in pyspark's stubs
     def slow(values: pd.Series) -> pd.Series:
         time.sleep(seconds)
         return values
@@ -88,7 +94,7 @@ def _slow(seconds: float):
 
 
 def counts_query(
-    spark,
+    spark: "SparkSession",
     input_dir: str,
     checkpoint: str,
     *,
@@ -98,7 +104,7 @@ def counts_query(
     trigger_s: float = 1.0,
     fault_dir: str | None = None,
     slow_reduce_s: float = 0.0,
-):
+) -> "StreamingQuery":
     """Starts ``groupBy(key).count()`` over ``input_dir`` into the memory table ``name``."""
     from pyspark.sql.functions import col
 
@@ -123,5 +129,5 @@ def counts_query(
     )
 
 
-def table_counts(spark, name: str) -> dict[int, int]:
+def table_counts(spark: "SparkSession", name: str) -> dict[int, int]:
     return {r["key"]: r["count"] for r in spark.table(name).collect()}

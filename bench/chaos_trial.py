@@ -46,8 +46,8 @@ def build_session(spec: dict, workdir: Path, app_name: str):
         .config("spark.regionRecovery.retained.dir", str(disk / "retained"))
         .config("spark.regionRecovery.retained.enabled", spec["retention"])
         .config("spark.regionRecovery.retained.release", spec["release"])
-        .config("spark.regionRecovery.retained.maxBytes", spec["cap"])
-        .config("spark.regionRecovery.retained.leaseTimeout", "5s")
+        .config("spark.regionRecovery.retained.max-bytes", spec["cap"])
+        .config("spark.regionRecovery.retained.lease-timeout", "5s")
     )
     if spec.get("pressure"):  # spill while writing (JVM and Python), fetch in many small requests
         b = (

@@ -56,7 +56,7 @@ def main() -> None:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.regionRecovery.eventBuffer.capacity", str(5 * args.tasks + 10_000))
+        .config("spark.regionRecovery.event-buffer.capacity", str(5 * args.tasks + 10_000))
     )
     for key, value in args.conf:
         builder = builder.config(key, value)

@@ -294,8 +294,8 @@ def _targets(
         return [
             t("retained bytes at the end == 0", rec["retained_bytes_end"], rec["retained_bytes_end"] == 0),
             t(
-                f"retained bytes never above retained.maxBytes ({cap})"
-                + ("" if capped else ": retained.maxBytes is not in this build, not measurable"),
+                f"retained bytes never above retained.max-bytes ({cap})"
+                + ("" if capped else ": retained.max-bytes is not in this build, not measurable"),
                 peak,
                 capped and peak is not None and peak <= cap,
             ),

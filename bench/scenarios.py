@@ -280,7 +280,7 @@ def long_session(ctx: Context) -> list:
     ctx.extra["retained_bytes_per_job"] = retained
     ctx.extra["retained_bytes_max"] = max(retained)
     conf = ctx.sc.getConf()
-    ctx.extra["max_bytes_configured"] = conf.get("spark.regionRecovery.retained.maxBytes") is not None
+    ctx.extra["max_bytes_configured"] = conf.get("spark.regionRecovery.retained.max-bytes") is not None
     return out
 
 
@@ -604,9 +604,9 @@ RETAINED_MAX_BYTES = 16 * 1024  # long-session: below what 50 jobs retain uncapp
 # java.io.tmpdir, bench.pods): the node hostPath, and the reattached claim, with no node name on the pods.
 MODE_CONF = {
     "pod-loss": {
-        "recovery-hostpath": {},  # retained.nodeEnv keeps its default, SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME
-        "recovery-reattach": {"spark.regionRecovery.retained.reattachTimeout": "60s"},
-        "recovery-reattach-wait": {"spark.regionRecovery.retained.reattachTimeout": "60s"},
+        "recovery-hostpath": {},  # retained.node-env keeps its default, SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME
+        "recovery-reattach": {"spark.regionRecovery.retained.reattach-timeout": "60s"},
+        "recovery-reattach-wait": {"spark.regionRecovery.retained.reattach-timeout": "60s"},
     }
 }
 # pod-loss's storage per mode (bench.pods.layout): a claim per pod in the reattach modes, two nodes elsewhere
@@ -614,7 +614,7 @@ POD_LAYOUT = {"recovery-reattach": "volumes", "recovery-reattach-wait": "volumes
 
 # Controller settings in recovery mode; keys this build does not know yet are left out.
 RECOVERY_CONF = {
-    "long-session": {"spark.regionRecovery.retained.maxBytes": str(RETAINED_MAX_BYTES)},
+    "long-session": {"spark.regionRecovery.retained.max-bytes": str(RETAINED_MAX_BYTES)},
     "transient-failure": {
         "spark.regionRecovery.restart-strategy.type": "fixed-delay",
         "spark.regionRecovery.restart-strategy.fixed-delay.attempts": "3",

@@ -195,7 +195,7 @@ def _run(spec: dict, spark, pods, started: float) -> dict:
     out["wall_s"] = round(time.monotonic() - t0 - ctx.extra.get("untimed_s", 0), 3)
     if rr is not None:
         out["report"] = rr.report()
-        status = rr.status()  # fetches waiting on a lost executor that went to its adopter (retained.redirectFetches)
+        status = rr.status()  # fetches waiting on a lost executor that went to its adopter (retained.redirect-fetches)
         ctx.extra["fetches_redirected"] = {
             k: int(status.get(k) or 0) for k in ("fetches_redirected", "blocks_redirected", "blocks_failed_fast")
         }

@@ -27,7 +27,7 @@ Storage, in host directories under `root` (deleted by `clean`):
   every pod of that node (a `hostPath` volume). A pod's local dir is `/spark-node/pods/<pod name>` (its
   private files) and the application's retained dir `/spark-node/retained`: one mount, so hard links work.
   `SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME=<node>` is what a pod template sets from the downward API
-  (`spec.nodeName`); the plugin reads it through `spark.regionRecovery.retained.nodeEnv`;
+  (`spec.nodeName`); the plugin reads it through `spark.regionRecovery.retained.node-env`;
 - a **reattachable volume** (`start_pod(..., volume=...)`, a persistent volume claim): its directory is
   mounted at `/spark-pvc`, holding the local dir `/spark-pvc/local` and the retained dir
   `/spark-pvc/retained`; `replace_pod` starts a new pod (new name, address and executor id) on the lost

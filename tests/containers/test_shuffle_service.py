@@ -139,6 +139,6 @@ def test_a_resubmitted_driver_recovers_the_job_from_the_host_beside_the_service(
     assert not [p for p in left if p.split("/")[3] in crashed_apps], f"{left}\n{host.executor_log_tail(60)}"
     # Its own may stay: the Worker's SIGTERM at the application's end can beat the driver's request to delete
     # them (a race of every standalone application's end); the lease then expires and another executor on the
-    # host sweeps them (retained.leaseTimeout).
+    # host sweeps them (retained.lease-timeout).
     if left:
         print(f"[containers] the resubmission's own retained files left at its end: {len(left)} files")

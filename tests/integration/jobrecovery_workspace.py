@@ -22,7 +22,7 @@ from region_recovery.testing import batch_job, faults
 
 JOB = "nightly"
 CRASH_SLOW = "6"  # seconds per batch of the slow step while a crash is staged: room to kill the driver
-LEASE = "--conf=spark.regionRecovery.retained.leaseTimeout=2s"  # short: only job recovery's keep protects files
+LEASE = "--conf=spark.regionRecovery.retained.lease-timeout=2s"  # short: only job recovery's keep protects files
 ONE_EXECUTOR = "local-cluster[1,1,1024]"  # a resubmission's master: one executor JVM less to start than the crash's
 
 

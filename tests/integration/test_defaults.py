@@ -23,7 +23,7 @@ from sparkcluster import run_python
 # at ERROR (the plugin's, or Spark's about the map output tracker) fails the test.
 SPARK_LOSS_ERRORS = (
     re.compile(r"ERROR TaskSchedulerImpl: Lost executor \d+ on [^:]+: Command exited with code 137"),
-    # the plugin found the process gone first (retained.earlyLossDetection) and had Spark remove it
+    # the plugin found the process gone first (retained.early-loss-detection) and had Spark remove it
     re.compile(r"ERROR TaskSchedulerImpl: Lost executor \d+ on [^:]+: Executor process gone \(region-recovery: "),
     re.compile(r"ERROR TransportResponseHandler: Still have \d+ requests outstanding when connection"),
     re.compile(r"ERROR TransportClient: Failed to send RPC"),
@@ -148,7 +148,7 @@ def test_spark_defaults_conf_list_values_are_extended_not_replaced(tmp_path):
         "spark.sql.extensions com.example.ClusterWideExtension\n"
         "spark.driver.extraClassPath /opt/cluster/lib/*\n"
         "spark.executor.extraClassPath /opt/cluster/lib/*\n"
-        "spark.regionRecovery.retained.maxBytes 1g\n"
+        "spark.regionRecovery.retained.max-bytes 1g\n"
     )
     done = run_python(
         """
@@ -163,7 +163,7 @@ def test_spark_defaults_conf_list_values_are_extended_not_replaced(tmp_path):
         assert df.groupBy((df.id % 3).alias("k")).count().count() == 3
         conf = dict(spark.sparkContext.getConf().getAll())
         keys = ["spark.sql.extensions", "spark.driver.extraClassPath", "spark.executor.extraClassPath",
-                "spark.regionRecovery.retained.maxBytes", "spark.regionRecovery.retained.enabled"]
+                "spark.regionRecovery.retained.max-bytes", "spark.regionRecovery.retained.enabled"]
         print("SUMMARY " + json.dumps({"conf": {k: conf.get(k) for k in keys}, "ledger": rr.retained_ledger()}))
         rr.detach()
         spark.stop()
@@ -180,6 +180,6 @@ def test_spark_defaults_conf_list_values_are_extended_not_replaced(tmp_path):
     entries = conf["spark.driver.extraClassPath"].split(os.pathsep)
     assert entries[0] == "/opt/cluster/lib/*" and entries[-1].endswith(".jar"), conf
     assert conf["spark.executor.extraClassPath"] == "/opt/cluster/lib/*", "executors get the jar through spark.jars"
-    assert conf["spark.regionRecovery.retained.maxBytes"] == "1g", "the file's cap, not configure()'s"
+    assert conf["spark.regionRecovery.retained.max-bytes"] == "1g", "the file's cap, not configure()'s"
     assert conf["spark.regionRecovery.retained.enabled"] == "auto"
     assert summary["ledger"]["max_bytes_per_host"] == 1 << 30

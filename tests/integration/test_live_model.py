@@ -95,7 +95,7 @@ def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(sha
 # as a 20,000-task job under the defaults, at a quarter of the CPU.
 QUARTER_QUEUES = {
     "spark.scheduler.listenerbus.eventqueue.regionRecovery.capacity": "5000",
-    "spark.regionRecovery.eventBuffer.capacity": "25000",
+    "spark.regionRecovery.event-buffer.capacity": "25000",
 }
 TASKS = 5_000
 

@@ -1,6 +1,6 @@
 """Retained outputs' lifecycle (release policies, size cap, safety nets) on a real local-cluster with the real jar.
 
-- the per-host cap: a long session of 50 jobs stays under spark.regionRecovery.retained.maxBytes,
+- the per-host cap: a long session of 50 jobs stays under spark.regionRecovery.retained.max-bytes,
   and a released shuffle is recomputed correctly when an old RDD is used again;
 - release policies: consumers-finished releases a shuffle mid-job, job-end after a DataFrame action;
 - safety nets without Python: a driver killed with SIGKILL leaves nothing behind once its executors
@@ -81,7 +81,7 @@ def test_a_long_session_of_50_jobs_stays_under_max_bytes(cluster, tmp_path):
         **{
             "spark.regionRecovery.retained.enabled": "true",
             "spark.regionRecovery.retained.dir": root,
-            "spark.regionRecovery.retained.maxBytes": str(MAX_BYTES),
+            "spark.regionRecovery.retained.max-bytes": str(MAX_BYTES),
         }
     )
     c.wait_executors(2)
@@ -260,7 +260,7 @@ def lease_conf(root: str) -> dict:
     return {
         "spark.regionRecovery.retained.enabled": "true",
         "spark.regionRecovery.retained.dir": root,
-        "spark.regionRecovery.retained.leaseTimeout": "4s",
+        "spark.regionRecovery.retained.lease-timeout": "4s",
     }
 
 

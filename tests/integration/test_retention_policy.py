@@ -33,7 +33,7 @@ def test_policy_starts_from_the_configuration_and_changes_at_runtime(shared_clus
         **retention_conf(
             str(tmp_path / "r"),
             True,
-            **{"spark.regionRecovery.retained.release": "job-end", "spark.regionRecovery.retained.maxBytes": "1m"},
+            **{"spark.regionRecovery.retained.release": "job-end", "spark.regionRecovery.retained.max-bytes": "1m"},
         )
     )
     policy = c.rr.retention_policy.current()

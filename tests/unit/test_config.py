@@ -194,9 +194,9 @@ def test_largest_values(parse, text, value):
         (RS + "fixed-delay.delay", str(LONG_MAX + 1), f"too large: at most {LONG_MAX} ms"),
         (RS + "fixed-delay.delay", "106751991168 d", f"too large: at most {LONG_MAX} ms"),
         (RS + "fixed-delay.delay", "1" + "0" * 30 + " ms", f"too large: at most {LONG_MAX} ms"),
-        (PREFIX + "retained.maxBytes", "8192 p", f"too large: at most {LONG_MAX} bytes"),
+        (PREFIX + "retained.max-bytes", "8192 p", f"too large: at most {LONG_MAX} bytes"),
         (RS + "fixed-delay.attempts", "2147483648", "out of range: -2147483648 to 2147483647"),
-        (PREFIX + "eventBuffer.capacity", "9" * 5000, "out of range: -2147483648 to 2147483647"),
+        (PREFIX + "event-buffer.capacity", "9" * 5000, "out of range: -2147483648 to 2147483647"),
         (RS + "exponential-delay.attempts-before-reset-backoff", "-2147483649", "out of range"),
         (RS + "fixed-delay.delay", "10\u0663s", "not a duration. Accepted: a whole number with a unit"),
     ],
@@ -338,8 +338,8 @@ def test_a_typo_in_the_first_part_of_a_key_is_a_warning_with_a_suggestion(caplog
     assert messages[0] == (
         "Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') "
         "is ignored. Did you mean spark.regionRecovery.restart-strategy.type? Known keys start with "
-        "spark.regionRecovery. and one of: eventBuffer, execution, failover, failover-strategy, job-event, "
-        "job-recovery, restart-strategy, retained, shuffleIo, streaming (`region-recovery config` lists them)."
+        "spark.regionRecovery. and one of: event-buffer, execution, failover, failover-strategy, job-event, "
+        "job-recovery, restart-strategy, retained, shuffle-io, streaming (`region-recovery config` lists them)."
     )
     assert (
         f"key {PREFIX}retaind.enabled (value 'true') is ignored. Did you mean {PREFIX}retained.enabled?"
@@ -519,6 +519,8 @@ def test_every_key_default_parses_to_its_default(key):
         assert declared.default == -1 and declared.default_text == config.CHECKPOINTING_INTERVAL.name.removeprefix(
             config.PREFIX
         )
+    elif declared is config.RESTART_STRATEGY_TYPE:  # unset: rr.run and rr.stream restart, under exponential-delay
+        assert declared.default == "none" and declared.default_text.startswith("unset: exponential-delay")
     elif declared.type not in ("path", "uri", "job-id", "setting-names"):  # defaults say where, or "unset"
         assert declared.parse(declared.default_text) == declared.default
     else:
@@ -540,17 +542,18 @@ def test_relative_retained_dir_is_rejected():
 
 
 def test_sizes_and_durations_share_one_syntax_across_keys():
-    assert config.read({PREFIX + "retained.maxBytes": "512 MiB"}, PREFIX + "retained.maxBytes") == 512 << 20
+    assert config.read({PREFIX + "retained.max-bytes": "512 MiB"}, PREFIX + "retained.max-bytes") == 512 << 20
     for key in (config.RETAINED_MAX_BYTES, config.JOB_EVENT_WRITE_BUFFER_SIZE):  # every documented form
         for text, size in (("512 MiB", 512 << 20), ("512MiB", 512 << 20), ("2 GiB", 2 << 30), ("64 mb", 64 << 20)):
             assert key.read({key.name: text}) == size
     with pytest.raises(ConfigError) as error:
-        config.read({PREFIX + "retained.maxBytes": "512 MeB"}, PREFIX + "retained.maxBytes")
-    assert "retained.maxBytes: unknown size unit 'meb'. Accepted: a whole number with a binary unit" in str(error.value)
+        config.read({PREFIX + "retained.max-bytes": "512 MeB"}, PREFIX + "retained.max-bytes")
+    message = str(error.value)
+    assert "retained.max-bytes: unknown size unit 'meb'. Accepted: a whole number with a binary unit" in message
     assert "k/kb/KiB, m/mb/MiB, g/gb/GiB, t/tb/TiB or p/pb/PiB" in str(error.value)
-    assert config.read({PREFIX + "retained.leaseTimeout": "2 min"}, PREFIX + "retained.leaseTimeout") == 120_000
+    assert config.read({PREFIX + "retained.lease-timeout": "2 min"}, PREFIX + "retained.lease-timeout") == 120_000
     with pytest.raises(ConfigError, match="must be at least 1000.*at least 1 s"):
-        config.read({PREFIX + "retained.leaseTimeout": "999ms"}, PREFIX + "retained.leaseTimeout")
+        config.read({PREFIX + "retained.lease-timeout": "999ms"}, PREFIX + "retained.lease-timeout")
 
 
 def test_interval_during_backlog_is_zero_or_at_least_the_interval_as_in_flink():
@@ -567,3 +570,31 @@ def test_streaming_sizing_keys_are_checked_at_attach():
         RecoveryConfig.parse({PREFIX + "streaming.recovery.ramp-factor": "1"})
     with pytest.raises(ConfigError, match=r"Unknown configuration key .*streaming\.max-batches"):
         RecoveryConfig.parse({PREFIX + "streaming.max-batches": "60"})
+
+
+# ---------------------------------------------------------------------- one naming rule
+
+
+def test_every_key_follows_one_naming_rule_after_the_prefix():
+    """Flink's: lowercase words joined by hyphens, in dot-separated groups (docs/configuration.md)."""
+    import re
+
+    rule = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*")
+    for key in registry.registered_keys():
+        assert rule.fullmatch(key.name.removeprefix(PREFIX)), key.name
+
+
+def test_a_key_set_under_its_camel_case_name_is_read_with_a_deprecation_warning(caplog):
+    from region_recovery.config.keys import RETAINED_MAX_BYTES
+
+    old, new = PREFIX + "retained.maxBytes", PREFIX + "retained.max-bytes"
+    assert RETAINED_MAX_BYTES.name == new and RETAINED_MAX_BYTES.deprecated_names == (old,)
+    assert RETAINED_MAX_BYTES.read({old: "1g"}) == 1 << 30
+    assert RETAINED_MAX_BYTES.read({old: "1g", new: "2g"}) == 2 << 30, "the current name wins"
+    with pytest.raises(ConfigError, match=f"for {old}"):
+        RETAINED_MAX_BYTES.read({old: "lots", new: "2g"})  # a bad value under the old name is still an error
+    with caplog.at_level("WARNING", logger="region_recovery"):
+        RecoveryConfig.parse({old: "1g"})
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Configuration key {old} is deprecated: use {new} (its value is read while {new} is unset)."
+    ], "no unknown-key warning: the old name is known"

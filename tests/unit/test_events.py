@@ -368,7 +368,7 @@ EVERY_TYPE = [
     ev.MapOutputUnregistered(23, 3, 12, 5, "exec-7", "not adopted: checksum mismatch"),
     ev.RetainedFilesDeleted(24, None, None, 0, 0, "shuffle 3 removed"),
     ev.RetainedFilesDeleted(25, "exec-7", "host-a.example", 6, 2**33, "heartbeat timeout"),
-    ev.MapOutputReleased(26, 3, 2**33 + 6, 5, "exec-9", "host-a.example", 2**32 + 3, "retained.maxBytes"),
+    ev.MapOutputReleased(26, 3, 2**33 + 6, 5, "exec-9", "host-a.example", 2**32 + 3, "retained.max-bytes"),
     ev.MapOutputCompared(
         27,
         21,

@@ -107,11 +107,11 @@ def test_retained_bytes_per_host_executor_and_shuffle_follow_adoption_purge_rele
 
     # the cap releases map 1: unregistered, so no longer available, and accounted
     map_id = m.shuffles[SH0].outputs[1].map_id
-    m.apply(ev.MapOutputReleased(3300, SH0, map_id, 1, "2", "host-2", 20, "retained.maxBytes"))
+    m.apply(ev.MapOutputReleased(3300, SH0, map_id, 1, "2", "host-2", 20, "retained.max-bytes"))
     r = m.retained_bytes()
     assert (r["total"], r["released"], r["released_bytes"]) == (100, 1, 20)
     assert not m.shuffles[SH0].outputs[1].available
-    assert m.shuffles[SH0].outputs[1].lost_reason == "released: retained.maxBytes"
+    assert m.shuffles[SH0].outputs[1].lost_reason == "released: retained.max-bytes"
 
     m.apply(ev.ShuffleRemoved(4000, SH0, False))
     assert m.retained_bytes()["total"] == 0 and m.snapshot()["retained"] == {}

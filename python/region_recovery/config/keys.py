@@ -19,7 +19,7 @@ from .parsers import (
     parse_setting_names,
     parse_uri,
 )
-from .registry import PREFIX, ConfigError, ConfigKey, register, register_namespace
+from .registry import PREFIX, ConfigError, ConfigKey, register, register_namespace, renamed
 from .typed import boolean, choice, duration, integer, size
 
 _RS = PREFIX + "restart-strategy."
@@ -37,6 +37,8 @@ _RESTART_TYPES = {
 _FAILOVER_STRATEGIES = {"region": "region", "full": "full"}
 _RELEASE_POLICIES = {p: p for p in ("shuffle-cleanup", "job-end", "consumers-finished")}
 
+# what an unset strategy means, as `region-recovery config` and docs/configuration.md show it
+RESTART_STRATEGY_UNSET = "unset: exponential-delay under rr.run and rr.stream"
 RESTART_STRATEGY_TYPE = choice(
     _RS + "type",
     "none",
@@ -51,6 +53,7 @@ RESTART_STRATEGY_TYPE = choice(
         "value under either is an error."
     ),
     deprecated_names=(PREFIX + "restart-strategy",),
+    shown_default=RESTART_STRATEGY_UNSET,
     section=_RESTART,
 )
 FIXED_DELAY_ATTEMPTS = integer(
@@ -207,7 +210,7 @@ RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = boolean(
     section=_FAILOVER,
 )
 EVENT_BUFFER_CAPACITY = integer(
-    PREFIX + "eventBuffer.capacity",
+    PREFIX + "event-buffer.capacity",
     100_000,
     (
         "Events the driver keeps for the Python controller between two drains (about 100 bytes each). When it "
@@ -268,10 +271,10 @@ RETAINED_DIR = register(
     )
 )
 RETAINED_MAX_BYTES = size(
-    PREFIX + "retained.maxBytes",
+    PREFIX + "retained.max-bytes",
     "0",
     (
-        "Cap on retained bytes per node (the executor's host unless `retained.nodeEnv` names a node). Past it, "
+        "Cap on retained bytes per node (the executor's host unless `retained.node-env` names a node). Past it, "
         "the driver releases the least recently used outputs of shuffles that no running job or SQL execution "
         "uses: they are unregistered (Spark recomputes them if "
         "a later action needs them: correct, only slower) and the owning executor deletes their retained and "
@@ -299,7 +302,7 @@ RETAINED_RELEASE = choice(
     section=_RETAINED,
 )
 RETAINED_LEASE_TIMEOUT = duration(
-    PREFIX + "retained.leaseTimeout",
+    PREFIX + "retained.lease-timeout",
     "120s",
     (
         "The safety nets that do not depend on Python. Each executor renews its application's lease "
@@ -319,7 +322,7 @@ RETAINED_LEASE_TIMEOUT = duration(
 
 RETAINED_NODE_ENV = register(
     ConfigKey(
-        PREFIX + "retained.nodeEnv",
+        PREFIX + "retained.node-env",
         "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME",
         parse_env_name,
         "an environment variable's name; empty = always the host",
@@ -338,7 +341,7 @@ RETAINED_NODE_ENV = register(
     )
 )
 RETAINED_REATTACH_TIMEOUT = duration(
-    PREFIX + "retained.reattachTimeout",
+    PREFIX + "retained.reattach-timeout",
     "0 ms",
     (
         "How long a lost executor's outputs stay registered when no live executor is on its node, waiting for "
@@ -353,7 +356,7 @@ RETAINED_REATTACH_TIMEOUT = duration(
     section=_RETAINED,
 )
 RETAINED_EARLY_LOSS_DETECTION = boolean(
-    PREFIX + "retained.earlyLossDetection",
+    PREFIX + "retained.early-loss-detection",
     True,
     (
         "Handle an executor's loss as soon as its connection to the driver closes and another executor on its "
@@ -367,7 +370,7 @@ RETAINED_EARLY_LOSS_DETECTION = boolean(
     section=_RETAINED,
 )
 RETAINED_REDIRECT_FETCHES = boolean(
-    PREFIX + "retained.redirectFetches",
+    PREFIX + "retained.redirect-fetches",
     True,
     (
         "Send a reducer's fetch that waits on a lost executor to the executor that adopted its outputs as soon "
@@ -382,7 +385,7 @@ RETAINED_REDIRECT_FETCHES = boolean(
 LOCAL_DISK_SHUFFLE_IO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
 KUBERNETES_SHUFFLE_IO = "org.apache.spark.shuffle.KubernetesLocalDiskShuffleDataIO"
 SHUFFLE_IO_DELEGATE = choice(
-    PREFIX + "shuffleIo.delegate",
+    PREFIX + "shuffle-io.delegate",
     LOCAL_DISK_SHUFFLE_IO,
     {
         LOCAL_DISK_SHUFFLE_IO.lower(): LOCAL_DISK_SHUFFLE_IO,
@@ -661,11 +664,22 @@ def check_streaming_intervals(conf: Mapping[str, Any]) -> None:
         )
 
 
+# The project's own keys follow one rule since 0.1: Flink's (lowercase words joined by hyphens, in
+# dot-separated groups). The camel-case spellings they had before are still read, with a warning.
+EVENT_BUFFER_CAPACITY = renamed(EVENT_BUFFER_CAPACITY, PREFIX + "eventBuffer.capacity")
+RETAINED_MAX_BYTES = renamed(RETAINED_MAX_BYTES, PREFIX + "retained.maxBytes")
+RETAINED_LEASE_TIMEOUT = renamed(RETAINED_LEASE_TIMEOUT, PREFIX + "retained.leaseTimeout")
+RETAINED_NODE_ENV = renamed(RETAINED_NODE_ENV, PREFIX + "retained.nodeEnv")
+RETAINED_REATTACH_TIMEOUT = renamed(RETAINED_REATTACH_TIMEOUT, PREFIX + "retained.reattachTimeout")
+RETAINED_EARLY_LOSS_DETECTION = renamed(RETAINED_EARLY_LOSS_DETECTION, PREFIX + "retained.earlyLossDetection")
+RETAINED_REDIRECT_FETCHES = renamed(RETAINED_REDIRECT_FETCHES, PREFIX + "retained.redirectFetches")
+SHUFFLE_IO_DELEGATE = renamed(SHUFFLE_IO_DELEGATE, PREFIX + "shuffleIo.delegate")
+
 register_namespace(PREFIX + "retained")
-register_namespace(PREFIX + "shuffleIo")
+register_namespace(PREFIX + "shuffle-io")
 register_namespace(PREFIX + "restart-strategy")
 register_namespace(PREFIX + "failover")
-register_namespace(PREFIX + "eventBuffer")
+register_namespace(PREFIX + "event-buffer")
 register_namespace(PREFIX + "job-recovery")
 register_namespace(PREFIX + "job-event")
 register_namespace(PREFIX + "execution.checkpointing")

@@ -3,6 +3,7 @@ namespaces whose unknown keys are typos, ``validate`` and the cross-language ``c
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 from collections.abc import Callable, Mapping
@@ -111,6 +112,22 @@ def register(key: ConfigKey) -> ConfigKey:
     return key
 
 
+def renamed(key: ConfigKey, *old_names: str) -> ConfigKey:
+    """``key``, also read under the names it had before the naming rule (docs/configuration.md): a value
+    set under an old name still counts, with a deprecation warning, and the current name wins."""
+    for name in old_names:
+        if name in _REGISTRY or any(name in k.deprecated_names for k in _REGISTRY.values()):
+            raise ValueError(f"configuration key {name} is already registered")
+    new = dataclasses.replace(key, deprecated_names=(*key.deprecated_names, *old_names))
+    _REGISTRY[key.name] = new
+    return new
+
+
+def deprecated_key_warning(old: str, new: str) -> str:
+    """The warning for a value set under a deprecated name, word for word what the plugin logs."""
+    return f"Configuration key {old} is deprecated: use {new} (its value is read while {new} is unset)."
+
+
 def register_namespace(prefix: str) -> None:
     """Declare every key starting with ``prefix`` registered, so unknown ones are typos."""
     if prefix not in _NAMESPACES:
@@ -144,7 +161,7 @@ def _suggestion(name: str, known: list[str]) -> str:
 def unknown_key_warning(name: str, value: Any) -> str:
     """The warning for an unknown key under the prefix, word for word what the plugin logs."""
     known = _known_names()
-    groups = ", ".join(sorted({n.removeprefix(PREFIX).split(".")[0] for n in known}))
+    groups = ", ".join(sorted({k.removeprefix(PREFIX).split(".")[0] for k in _REGISTRY}))
     return (
         f"Unknown configuration key {cut(name)} (value {shown(value)}) is ignored.{_suggestion(name, known)} "
         f"Known keys start with {PREFIX} and one of: {groups} (`region-recovery config` lists them)."
@@ -171,6 +188,9 @@ def validate(conf: Mapping[str, Any]) -> None:
         )
     for key in _REGISTRY.values():
         key.read(conf)
+        for old in key.deprecated_names:
+            if old in conf:
+                log.warning("%s", deprecated_key_warning(old, key.name))
 
 
 def contract() -> list[dict[str, Any]]:

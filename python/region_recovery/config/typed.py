@@ -117,9 +117,11 @@ def choice(
     doc: str,
     *,
     deprecated_names: tuple[str, ...] = (),
+    shown_default: str | None = None,
     read_by: str = "python",
     section: str = "",
 ) -> ConfigKey:
+    """``shown_default``: the default as the documentation writes it, when unset means more than ``default``."""
     return register(
         ConfigKey(
             name,
@@ -127,7 +129,7 @@ def choice(
             choice_of(aliases),
             accepted,
             doc,
-            default,
+            shown_default or default,
             deprecated_names=deprecated_names,
             type="choice",
             choices=dict(aliases),

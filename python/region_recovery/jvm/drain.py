@@ -128,7 +128,7 @@ class Drain:
                 if batch.dropped_total > self._reported_drops:
                     log.error(
                         "the JVM event buffer dropped %d events (capacity %s); the model "
-                        "is incomplete. Raise spark.regionRecovery.eventBuffer.capacity",
+                        "is incomplete. Raise spark.regionRecovery.event-buffer.capacity",
                         batch.dropped_total - self._reported_drops,
                         self._state.capacity(),
                     )

@@ -43,6 +43,7 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
    */
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     ConfigKeys.unknownKeyWarnings(sc.getConf.getAll).foreach(w => logWarning(s"region-recovery: $w"))
+    ConfigKeys.deprecatedKeyWarnings(sc.getConf.getAll).foreach(w => logWarning(s"region-recovery: $w"))
     val settings = PluginSettings(sc.getConf.getOption)
     if (settings.retainedEnabled == "true") RetentionPreconditions.require(settings.spark)
     else if (RetentionPreconditions.isAuto(settings) && !RetentionPreconditions.retains(settings))

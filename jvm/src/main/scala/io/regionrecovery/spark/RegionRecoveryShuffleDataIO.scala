@@ -15,7 +15,7 @@ import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent}
 
 /**
  * `spark.shuffle.sort.io.plugin.class` hook: Spark's local-disk shuffle IO (or, by
- * `spark.regionRecovery.shuffleIo.delegate`, Spark's Kubernetes variant of it, which also recovers
+ * `spark.regionRecovery.shuffle-io.delegate`, Spark's Kubernetes variant of it, which also recovers
  * files from a reused volume claim), unchanged, plus reports. The driver part reports shuffle
  * registration and removal (ContextCleaner posts no listener event for it); the executor part
  * reports every committed map output to the driver through the plugin.

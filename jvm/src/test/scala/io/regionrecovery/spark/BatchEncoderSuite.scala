@@ -144,7 +144,7 @@ class BatchEncoderSuite extends AnyFunSuite {
     MapOutputAdoptedEvent(14L, 3, (1L << 33) + 5, 4, "exec-7", "exec-9", "host-a.example", 4096L, (1L << 41) + 1),
     MapOutputUnregisteredEvent(15L, 3, 12L, 5, "exec-7", "not adopted: checksum mismatch"),
     RetainedFilesDeletedEvent(16L, null, null, 0, 0L, "shuffle 3 removed"),
-    MapOutputReleasedEvent(17L, 3, (1L << 33) + 6, 5, "exec-9", "host-a.example", (1L << 32) + 3, "retained.maxBytes"),
+    MapOutputReleasedEvent(17L, 3, (1L << 33) + 6, 5, "exec-9", "host-a.example", (1L << 32) + 3, "retained.max-bytes"),
     comparedEvent,
     MapOutputRefusedEvent(18L, 22, (1L << 34) + 50, 2, "exec-7", 21, 9, "region-recovery: changed-output: task ..."),
     JobRecoveryDecidedEvent(19L, "ab" * 32, "Exchange hashpartitioning(k, 4)", "recovered", "partly", "1 missing", 7, 4,

@@ -32,11 +32,13 @@ object ConfigKeys {
     ChoiceType(aliases("none" -> Seq("none", "off", "disable"), "fixed-delay" -> Seq("fixed-delay", "fixeddelay"),
       "failure-rate" -> Seq("failure-rate", "failurerate"),
       "exponential-delay" -> Seq("exponential-delay", "exponentialdelay"))),
-    "none", "none",
+    "none", "unset: exponential-delay under rr.run and rr.stream",
     "none, off, disable; fixed-delay, fixeddelay; failure-rate, failurerate; " +
       "exponential-delay, exponentialdelay (any case)",
-    "Restart strategy for failed jobs. Unset means none (Flink's default without checkpointing): " +
-      "users opt in to restarts.",
+    "Which restart strategy to use. Unset, rr.run restarts under exponential-delay with at most 3 restarts in a " +
+      "row (attempts-before-reset-backoff 3 unless set: never unbounded) and rr.stream under exponential-delay, " +
+      "Flink's default once a job can restart; none turns restarts off. The deprecated Flink key " +
+      "spark.regionRecovery.restart-strategy is read too; .type wins, and a bad value under either is an error.",
     ReadBy.Python, deprecatedNames = Seq(Prefix + "restart-strategy"))
 
   val FixedDelayAttempts: ConfigKey[Int] = ConfigKey(RS + "fixed-delay.attempts", IntType(Some(0L)), 1, "1",
@@ -102,11 +104,11 @@ object ConfigKeys {
 
   // ---- the plugin (read by the JVM on the driver and the executors) ----------------------------------
 
-  val EventBufferCapacity: ConfigKey[Int] = ConfigKey(Prefix + "eventBuffer.capacity", IntType(Some(1L)),
+  val EventBufferCapacity: ConfigKey[Int] = ConfigKey(Prefix + "event-buffer.capacity", IntType(Some(1L)),
     100000, "100000", "an integer >= 1",
     "Events the driver JVM buffers for the Python controller between two drains. When the buffer is full, " +
       "further events are dropped and counted, and the controller reports its model as incomplete.",
-    ReadBy.Jvm)
+    ReadBy.Jvm, deprecatedNames = Seq(Prefix + "eventBuffer.capacity"))
 
   val RetainedEnabled: ConfigKey[String] = ConfigKey(Prefix + "retained.enabled",
     ChoiceType(Seq("true", "false", "auto").map(n => n -> n)), "false", "false", "true, false, auto",
@@ -125,13 +127,13 @@ object ConfigKeys {
       "per driver, so an earlier driver's files with the same application id never match), owner-only. Should be " +
       "on the filesystem of spark.local.dir, so retaining is a hard link, not a copy.", ReadBy.Jvm)
 
-  val RetainedMaxBytes: ConfigKey[Long] = ConfigKey(Prefix + "retained.maxBytes", BytesType, 0L, "0",
+  val RetainedMaxBytes: ConfigKey[Long] = ConfigKey(Prefix + "retained.max-bytes", BytesType, 0L, "0",
     BytesForms + "; 0 = no cap",
-    "Cap on retained bytes per node (the executor's host unless retained.nodeEnv names a node). Past it, the driver releases the least recently used outputs of shuffles no " +
+    "Cap on retained bytes per node (the executor's host unless retained.node-env names a node). Past it, the driver releases the least recently used outputs of shuffles no " +
       "running job or SQL execution uses: unregistered (Spark recomputes them if they are needed again: correct, " +
       "only slower), their retained and served files deleted. Outputs of shuffles in use are never released, so " +
       "a single running shuffle larger than the cap exceeds it (counted as overCap in rr.retained_ledger()).",
-    ReadBy.Jvm)
+    ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.maxBytes"))
 
   val RetainedRelease: ConfigKey[String] = ConfigKey(Prefix + "retained.release",
     ChoiceType(Seq("shuffle-cleanup", "job-end", "consumers-finished").map(n => n -> n)),
@@ -143,16 +145,16 @@ object ConfigKeys {
       "outputs are unregistered and their files deleted; a later action that needs them recomputes them.",
     ReadBy.Jvm)
 
-  val RetainedLeaseTimeout: ConfigKey[Long] = ConfigKey(Prefix + "retained.leaseTimeout", DurationType(Some(1000L)),
+  val RetainedLeaseTimeout: ConfigKey[Long] = ConfigKey(Prefix + "retained.lease-timeout", DurationType(Some(1000L)),
     120000L, "120s", DurationForms + "; at least 1 s",
     "Executors renew their application's lease on its retained directory while the driver answers. An executor " +
       "whose driver has not answered for this long deletes the application's retained files on its host (unless " +
       "another executor of the application there still reaches the driver), and any " +
       "executor removes the directories of other applications whose lease it has seen unchanged for this long (a " +
       "driver that crashed), timed on its monotonic clock. An executor that stops while its driver does not answer " +
-      "deletes them at once.", ReadBy.Jvm)
+      "deletes them at once.", ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.leaseTimeout"))
 
-  val RetainedNodeEnv: ConfigKey[String] = ConfigKey(Prefix + "retained.nodeEnv", EnvNameType,
+  val RetainedNodeEnv: ConfigKey[String] = ConfigKey(Prefix + "retained.node-env", EnvNameType,
     "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME", "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME",
     "an environment variable's name; empty = always the host",
     "The environment variable in which an executor finds the name of its node: a live executor on the lost " +
@@ -160,34 +162,35 @@ object ConfigKeys {
       "executor's environment: the node is the executor's host. On Kubernetes every executor pod is its own " +
       "host; a pod template sets this variable from the downward API (spec.nodeName), and the node's executor " +
       "pods share a hostPath volume holding both spark.local.dir and retained.dir (docs/kubernetes.md).",
-    ReadBy.Jvm)
+    ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.nodeEnv"))
 
-  val RetainedReattachTimeout: ConfigKey[Long] = ConfigKey(Prefix + "retained.reattachTimeout", DurationType(None),
+  val RetainedReattachTimeout: ConfigKey[Long] = ConfigKey(Prefix + "retained.reattach-timeout", DurationType(None),
     0L, "0", DurationForms + "; 0 = off",
     "How long a lost executor's outputs stay registered when no live executor is on its node, waiting for a new " +
       "executor that mounts its volume (Spark's persistent volume claim reuse on Kubernetes): that executor finds " +
       "the lost one's retained files, verifies them and the outputs are registered at it, so no map task re-runs. " +
       "Past the timeout they are unregistered and recomputed. A task that fetches from the lost executor during " +
-      "the wait fails and Spark recomputes what it read, as without the wait.", ReadBy.Jvm)
+      "the wait fails and Spark recomputes what it read, as without the wait.", ReadBy.Jvm,
+    deprecatedNames = Seq(Prefix + "retained.reattachTimeout"))
 
-  val RetainedEarlyLoss: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.earlyLossDetection", BooleanType, true,
+  val RetainedEarlyLoss: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.early-loss-detection", BooleanType, true,
     "true", "true, false",
     "Handle an executor's loss as soon as its connection to the driver closes and another executor on its node " +
       "takes its liveness lock (a lock the kernel releases only when the process is gone): its outputs are " +
       "adopted, then Spark is told to remove it. Spark's own report comes later (seconds on standalone and " +
       "Kubernetes), and a reducer that reached the dead executor before it retries only after " +
       "spark.shuffle.io.retryWait. An executor whose lock is still held is left to Spark. false: act on Spark's " +
-      "report only.", ReadBy.Jvm)
+      "report only.", ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.earlyLossDetection"))
 
-  val RetainedRedirectFetches: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.redirectFetches", BooleanType,
+  val RetainedRedirectFetches: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.redirect-fetches", BooleanType,
     true, "true", "true, false",
     "Send a reducer's fetch that waits on a lost executor to the executor that adopted its outputs as soon as " +
       "the driver relocated them. Without it, a fetch in flight when the executor died waits " +
       "spark.shuffle.io.retryWait, retries the dead address and fails, and its stage runs again. Each executor " +
       "wraps its block manager's block store client to do this (off beside the external shuffle service). " +
-      "false: leave fetches to Spark.", ReadBy.Jvm)
+      "false: leave fetches to Spark.", ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.redirectFetches"))
 
-  val ShuffleIoDelegate: ConfigKey[String] = ConfigKey(Prefix + "shuffleIo.delegate",
+  val ShuffleIoDelegate: ConfigKey[String] = ConfigKey(Prefix + "shuffle-io.delegate",
     ChoiceType(Seq(LocalDiskShuffleIo.toLowerCase(Locale.ROOT) -> LocalDiskShuffleIo,
       "local-disk" -> LocalDiskShuffleIo,
       KubernetesShuffleIo.toLowerCase(Locale.ROOT) -> KubernetesShuffleIo,
@@ -196,7 +199,8 @@ object ConfigKeys {
     s"$LocalDiskShuffleIo (local-disk), $KubernetesShuffleIo (kubernetes-local-disk)",
     "The shuffle IO that io.regionrecovery.spark.RegionRecoveryShuffleDataIO wraps (both write the same " +
       "local-disk files). KubernetesLocalDiskShuffleDataIO adds Spark's own recovery of shuffle files from a reused " +
-      "persistent volume claim, beside the plugin's (docs/kubernetes.md says what each covers).", ReadBy.Jvm)
+      "persistent volume claim, beside the plugin's (docs/kubernetes.md says what each covers).", ReadBy.Jvm,
+    deprecatedNames = Seq(Prefix + "shuffleIo.delegate"))
 
   // ---- batch job recovery after a driver crash (FLIP-383's keys after the prefix) ---------------------
 
@@ -330,6 +334,19 @@ object ConfigKeys {
   private lazy val knownNames: Seq[String] = all.flatMap(k => k.name +: k.deprecatedNames).sorted
 
   /**
+   * Warnings for values set under a deprecated name (the keys renamed to Flink's style, the Flink key
+   * `restart-strategy`), in name order; the Python controller logs the same text
+   * (config.deprecated_key_warning).
+   */
+  def deprecatedKeyWarnings(conf: Iterable[(String, String)]): Seq[String] = {
+    val set = conf.map(_._1).toSet
+    all.flatMap(k => k.deprecatedNames.filter(set.contains).map(old => deprecatedKeyWarning(old, k.name))).sorted
+  }
+
+  def deprecatedKeyWarning(old: String, current: String): String =
+    s"Configuration key $old is deprecated: use $current (its value is read while $current is unset)."
+
+  /**
    * Warnings for the keys under the prefix that no key declares, in name order: a typo in a key's
    * first part (`restart-stratgy.type`) would otherwise be ignored silently. The driver plugin logs
    * them at start; the Python controller logs the same text (config.unknown_key_warning).
@@ -341,7 +358,7 @@ object ConfigKeys {
 
   def unknownKeyWarning(name: String, value: String): String = {
     val hint = closeMatch(name).fold("")(m => s" Did you mean $m?")
-    val groups = knownNames.map(_.stripPrefix(Prefix).takeWhile(_ != '.')).distinct.sorted.mkString(", ")
+    val groups = all.map(_.name.stripPrefix(Prefix).takeWhile(_ != '.')).distinct.sorted.mkString(", ")
     s"Unknown configuration key ${ConfigType.cut(name)} (value ${ConfigType.shown(value)}) is ignored.$hint " +
       s"Known keys start with $Prefix and one of: $groups (`region-recovery config` lists them)."
   }

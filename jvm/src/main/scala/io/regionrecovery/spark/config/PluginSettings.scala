@@ -15,7 +15,7 @@ package io.regionrecovery.spark.config
 final class PluginSettings(lookup: String => Option[String]) {
   import ConfigKeys._
 
-  /** `eventBuffer.capacity`: events buffered for Python between two drains. */
+  /** `event-buffer.capacity`: events buffered for Python between two drains. */
   lazy val eventBufferCapacity: Int = EventBufferCapacity.read(lookup)
 
   /** `retained.enabled` as set: "true", "false" or "auto". */
@@ -49,13 +49,13 @@ final class RetentionSettings private[config] (lookup: String => Option[String])
   lazy val dir: String = RetainedDir.read(lookup)
   /** `retained.release`: shuffle-cleanup, job-end or consumers-finished. */
   lazy val release: String = RetainedRelease.read(lookup)
-  /** `retained.maxBytes` (0 = no cap). */
+  /** `retained.max-bytes` (0 = no cap). */
   lazy val maxBytesPerHost: Long = RetainedMaxBytes.read(lookup)
-  /** `retained.leaseTimeout`. */
+  /** `retained.lease-timeout`. */
   lazy val leaseTimeoutMs: Long = RetainedLeaseTimeout.read(lookup)
-  /** `retained.nodeEnv` ("" = the node is always the host). */
+  /** `retained.node-env` ("" = the node is always the host). */
   lazy val nodeEnv: String = RetainedNodeEnv.read(lookup)
-  /** `retained.reattachTimeout` (0 = no wait for a reattached volume). */
+  /** `retained.reattach-timeout` (0 = no wait for a reattached volume). */
   lazy val reattachTimeoutMs: Long = RetainedReattachTimeout.read(lookup)
   lazy val earlyLossDetection: Boolean = RetainedEarlyLoss.read(lookup)
   lazy val redirectFetches: Boolean = RetainedRedirectFetches.read(lookup)

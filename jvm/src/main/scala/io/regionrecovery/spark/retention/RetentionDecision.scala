@@ -10,10 +10,10 @@ package io.regionrecovery.spark.retention
  * @param incarnation    this driver's token: part of the retained directory's name on every host
  * @param dir            `retained.dir` as set ("" = the default, which each host resolves for itself)
  * @param linkOnly       retain by hard link only (`retained.enabled=auto`)
- * @param leaseTimeoutMs `retained.leaseTimeout`
+ * @param leaseTimeoutMs `retained.lease-timeout`
  * @param jobRecovery    (job id, window ms) while job recovery runs on the driver ([[DriverLossAction]])
- * @param nodeEnv        `retained.nodeEnv`: the environment variable naming the executor's node ("" = its host)
- * @param redirectFetches `retained.redirectFetches`: fetches waiting on a lost executor go to its adopter
+ * @param nodeEnv        `retained.node-env`: the environment variable naming the executor's node ("" = its host)
+ * @param redirectFetches `retained.redirect-fetches`: fetches waiting on a lost executor go to its adopter
  */
 final case class RetentionDecision(incarnation: String, dir: String, linkOnly: Boolean, leaseTimeoutMs: Long,
     jobRecovery: Option[(String, Long)], nodeEnv: String = "", redirectFetches: Boolean = true) {
@@ -52,11 +52,11 @@ object RetentionDecision {
 /**
  * What the coordinator knows of the deployment, fixed for the application.
  *
- * @param reattachTimeoutMs `retained.reattachTimeout`: how long a lost executor's outputs wait for an
+ * @param reattachTimeoutMs `retained.reattach-timeout`: how long a lost executor's outputs wait for an
  *                          executor that mounts its volume when none is live on its node (0 = no wait)
  * @param shuffleService    the external shuffle service runs: it serves lost executors' outputs, so
  *                          nothing is adopted and retention keeps files for job recovery only
- * @param earlyLossDetection `retained.earlyLossDetection`: act on a closed connection once the process is
+ * @param earlyLossDetection `retained.early-loss-detection`: act on a closed connection once the process is
  *                          known gone, before Spark's report
  * @param adopterReadsData  an adopter reads every byte before it answers (Spark's reader would not detect a
  *                          corrupt block: [[RetainedVerification.readerDetectsCorruption]]), so one ask

@@ -30,7 +30,7 @@ class ConfigContractSuite extends AnyFunSuite {
       "uri", "setting-names", "env-name")
     assert(objects.map(_.get("type").asText).toSet == types, "every type is used")
     def key(name: String) = objects.find(_.get("key").asText == ConfigKeys.Prefix + name).get
-    val lease = key("retained.leaseTimeout")
+    val lease = key("retained.lease-timeout")
     assert(lease.get("type").asText == "duration" && lease.get("default").asText == "120s")
     assert(lease.get("minimum").asLong == 1000L && lease.get("choices").isNull && lease.get("read_by").asText == "jvm")
     val restart = key("restart-strategy.type")
@@ -39,19 +39,19 @@ class ConfigContractSuite extends AnyFunSuite {
     assert(restart.get("read_by").asText == "python" && restart.get("default").asText == "none")
     assert(key("restart-strategy.fixed-delay.delay").get("default").asText == "1 s")
     assert(
-      key("retained.maxBytes").get("type").asText == "bytes" && key("retained.maxBytes").get("default").asText == "0")
-    assert(key("eventBuffer.capacity").get("minimum").asLong == 1L)
+      key("retained.max-bytes").get("type").asText == "bytes" && key("retained.max-bytes").get("default").asText == "0")
+    assert(key("event-buffer.capacity").get("minimum").asLong == 1L)
     assert(key("restart-strategy.fixed-delay.attempts").get("minimum").asLong == 0L)
   }
 
   test("parse: canonical values by type, errors with the user's message, one line in, one line out") {
     val k = ConfigKeys.Prefix
-    val out = parseLines(s"${k}retained.enabled\t TRUE ", s"${k}retained.leaseTimeout\t2 min",
-      s"${k}retained.maxBytes\t512 MiB", s"${k}restart-strategy.exponential-delay.backoff-multiplier\t2",
+    val out = parseLines(s"${k}retained.enabled\t TRUE ", s"${k}retained.lease-timeout\t2 min",
+      s"${k}retained.max-bytes\t512 MiB", s"${k}restart-strategy.exponential-delay.backoff-multiplier\t2",
       s"${k}restart-strategy\tFixedDelay",
       s"${k}restart-strategy.exponential-delay.attempts-before-reset-backoff\tinfinite",
       s"${k}restart-strategy.exponential-delay.attempts-before-reset-backoff\t4", s"${k}retained.dir\t /data/r ",
-      s"${k}eventBuffer.capacity\t0", s"${k}retained.dir\trelative\tdir", s"${k}no.such.key\t1", "no tab here")
+      s"${k}event-buffer.capacity\t0", s"${k}retained.dir\trelative\tdir", s"${k}no.such.key\t1", "no tab here")
     assert(out.size == 12)
     assert(out.head.get("value").asBoolean && out.head.get("raw").asText == " TRUE " &&
       out.head.get("key").asText == s"${k}retained.enabled")
@@ -60,7 +60,7 @@ class ConfigContractSuite extends AnyFunSuite {
     assert(out(4).get("value").asText == "fixed-delay" && out(4).get("key").asText == s"${k}restart-strategy")
     assert(out(5).get("value").isNull && out(6).get("value").asInt == 4 && out(7).get("value").asText == "/data/r")
     assert(
-      out(8).get("error").asText.startsWith(s"Invalid value '0' for ${k}eventBuffer.capacity: must be at least 1."))
+      out(8).get("error").asText.startsWith(s"Invalid value '0' for ${k}event-buffer.capacity: must be at least 1."))
     assert(!out(8).has("value"))
     assert(out(9).get("raw").asText == "relative\tdir" && out(9).get("error").asText.contains("not an absolute path"))
     assert(out(10).get("error").asText == ConfigKeys.unknownKeyWarning(s"${k}no.such.key", "1"))

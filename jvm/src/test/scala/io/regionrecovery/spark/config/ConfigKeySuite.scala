@@ -9,7 +9,7 @@ class ConfigKeySuite extends AnyFunSuite {
   test("an error names the key, the raw value and what is accepted") {
     val k = ConfigKeys.RetainedLeaseTimeout
     val e = intercept[ConfigException](k.read(conf(k.name -> "10ms")))
-    assert(e.getMessage == "Invalid value '10ms' for spark.regionRecovery.retained.leaseTimeout: must be at least " +
+    assert(e.getMessage == "Invalid value '10ms' for spark.regionRecovery.retained.lease-timeout: must be at least " +
       s"1000 ms. Accepted: ${ConfigKeys.DurationForms}; at least 1 s.")
     assert(e.key == k.name && e.value == "10ms")
     assert(e.isInstanceOf[IllegalArgumentException], "callers that catch IllegalArgumentException keep working")
@@ -44,11 +44,11 @@ class ConfigKeySuite extends AnyFunSuite {
     assert(warnings == Seq(
       "Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') is ignored. Did " +
         "you mean spark.regionRecovery.restart-strategy.type? Known keys start with spark.regionRecovery. and one " +
-        "of: eventBuffer, execution, failover, failover-strategy, job-event, job-recovery, restart-strategy, " +
-        "retained, shuffleIo, streaming (`region-recovery config` lists them).",
+        "of: event-buffer, execution, failover, failover-strategy, job-event, job-recovery, restart-strategy, " +
+        "retained, shuffle-io, streaming (`region-recovery config` lists them).",
       "Unknown configuration key spark.regionRecovery.ui.colour (value 'x') is ignored. Known keys start with " +
-        "spark.regionRecovery. and one of: eventBuffer, execution, failover, failover-strategy, job-event, " +
-        "job-recovery, restart-strategy, retained, shuffleIo, streaming (`region-recovery config` lists them)."))
+        "spark.regionRecovery. and one of: event-buffer, execution, failover, failover-strategy, job-event, " +
+        "job-recovery, restart-strategy, retained, shuffle-io, streaming (`region-recovery config` lists them)."))
     // the suggestions Python's difflib makes (tests/unit/test_config.py)
     val rs = p + "restart-strategy."
     Seq(rs + "fixed-delay.attemps" -> (rs + "fixed-delay.attempts"),
@@ -94,10 +94,13 @@ class ConfigKeySuite extends AnyFunSuite {
     assert(ConfigKeys.JobRecoveryIgnoredSettings.default == Nil &&
       ConfigKeys.JobRecoveryIgnoredSettings.parse("") == Nil)
     ConfigKeys.all.filterNot(k =>
-      described.contains(k) || k == unsetMeansAnother ||
+      described.contains(k) || k == unsetMeansAnother || k == ConfigKeys.RestartStrategyType ||
         k == ConfigKeys.JobRecoveryIgnoredSettings).foreach { k =>
       assert(k.parse(k.defaultText) == k.default, k.name)
     }
+    // unset, the Python controller restarts under exponential-delay: the documented default says so
+    assert(ConfigKeys.RestartStrategyType.default == "none" &&
+      ConfigKeys.RestartStrategyType.defaultText.startsWith("unset: exponential-delay"))
     described.foreach(k => assert(k.default == "", k.name))
     assert(unsetMeansAnother.default == -1L &&
       unsetMeansAnother.defaultText == ConfigKeys.CheckpointingInterval.name.stripPrefix(ConfigKeys.Prefix))
@@ -108,9 +111,9 @@ class ConfigKeySuite extends AnyFunSuite {
     assert(names == names.sorted && names.distinct == names && names.size == 43)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
-    assert(jvm == Set("eventBuffer.capacity", "retained.enabled", "retained.dir", "retained.maxBytes",
-      "retained.release", "retained.leaseTimeout", "retained.nodeEnv", "retained.reattachTimeout",
-      "retained.earlyLossDetection", "retained.redirectFetches", "shuffleIo.delegate",
+    assert(jvm == Set("event-buffer.capacity", "retained.enabled", "retained.dir", "retained.max-bytes",
+      "retained.release", "retained.lease-timeout", "retained.node-env", "retained.reattach-timeout",
+      "retained.early-loss-detection", "retained.redirect-fetches", "shuffle-io.delegate",
       "job-recovery.previous-worker.recovery.timeout",
       "job-recovery.window", "job-recovery.code-version", "job-recovery.input-digest", "job-recovery.ignored-settings",
       "job-event.store.write-buffer.size",
@@ -119,5 +122,27 @@ class ConfigKeySuite extends AnyFunSuite {
       "execution.checkpointing.during-recovery.enabled", "streaming.recovery.initial-batch",
       "streaming.recovery.ramp-factor", "streaming.max-batch", "streaming.backlog.lag-threshold"))
     assert(ConfigKeys.all.forall(k => k.doc.nonEmpty && k.accepted.nonEmpty && k.defaultText.nonEmpty))
+  }
+
+  test("one naming rule: after the prefix, lowercase words joined by hyphens in dot-separated groups, as in Flink") {
+    val rule = "[a-z0-9]+(-[a-z0-9]+)*(\\.[a-z0-9]+(-[a-z0-9]+)*)*".r
+    ConfigKeys.all.foreach(k => assert(rule.matches(k.name.stripPrefix(ConfigKeys.Prefix)), k.name))
+  }
+
+  test("a key set under its camel-case name of before the rule is read, the current name wins, a warning says so") {
+    val old = ConfigKeys.Prefix + "retained.maxBytes"
+    assert(ConfigKeys.RetainedMaxBytes.deprecatedNames == Seq(old) && ConfigKeys.byName(old).contains(
+      ConfigKeys.RetainedMaxBytes))
+    assert(ConfigKeys.RetainedMaxBytes.read(Map(old -> "1g").get) == (1L << 30))
+    assert(ConfigKeys.RetainedMaxBytes.read(Map(old -> "1g", ConfigKeys.RetainedMaxBytes.name -> "2g").get) ==
+      (2L << 30))
+    assert(ConfigKeys.unknownKeyWarnings(Seq(old -> "1g")).isEmpty, "a deprecated name is no typo")
+    assert(ConfigKeys.deprecatedKeyWarnings(Seq(old -> "1g", "spark.executor.memory" -> "1g")) == Seq(
+      s"Configuration key $old is deprecated: use ${ConfigKeys.RetainedMaxBytes.name} (its value is read while " +
+        s"${ConfigKeys.RetainedMaxBytes.name} is unset)."))
+    val renamed = ConfigKeys.all.flatMap(_.deprecatedNames).map(_.stripPrefix(ConfigKeys.Prefix)).toSet
+    assert(renamed == Set("restart-strategy", "eventBuffer.capacity",
+      "retained.maxBytes", "retained.leaseTimeout", "retained.nodeEnv", "retained.reattachTimeout",
+      "retained.earlyLossDetection", "retained.redirectFetches", "shuffleIo.delegate"))
   }
 }

@@ -36,7 +36,8 @@ class ConfigContractSuite extends AnyFunSuite {
     val restart = key("restart-strategy.type")
     assert(restart.get("choices").get("fixeddelay").asText == "fixed-delay" && restart.get("minimum").isNull)
     assert(restart.get("deprecated_names").get(0).asText == "spark.regionRecovery.restart-strategy")
-    assert(restart.get("read_by").asText == "python" && restart.get("default").asText == "none")
+    assert(restart.get("read_by").asText == "python" &&
+      restart.get("default").asText == "unset: exponential-delay under rr.run and rr.stream")
     assert(key("restart-strategy.fixed-delay.delay").get("default").asText == "1 s")
     assert(
       key("retained.max-bytes").get("type").asText == "bytes" && key("retained.max-bytes").get("default").asText == "0")

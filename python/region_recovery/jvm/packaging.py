@@ -12,6 +12,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .._version import __version__
+from ..config.keys import RETAINED_MAX_BYTES
 from ..errors import JarNotFoundError
 from .inherited_conf import inherited_settings
 
@@ -32,8 +33,7 @@ QUERY_LISTENER_CLASS = "io.regionrecovery.spark.sql.FailedQueryCapture"
 QUEUE_NAME = "regionRecovery"
 JAR_ENV = "REGION_RECOVERY_JAR"
 RETAINED_KEY = "spark.regionRecovery.retained.enabled"
-RETAINED_CAP_KEY = "spark.regionRecovery.retained.max-bytes"
-RETAINED_CAP_OLD_KEY = "spark.regionRecovery.retained.maxBytes"  # its name before 0.1's naming rule, still read
+RETAINED_CAP_KEY = RETAINED_MAX_BYTES.name
 # configure()'s cap on retained bytes per host. Hard links cost nothing while Spark keeps its own
 # file; the cap bounds what adopted outputs of lost executors (whose own copies are gone) can hold.
 DEFAULT_RETAINED_CAP = "2g"
@@ -110,7 +110,7 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
         # on where it is free: hard links only; the plugin keeps it off, and logs why, where a copy
         # would be needed, under settings retention refuses, and under dynamic allocation
         out[RETAINED_KEY] = "auto"
-        if RETAINED_CAP_KEY not in existing and RETAINED_CAP_OLD_KEY not in existing:
+        if not any(name in existing for name in (RETAINED_CAP_KEY, *RETAINED_MAX_BYTES.deprecated_names)):
             out[RETAINED_CAP_KEY] = DEFAULT_RETAINED_CAP
     queue_key = f"spark.scheduler.listenerbus.eventqueue.{QUEUE_NAME}.capacity"
     if queue_key not in existing:

@@ -489,8 +489,10 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     }
     work.foreach(_.get())
     val movesStarted = System.nanoTime()
+    val mine = store.executorDir(r.appKey, executorId)
+    if (served.exists(_ != null)) store.ensureDir(mine)
     served.indices.filter(served(_) != null).foreach { i =>
-      try bytes(i) = keep(r.appKey, served(i))
+      try bytes(i) = keep(mine, served(i))
       catch { case NonFatal(e) => failures(i) = e.getMessage }
     }
     phases.addAndGet(2, System.nanoTime() - movesStarted)
@@ -611,10 +613,11 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     v
   }
 
-  /** Keeps an adopted output retained, now as this executor's (if it dies, it can be adopted again); its bytes. */
-  private def keep(appKey: String, v: VerifiedOutput): Long = {
-    val mine = store.executorDir(appKey, executorId)
-    store.ensureDir(mine)
+  /**
+   * Keeps an adopted output retained in `mine`, this executor's directory (if it dies, it can be adopted
+   * again); its bytes.
+   */
+  private def keep(mine: java.nio.file.Path, v: VerifiedOutput): Long = {
     var total = 0L
     v.files.foreach { f =>
       total += f.length()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything the project needs on a fresh machine (Python 3.11, Java 17, Maven present):
 # the .venv with pyspark 4.3.0 and the package, sbt (bootstrapped from Maven Central), the plugin
-# jar (built, bundled into the package, and published to ~/.m2 for --packages).
+# jar (built, bundled into the package, and published to ~/.m2 for --packages), the jars of S3A (target/s3a-jars).
 #   scripts/setup.sh              set up
 #   scripts/setup.sh --jvm-tests  set up and run the JVM unit tests while building the jar
 #   scripts/setup.sh --check-format  set up and check the Scala formatting (scalafmt) while building the jar
@@ -33,3 +33,5 @@ case "${1:-}" in
   --check-format) scripts/build-jar.sh --check-format ;;
   *) scripts/build-jar.sh ;;
 esac
+step "fetching hadoop-aws and the AWS SDK modules for s3a:// (target/s3a-jars)"
+scripts/fetch-s3a-jars.sh >/dev/null

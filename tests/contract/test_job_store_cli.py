@@ -43,6 +43,19 @@ def test_the_golden_segment_replays_as_written(tmp_path, monkeypatch):
     assert read_job(tmp_path.name, "job-1").events == GOLDEN_EVENTS
 
 
+def test_hadoop_settings_reach_the_reader_and_a_bad_option_gets_the_usage(tmp_path, monkeypatch):
+    store = str(_store(tmp_path, GOLDEN_FILE.read_bytes()))
+    # a driver's spark.hadoop.* setting, passed as it is, reaches Hadoop: here it names s3a's implementation
+    with pytest.raises(JvmToolError, match="Class org.example.NoSuchFileSystem not found"):
+        read_job("s3a://bucket/jobs", "job-1", {"spark.hadoop.fs.s3a.impl": "org.example.NoSuchFileSystem"})
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path / "conf"))  # a missing conf dir on the classpath is harmless
+    assert read_job(store, "job-1", {"fs.s3a.endpoint": "http://127.0.0.1:1"}).events == GOLDEN_EVENTS
+    from region_recovery.jvm.tool import run_main
+
+    with pytest.raises(JvmToolError, match="usage: .*--conf <hadoop key>=<value>"):
+        run_main("io.regionrecovery.spark.jobrecovery.JobReplayMain", [store, "job-1", "--bogus", "x"])
+
+
 def test_the_command_prints_the_replay_as_json(tmp_path, capsys):
     assert main(["job", "job-1", "--dir", str(_store(tmp_path, GOLDEN_FILE.read_bytes())), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

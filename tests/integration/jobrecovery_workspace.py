@@ -27,12 +27,23 @@ ONE_EXECUTOR = "local-cluster[1,1,1024]"  # a resubmission's master: one executo
 
 
 class Workspace:
-    """One job's files: inputs, output, event store, retained root."""
+    """One job's files: inputs, output, event store, retained root. The event store is `root/store` unless
+    `store_uri` names another (s3a://...), reached with `store_conf` (spark.hadoop.* settings) and `store_jars`."""
 
-    def __init__(self, root: Path, data: Path | None = None):
+    def __init__(
+        self,
+        root: Path,
+        data: Path | None = None,
+        store_uri: str | None = None,
+        store_conf: dict[str, str] | None = None,
+        store_jars: list[str] = (),
+    ):
         self.root = root
         self.data = data or root / "data"
         self.store = root / "store"
+        self.store_uri = store_uri or str(self.store)
+        self.store_conf = dict(store_conf or {})
+        self.store_jars = list(store_jars)
         self.retained = root / "retained"
         self.killed_at: float | None = None  # when crash_after last killed the driver
         if data is None:
@@ -59,14 +70,16 @@ class Workspace:
             "--job-id",
             JOB,
             "--store",
-            str(self.store),
+            self.store_uri,
             "--retained",
             str(self.retained),
+            *[f"--conf={key}={value}" for key, value in self.store_conf.items()],
+            *([f"--conf=spark.driver.extraClassPath={os.pathsep.join(self.store_jars)}"] if self.store_jars else []),
             *extra,
         ]
 
     def shuffles_recorded(self) -> int:
-        replay = read_job(str(self.store), JOB)
+        replay = read_job(self.store_uri, JOB, self.store_conf, self.store_jars)
         return sum(1 for e in replay.events if e.kind == "shuffle")
 
     def crash_after(self, shuffles: int, extra: list[str] = (), slow: str = CRASH_SLOW) -> None:
@@ -74,9 +87,9 @@ class Workspace:
 
         `slow` is the slow step's sleep: the room to kill the driver before the third shuffle (the
         repartition, whose identity includes it: a resubmission that recovers it must pass the same)."""
-        before = self.shuffles_recorded() if self.store.exists() else 0
+        before = self.shuffles_recorded() if self.store.exists() or self.store_uri != str(self.store) else 0
         # one JVM watches the store (a JVM per look would cost a second and more CPU than the job)
-        with RecordWatch(str(self.store), JOB, "shuffle", before + shuffles) as watch:
+        with RecordWatch(self.store_uri, JOB, "shuffle", before + shuffles, self.store_conf, self.store_jars) as watch:
             self.crash_when(watch.reached, f"the job did not record {shuffles} more shuffles in time", extra, slow)
 
     def crash_when(self, ready, not_ready: str, extra: list[str] = (), slow: str = CRASH_SLOW) -> None:

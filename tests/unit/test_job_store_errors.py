@@ -41,3 +41,10 @@ def test_the_reason_the_tool_gives_when_it_fails(tmp_path, monkeypatch):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
     with pytest.raises(JvmToolError, match="JobReplayMain exited with status 2: not a job id$"):
         read_job(str(tmp_path), "j")
+
+
+def test_a_missing_file_system_jar_or_a_malformed_setting(tmp_path, capsys):
+    with pytest.raises(JvmToolError, match=f"no such jar: {tmp_path / 'hadoop-aws.jar'}$"):
+        read_job(str(tmp_path), "j", jars=[str(tmp_path / "hadoop-aws.jar")])
+    with pytest.raises(SystemExit, match="--conf 'fs.s3a.endpoint' is not KEY=VALUE"):
+        main(["job", "j", "--dir", str(tmp_path), "--conf", "fs.s3a.endpoint"])

@@ -16,6 +16,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     job = sub.add_parser("job", help="show a job's event store (batch job recovery after a driver crash)")
     job.add_argument("job_id", help="spark.regionRecovery.job-recovery.job-id")
     job.add_argument("--dir", required=True, help="spark.regionRecovery.job-recovery.dir (a path or a URI)")
+    job.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Hadoop setting for the dir's file system (spark.hadoop.* as the driver has it, or the bare key); "
+        "$HADOOP_CONF_DIR's core-site.xml is read too",
+    )
+    job.add_argument(
+        "--jars", default="", metavar="JARS", help="comma-separated jars of the dir's file system (hadoop-aws, ...)"
+    )
     job.add_argument("--json", action="store_true", help="print the records as JSON")
     job.set_defaults(func=run)
 
@@ -26,7 +37,13 @@ def run(args: argparse.Namespace) -> int:
 
     from ..jobrecovery import read_job
 
-    replay = read_job(args.dir, args.job_id)
+    conf = {}
+    for setting in args.conf:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"region-recovery job: --conf {setting!r} is not KEY=VALUE")
+        conf[key] = value
+    replay = read_job(args.dir, args.job_id, conf, [j for j in args.jars.split(",") if j])
     if args.json:
         print(
             json.dumps(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -45,11 +46,18 @@ def _dir_argument(dir: str) -> str:
     return os.path.abspath(dir)
 
 
-def read_job(dir: str, job_id: str) -> Replay:
-    """Replays the job's store under ``dir`` (a path, or a URI Hadoop's default configuration resolves) without
-    taking its lock; JvmToolError when java, pyspark's jars or the plugin jar is missing, or the store cannot
-    be read (a bad job id among them)."""
-    return _replay(run_main(MAIN, [_dir_argument(dir), job_id]))
+def _conf_arguments(conf: Mapping[str, str] | None) -> list[str]:
+    return [a for key, value in (conf or {}).items() for a in ("--conf", f"{key}={value}")]
+
+
+def read_job(dir: str, job_id: str, conf: Mapping[str, str] | None = None, jars: Sequence[str] = ()) -> Replay:
+    """Replays the job's store under ``dir`` (a path, or a URI Hadoop resolves) without taking its lock.
+
+    ``conf``: Hadoop settings for ``dir``'s file system (``spark.hadoop.`` prefixes are dropped, so a driver's
+    settings can be passed as they are); ``jars``: that file system's jars (hadoop-aws and the AWS SDK for
+    ``s3a://``). JvmToolError when java, pyspark's jars or the plugin jar is missing, or the store cannot be
+    read (a bad job id among them)."""
+    return _replay(run_main(MAIN, [_dir_argument(dir), job_id, *_conf_arguments(conf)], jars=jars))
 
 
 def _replay(document: str) -> Replay:
@@ -62,13 +70,21 @@ def _replay(document: str) -> Replay:
 class RecordWatch:
     """Waits, in one JVM of its own (``JobReplayMain --wait-for``), until a job's store holds ``count`` records of
     ``kind``: how the tests and the driver-crash benchmark see a running driver's progress without starting a
-    JVM per look. ``reached()`` does not block; once it is true, ``replay`` is the store as the JVM read it then.
-    ``close()`` (or leaving the ``with`` block) ends the wait."""
+    JVM per look (``conf`` and ``jars`` as for ``read_job``). ``reached()`` does not block; once it is true,
+    ``replay`` is the store as the JVM read it then. ``close()`` (or leaving the ``with`` block) ends the wait."""
 
-    def __init__(self, dir: str, job_id: str, kind: str, count: int) -> None:
+    def __init__(
+        self,
+        dir: str,
+        job_id: str,
+        kind: str,
+        count: int,
+        conf: Mapping[str, str] | None = None,
+        jars: Sequence[str] = (),
+    ) -> None:
         self.replay: Replay | None = None
         self._proc = subprocess.Popen(
-            command(MAIN, [_dir_argument(dir), job_id, "--wait-for", f"{kind}={count}"]),
+            command(MAIN, [_dir_argument(dir), job_id, "--wait-for", f"{kind}={count}", *_conf_arguments(conf)], jars),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )

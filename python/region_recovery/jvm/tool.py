@@ -1,7 +1,8 @@
 """Runs a main class of the plugin jar in a JVM of its own, for the command line and the tests (no Spark started).
 
-The classpath is the plugin jar (``jar_path()``) and the jars of the installed pyspark, which hold Scala,
-Hadoop and Jackson; java is ``$JAVA_HOME/bin/java``, else the first ``java`` on PATH.
+The classpath is the plugin jar (``jar_path()``), the jars of the installed pyspark, which hold Scala,
+Hadoop and Jackson, any extra jars (a file system's, such as hadoop-aws) and ``$HADOOP_CONF_DIR`` when set (its
+core-site.xml, as Spark reads it); java is ``$JAVA_HOME/bin/java``, else the first ``java`` on PATH.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 
 from ..errors import JvmToolError
 from .packaging import jar_path
@@ -31,8 +33,8 @@ def java_executable() -> str:
     return found
 
 
-def classpath() -> str:
-    """The plugin jar, then every jar of the installed pyspark."""
+def classpath(extra: Sequence[str] = ()) -> str:
+    """The plugin jar, every jar of the installed pyspark, then ``extra`` and ``$HADOOP_CONF_DIR``."""
     plugin = jar_path()  # JarNotFoundError says where it looked
     try:
         import pyspark
@@ -41,19 +43,24 @@ def classpath() -> str:
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
     if not os.path.isdir(jars):
         raise JvmToolError(f"the installed pyspark has no jars directory ({jars})")
-    return os.pathsep.join([plugin, os.path.join(jars, "*")])
+    missing = [j for j in extra if not os.path.isfile(j)]
+    if missing:
+        raise JvmToolError(f"no such jar: {', '.join(missing)}")
+    conf_dir = os.environ.get("HADOOP_CONF_DIR")
+    return os.pathsep.join([plugin, os.path.join(jars, "*"), *extra, *([conf_dir] if conf_dir else [])])
 
 
-def command(main_class: str, args: list[str]) -> list[str]:
-    """The command line that runs ``main_class`` with ``args``; JvmToolError when java or pyspark is missing."""
-    return [java_executable(), *_SHORT_LIVED, "-cp", classpath(), main_class, *args]
+def command(main_class: str, args: list[str], jars: Sequence[str] = ()) -> list[str]:
+    """The command line that runs ``main_class`` with ``args`` (``jars`` added to the classpath); JvmToolError when
+    java, pyspark or one of ``jars`` is missing."""
+    return [java_executable(), *_SHORT_LIVED, "-cp", classpath(jars), main_class, *args]
 
 
-def run_main(main_class: str, args: list[str], timeout: float = 300) -> str:
+def run_main(main_class: str, args: list[str], timeout: float = 300, jars: Sequence[str] = ()) -> str:
     """Runs ``main_class`` with ``args`` and returns its standard output (UTF-8); JvmToolError when it fails,
     with what it wrote on standard error."""
     try:
-        proc = subprocess.run(command(main_class, args), capture_output=True, timeout=timeout)
+        proc = subprocess.run(command(main_class, args, jars), capture_output=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise JvmToolError(f"cannot run {main_class}: {e}") from e
     if proc.returncode != 0:

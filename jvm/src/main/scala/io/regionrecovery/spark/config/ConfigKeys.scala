@@ -245,8 +245,10 @@ object ConfigKeys {
   val JobRecoveryDir: ConfigKey[String] = ConfigKey(JR + "dir", UriType, "",
     "<java.io.tmpdir>/spark-region-recovery-jobs-<user>", "a Hadoop FileSystem URI or an absolute path",
     "Where the job event store lives: <dir>/<job-id>/segment-*, one segment per application, appended, never " +
-      "rewritten. A local path (the default) is refused in cluster deploy mode, where the next driver may run on " +
-      "another host.", ReadBy.Both)
+      "rewritten (on an object store, one object per flush). A local path (the default) is refused in cluster " +
+      "deploy mode, where the next driver may run on another host. A file system on which two drivers could both " +
+      "take the job (other than a local one, HDFS, or S3A with its conditional writes) turns job recovery off at " +
+      "start, with the reason in the log and the report.", ReadBy.Both)
 
   val JobRecoveryWorkerTimeout: ConfigKey[Long] = ConfigKey(JR + "previous-worker.recovery.timeout",
     DurationType(None), 30000L, "30 s", DurationForms,

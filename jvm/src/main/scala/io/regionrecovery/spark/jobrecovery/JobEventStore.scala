@@ -26,6 +26,45 @@ final case class Replay(events: Seq[JobEvent], segments: Seq[String], ignored: S
 /** Another live driver holds the job's lock. Message says which application and how to proceed. */
 final class JobAlreadyRunningException(message: String) extends IllegalStateException(message)
 
+/** The job recovery dir's file system cannot hold the job's lock safely; the message says why and what works. */
+final class UnsafeJobStoreException(message: String) extends IllegalArgumentException(message)
+
+/** How one application's segment reaches the file system: appended in place, or one new object per write. */
+private[jobrecovery] sealed trait SegmentWriter {
+  /** Makes `bytes` durable and visible to a replay before it returns. */
+  def write(bytes: ByteArrayOutputStream): Unit
+  def close(): Unit
+  /** Told in the store's start line. */
+  def layout: String
+}
+
+/** A stream that can hflush (local, HDFS): one file, appended. */
+private[jobrecovery] final class AppendedSegment(out: FSDataOutputStream) extends SegmentWriter {
+  def write(bytes: ByteArrayOutputStream): Unit = { bytes.writeTo(out); out.hflush() }
+  def close(): Unit = out.close()
+  def layout: String = ""
+}
+
+/**
+ * A stream that cannot hflush (S3A writes an object at close(), nothing before): each write is a new
+ * object `<segment>.chunk-<8 digits>`, numbered from 1 after the empty `<segment>` object; replay reads
+ * them in that order as one segment. A chunk is whole or absent on an object store, and never rewritten.
+ */
+private[jobrecovery] final class ChunkedSegment(fs: FileSystem, segment: Path) extends SegmentWriter {
+  private var next = 1
+  def write(bytes: ByteArrayOutputStream): Unit = {
+    val chunk = new Path(segment.getParent, f"${segment.getName}.chunk-$next%08d")
+    // the chunk's name is this driver's alone (it holds the job): no existence probe before the write
+    val out = fs.createFile(chunk).overwrite(true).opt("fs.s3a.create.performance", true).build()
+      .asInstanceOf[FSDataOutputStream]
+    try bytes.writeTo(out)
+    finally out.close()
+    next += 1
+  }
+  def close(): Unit = ()
+  def layout: String = " (one object per write: its file system cannot flush a file it is still writing)"
+}
+
 /**
  * The job event store: what a batch job's drivers record so that a resubmission after a driver crash
  * (same job id) can recover the job's progress, as Flink's FileSystemJobEventStore does (FLIP-383).
@@ -35,10 +74,14 @@ final class JobAlreadyRunningException(message: String) extends IllegalStateExce
  * {{{
  *   <dir>/<jobId>/driver.lock                         who holds the job (see "Lock" below)
  *   <dir>/<jobId>/segment-<epoch ms, 13 digits>-<app>  one per application, appended, never rewritten
+ *   <dir>/<jobId>/segment-<...>-<app>.chunk-<8 digits>   where a file cannot be flushed while written (S3A)
  *   <dir>/<jobId>/corrupt-segment-...                  segments set aside after a corrupt replay
  * }}}
  * Replay reads the segments in name order; a new segment's timestamp is above every existing one,
- * so name order is application order even when the clock went back.
+ * so name order is application order even when the clock went back. Where the segment's stream
+ * cannot hflush (object stores make an object visible at close() only), the segment is an empty
+ * object and every write a new chunk object after it ([[ChunkedSegment]]): replay concatenates
+ * them, and a missing chunk is corruption.
  *
  * A segment is a sequence of records, big-endian (DataOutputStream):
  * {{{
@@ -61,19 +104,22 @@ final class JobAlreadyRunningException(message: String) extends IllegalStateExce
  * the `region-recovery job` command and the Python tests run [[JobReplayMain]], which prints a replay as
  * JSON; tests/golden/job-events.bin holds a segment written here.
  *
- * Writing (as Flink's store): append() buffers, a daemon thread writes and hflush()es the buffer every
- * flushIntervalMs, and so does an append that fills it; appendAndFlush() returns once its record is
- * hflushed. The first write error marks the store failed: recording stops for good (what was written
+ * Writing (as Flink's store): append() buffers, a daemon thread writes and hflush()es the buffer (or
+ * writes a chunk) every flushIntervalMs, and so does an append that fills it; appendAndFlush()
+ * returns once its record is durable. The first write error marks the store failed: recording stops for good (what was written
  * is a prefix of the history, never one with a hole), the job goes on, and nothing is thrown.
  *
  * Lock: one live driver per job. On the local file system, an OS lock on driver.lock
  * (FileChannel.tryLock), which dies with its JVM: a SIGKILLed driver never blocks its resubmission.
- * Elsewhere (HDFS, object stores) file systems offer no such lock, so driver.lock is a lease: the
- * holder's application id and a timestamp, renewed by the flush thread; a lease renewed less than
- * max(30 s, 10 x flushIntervalMs) ago refuses a new driver, an older one is taken over. That is
- * weaker: it trusts the hosts' clocks to agree within the timeout, a driver paused for longer than
- * the timeout loses the job (it notices at its next renewal and stops recording), and two drivers
- * that start within one file-system round trip of each other can both take a stale lease.
+ * Elsewhere (HDFS, object stores) file systems offer no such lock, so driver.lock is a lease
+ * ([[LeaseLock]]): the holder's application id and a timestamp, renewed by the flush thread. A new
+ * driver that finds a lease renewed less than max(30 s, 10 x flushIntervalMs) ago waits: renewed
+ * meanwhile, it is refused; not renewed, it is taken over once that old (a resubmission after a
+ * crash waits out the rest of the timeout). Only one of two drivers may win: S3A's conditional
+ * writes, or HDFS's atomic create; any other file system is refused at open() with
+ * UnsafeJobStoreException, and job recovery stays off. A lease trusts the hosts' clocks to agree
+ * within the timeout, and a driver paused for longer than the timeout loses the job (it notices at
+ * its next renewal and stops recording).
  */
 object JobEventStore extends Logging {
   val FormatVersion: Int = 1
@@ -105,7 +151,11 @@ object JobEventStore extends Logging {
 
   private val SegmentTime = ("^" + SegmentPrefix + "(\\d{13})-").r.unanchored
 
-  /** Takes the job's driver lock (throws JobAlreadyRunningException), replays the existing segments, then creates this application's new segment and writes nothing yet. */
+  /**
+   * Takes the job's driver lock (throws JobAlreadyRunningException; UnsafeJobStoreException where the file
+   * system cannot hold one safely), replays the existing segments, then creates this application's new
+   * segment and writes nothing yet.
+   */
   def open(dirUri: String, jobId: String, appId: String, hadoopConf: Configuration, writeBufferBytes: Long,
       flushIntervalMs: Long): (JobEventStore, Replay) = {
     require(flushIntervalMs > 0, s"flush interval must be positive: $flushIntervalMs")
@@ -114,17 +164,25 @@ object JobEventStore extends Logging {
     var lock: DriverLock = null
     try {
       val qualified = fs.makeQualified(dir)
+      val writes = if (local) None else Some(leaseWrites(fs, qualified))
       if (local) LocalLock.ensureDir(java.nio.file.Paths.get(qualified.toUri.getPath)) else fs.mkdirs(qualified)
-      lock =
-        if (local) LocalLock.acquire(java.nio.file.Paths.get(qualified.toUri.getPath, LockName), jobId, appId)
-        else LeaseLock.acquire(fs, new Path(qualified, LockName), jobId, appId, flushIntervalMs)
+      lock = writes match {
+        case None => LocalLock.acquire(java.nio.file.Paths.get(qualified.toUri.getPath, LockName), jobId, appId)
+        case Some(w) =>
+          LeaseLock.acquire(fs, new Path(qualified, LockName), jobId, appId, flushIntervalMs, w,
+            waitMs = LeaseLock.timeoutFor(flushIntervalMs))
+      }
       val replay = replayIn(fs, qualified)
       if (replay.corrupt.isDefined) setAside(fs, qualified, replay.corrupt.get)
       val (segment, out) = createSegment(fs, qualified, appId)
-      val store = new JobEventStore(segment.toString, jobId, fs, local, qualified, out, lock, writeBufferBytes,
+      val writer =
+        if (out.hasCapability("hflush")) new AppendedSegment(out)
+        else { out.close(); new ChunkedSegment(fs, segment) }
+      val store = new JobEventStore(segment.toString, jobId, fs, local, qualified, writer, lock, writeBufferBytes,
         flushIntervalMs)
-      logInfo(s"region-recovery: job $jobId records its events in $segment (replayed ${replay.events.size} " +
-        s"events from ${replay.segments.size} segments${replay.corrupt.fold("")(c => s"; corrupt: $c")})")
+      logInfo(s"region-recovery: job $jobId records its events in $segment${writer.layout} (replayed " +
+        s"${replay.events.size} events from ${replay.segments.size} segments" +
+        s"${replay.corrupt.fold("")(c => s"; corrupt: $c")})")
       (store, replay)
     } catch {
       case e: Throwable =>
@@ -133,6 +191,24 @@ object JobEventStore extends Logging {
         throw e
     }
   }
+
+  /**
+   * Schemes whose create-without-overwrite is atomic (the file system specification requires it of HDFS;
+   * object stores check, then write). Tests add a scheme of their own.
+   */
+  @volatile private[jobrecovery] var atomicCreateSchemes: Set[String] = Set("hdfs")
+
+  /** How the lease is written on this file system, or UnsafeJobStoreException saying why none can be trusted. */
+  private def leaseWrites(fs: FileSystem, dir: Path): LeaseLock.Writes =
+    if (LeaseLock.conditionalWrites(fs, dir)) LeaseLock.Conditional
+    else if (atomicCreateSchemes.contains(fs.getScheme)) LeaseLock.AtomicCreate
+    else
+      throw new UnsafeJobStoreException(s"the job recovery dir $dir is on a file system (${fs.getScheme}://, " +
+        s"${fs.getClass.getSimpleName}) that cannot make one driver the job's only writer: it offers no " +
+        s"conditional create (${LeaseLock.Conditional.IfAbsent}) and its create-if-absent is not known to be " +
+        "atomic, so two drivers could both take the job and interleave its history. Use a local path (client " +
+        "deploy mode), hdfs://, or s3a:// with Hadoop 3.4.2 or later and fs.s3a.create.conditional.enabled=true " +
+        "(the default)")
 
   /** Read-only replay, no lock (for the CLI and tests). */
   def replay(dirUri: String, jobId: String, hadoopConf: Configuration): Replay = {
@@ -169,20 +245,52 @@ object JobEventStore extends Logging {
     val events = Vector.newBuilder[JobEvent]
     val read = Vector.newBuilder[String]
     val ignored = Vector.newBuilder[String]
-    val it = segmentFiles(fs, dir, SegmentPrefix).iterator
+    val it = segments(segmentFiles(fs, dir, SegmentPrefix)).iterator
     var corrupt: Option[String] = None
     while (corrupt.isEmpty && it.hasNext) {
-      val p = it.next()
-      read += p.getName
-      val in = fs.open(p)
-      val parsed =
-        try JobEventFormat.parseSegment(p.getName, in.readAllBytes())
-        finally in.close()
+      val (name, files) = it.next()
+      read += name
+      val parsed = chunkGap(name, files) match {
+        case Some(why) => JobEventFormat.Parsed(Vector.empty, None, Some(why))
+        case None =>
+          val bytes = new ByteArrayOutputStream()
+          for (p <- files) {
+            val in = fs.open(p)
+            try bytes.write(in.readAllBytes())
+            finally in.close()
+          }
+          JobEventFormat.parseSegment(name, bytes.toByteArray)
+      }
       events ++= parsed.events
       ignored ++= parsed.torn
       corrupt = parsed.corrupt
     }
     Replay(if (corrupt.isDefined) Vector.empty else events.result(), read.result(), ignored.result(), corrupt)
+  }
+
+  private val Chunk = "^(.*)\\.chunk-(\\d{8})$".r
+
+  /** Segment files (sorted by name) grouped by segment: a segment, then its chunks in order (name order). */
+  private def segments(files: Seq[Path]): Seq[(String, Seq[Path])] = {
+    val grouped = scala.collection.mutable.LinkedHashMap.empty[String, Vector[Path]]
+    for (p <- files) {
+      val base = p.getName match {
+        case Chunk(b, _) => b
+        case n => n
+      }
+      grouped(base) = grouped.getOrElse(base, Vector.empty) :+ p
+    }
+    grouped.toSeq
+  }
+
+  /** A chunked segment must be its base object then chunks 1, 2, ... with none missing. */
+  private def chunkGap(name: String, files: Seq[Path]): Option[String] = {
+    val numbers = files.map(_.getName).collect { case Chunk(_, n) => n.toInt }
+    val expected = 1 to numbers.size
+    if (files.head.getName != name) Some(s"$name: its first object is missing (found ${files.head.getName})")
+    else if (numbers != expected)
+      Some(s"$name: chunk ${expected.find(i => !numbers.contains(i)).getOrElse(0)} is missing")
+    else None
   }
 
   /** Renames every segment to corrupt-segment-*: a corrupt history is never read again, nor extended. */
@@ -218,7 +326,7 @@ object JobEventStore extends Logging {
 
 /** A job's event store as one application writes it: see the companion object. */
 final class JobEventStore private (val segment: String, jobId: String, fs: FileSystem, ownsFs: Boolean,
-    dir: Path, out: FSDataOutputStream, lock: DriverLock, writeBufferBytes: Long,
+    dir: Path, writer: SegmentWriter, lock: DriverLock, writeBufferBytes: Long,
     flushIntervalMs: Long)
     extends Logging {
   import JobEventStore._
@@ -276,7 +384,7 @@ final class JobEventStore private (val segment: String, jobId: String, fs: FileS
       if (b.size() == 0) null else { buffer = new ByteArrayOutputStream(); b }
     }
     if (pending != null && failure.isEmpty)
-      try { pending.writeTo(out); out.hflush() }
+      try writer.write(pending)
       catch { case NonFatal(e) => markFailed(s"writing $segment: $e", e) }
   }
 
@@ -291,7 +399,7 @@ final class JobEventStore private (val segment: String, jobId: String, fs: FileS
       logError(s"region-recovery: the job event store of job $jobId stops recording (a resubmission recovers " +
           s"only what was written before): $why", e)
       bufLock.synchronized { buffer = new ByteArrayOutputStream() }
-      try out.close()
+      try writer.close()
       catch { case NonFatal(_) => }
     }
   }
@@ -305,7 +413,7 @@ final class JobEventStore private (val segment: String, jobId: String, fs: FileS
       catch { case _: InterruptedException => Thread.currentThread().interrupt() }
       flush()
       if (failure.isEmpty)
-        try out.close()
+        try writer.close()
         catch { case NonFatal(e) => markFailed(s"closing $segment: $e", e) }
       true
     }
@@ -336,5 +444,5 @@ final class JobEventStore private (val segment: String, jobId: String, fs: FileS
     catch { case NonFatal(_) => }
 
   /** Tests: closes the stream underneath the store, as a file system that went away would. */
-  private[jobrecovery] def closeStreamForTest(): Unit = out.close()
+  private[jobrecovery] def closeStreamForTest(): Unit = writer.close()
 }

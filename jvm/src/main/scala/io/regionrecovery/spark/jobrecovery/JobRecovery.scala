@@ -364,8 +364,15 @@ object JobRecovery extends Logging {
       refusedAtStart = why
       return None
     }
-    val (store, replay) = JobEventStore.open(dir, jobId, "driver-" + coordinator.incarnation,
-      sc.hadoopConfiguration, jr.writeBufferSize, jr.flushIntervalMs)
+    val (store, replay) =
+      try JobEventStore.open(dir, jobId, "driver-" + coordinator.incarnation, sc.hadoopConfiguration,
+          jr.writeBufferSize, jr.flushIntervalMs)
+      catch {
+        case e: UnsafeJobStoreException =>
+          logWarning(s"region-recovery: job recovery is off for job $jobId: ${e.getMessage}")
+          refusedAtStart = e.getMessage
+          return None
+      }
     replay.corrupt.foreach { why =>
       logWarning(s"region-recovery: the event store of job $jobId is corrupt ($why): nothing is recovered, the job " +
         "runs as new")

@@ -16,8 +16,9 @@ import io.regionrecovery.spark.core.Json
  * }}}
  * The store has this one reader: the `region-recovery job` command and the tests run this main
  * (python/region_recovery/jobrecovery/replay.py) with the plugin jar and pyspark's jars on the classpath.
- * `dir` is an absolute path or a URI that Hadoop's default configuration resolves. Wrong arguments or a
- * store that cannot be read: exit status 2, the reason on stderr.
+ * `dir` is an absolute path or a URI that Hadoop's configuration resolves: its defaults, a core-site.xml on the
+ * classpath, and each `--conf key=value` (a `spark.hadoop.` prefix is dropped: a driver's settings can be
+ * passed as they are). Wrong arguments or a store that cannot be read: exit status 2, the reason on stderr.
  *
  * `JobReplayMain <dir> <job id> --wait-for <kind>=<count>` replays the store every 50 ms until it holds at
  * least `count` records of `kind` (a store not yet written holds none), then prints that replay (a corrupt
@@ -26,12 +27,16 @@ import io.regionrecovery.spark.core.Json
  */
 object JobReplayMain {
   def main(args: Array[String]): Unit = {
-    val wanted = args.toSeq match {
-      case Seq(_, _) => None
-      case Seq(_, _, "--wait-for", WaitFor(kind, count)) => Some((kind, count.toInt))
-      case _ => fail(s"usage: ${getClass.getName.stripSuffix("$")} <dir> <job id> [--wait-for <kind>=<count>]")
-    }
+    val usage = s"usage: ${getClass.getName.stripSuffix("$")} <dir> <job id> [--wait-for <kind>=<count>] " +
+      "[--conf <hadoop key>=<value>]..."
+    if (args.length < 2) fail(usage)
     val conf = new Configuration()
+    var wanted: Option[(String, Int)] = None
+    args.drop(2).grouped(2).foreach {
+      case Array("--wait-for", WaitFor(kind, count)) => wanted = Some((kind, count.toInt))
+      case Array("--conf", Setting(key, value)) => conf.set(key.stripPrefix("spark.hadoop."), value)
+      case _ => fail(usage)
+    }
     def read(): Replay =
       try JobEventStore.replay(args(0), args(1), conf)
       catch {
@@ -52,6 +57,7 @@ object JobReplayMain {
   }
 
   private val WaitFor = "([a-z-]+)=([0-9]{1,9})".r
+  private val Setting = "([^=]+)=(.*)".r
 
   /** The JSON document of a replay (each payload is the record's JSON object, as written). */
   def render(r: Replay): String =

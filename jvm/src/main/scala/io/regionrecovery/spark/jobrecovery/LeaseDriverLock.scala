@@ -1,66 +1,168 @@
 package io.regionrecovery.spark.jobrecovery
 
-import java.io.FileNotFoundException
+import java.io.{FileNotFoundException, IOException}
 import java.nio.charset.StandardCharsets
 import java.util.UUID
 import java.util.concurrent.atomic.AtomicBoolean
 
 import scala.util.control.NonFatal
 
-import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.hadoop.fs.{EtagSource, FSDataOutputStream, FileAlreadyExistsException, FileSystem, Path}
 import org.apache.spark.internal.Logging
 
 import io.regionrecovery.spark.core.Clock
 import io.regionrecovery.spark.jobrecovery.DriverLock.{heldHere, running}
 
-/** The lease on file systems without locks: `<appId>\n<renewed at, epoch ms>\n<token>\n`. */
+/**
+ * The lease on file systems without OS locks: `<appId>\n<renewed at, epoch ms>\n<token>\n`.
+ *
+ * Who may write it depends on the file system ([[LeaseLock.Writes]]): an object store with conditional
+ * writes (S3A: `If-None-Match: *` to create, `If-Match: <etag>` to replace) lets exactly one of two
+ * racing drivers win; on HDFS a create without overwrite is atomic and a replacement is checked by
+ * reading the token back. A driver that finds a fresh lease waits: a holder that renews it while it
+ * waits is alive (refused at once); one that does not renew it until the timeout has passed is taken
+ * over, so a resubmission after a crash starts at most one timeout after the crashed driver's last renewal.
+ */
 private[jobrecovery] object LeaseLock extends Logging {
-  final case class Lease(appId: String, renewedAt: Long, token: String)
+  final case class Lease(appId: String, renewedAt: Long, token: String) {
+    def bytes: Array[Byte] = s"$appId\n$renewedAt\n$token\n".getBytes(StandardCharsets.UTF_8)
+  }
 
-  def read(fs: FileSystem, path: Path): Option[Lease] =
+  /** A lease as read, with what a conditional replacement must match (an etag; null where there is none). */
+  final case class Seen(lease: Lease, version: String)
+
+  /** How the lease file is written on one kind of file system. */
+  sealed trait Writes {
+    /** Writes `lease` only if no lease exists; false when one does. */
+    def create(fs: FileSystem, path: Path, lease: Lease): Boolean
+    /** Replaces `seen` with `lease` only if it is unchanged; false when it changed. */
+    def replace(fs: FileSystem, path: Path, seen: Seen, lease: Lease): Boolean
+  }
+
+  /** S3-style conditional writes (Hadoop's `fs.option.create.conditional.overwrite[.etag]`): atomic at the store. */
+  case object Conditional extends Writes {
+    val IfAbsent = "fs.option.create.conditional.overwrite"
+    val IfEtag = "fs.option.create.conditional.overwrite.etag"
+
+    def create(fs: FileSystem, path: Path, lease: Lease): Boolean =
+      attempt(fs, path, lease)(
+        fs.createFile(path).overwrite(false).must(IfAbsent, true).build().asInstanceOf[FSDataOutputStream])
+
+    def replace(fs: FileSystem, path: Path, seen: Seen, lease: Lease): Boolean =
+      seen.version != null &&
+        attempt(fs, path, lease)(
+          fs.createFile(path).overwrite(true).must(IfEtag, seen.version).build().asInstanceOf[FSDataOutputStream])
+
+    /** The precondition is checked at build() or at close() (S3A: the PUT); a refusal is any IOException after which the lease is not ours. */
+    private def attempt(fs: FileSystem, path: Path, lease: Lease)(open: => FSDataOutputStream): Boolean =
+      try {
+        val out = open
+        try out.write(lease.bytes)
+        finally out.close()
+        true
+      } catch {
+        case e: IOException =>
+          if (read(fs, path).exists(_.lease.token == lease.token)) true
+          else { logDebug(s"conditional write of $path refused: $e"); false }
+      }
+  }
+
+  /** Create-if-absent is atomic (HDFS); a replacement is plain and checked by reading the token back. */
+  case object AtomicCreate extends Writes {
+    def create(fs: FileSystem, path: Path, lease: Lease): Boolean =
+      try { write(fs, path, lease, overwrite = false); true }
+      catch { case _: FileAlreadyExistsException | _: java.nio.file.FileAlreadyExistsException => false }
+
+    def replace(fs: FileSystem, path: Path, seen: Seen, lease: Lease): Boolean = {
+      write(fs, path, lease, overwrite = true)
+      read(fs, path).exists(_.lease.token == lease.token)
+    }
+  }
+
+  /** Whether the file system under `path` takes Hadoop's conditional-create options. */
+  def conditionalWrites(fs: FileSystem, path: Path): Boolean =
+    try fs.hasPathCapability(path, Conditional.IfAbsent) && fs.hasPathCapability(path, Conditional.IfEtag)
+    catch { case NonFatal(_) => false }
+
+  def read(fs: FileSystem, path: Path): Option[Seen] =
     try {
+      // the version first: a change after it makes a replacement fail, never succeed on stale content
+      val version = fs.getFileStatus(path) match {
+        case e: EtagSource => e.getEtag
+        case _ => null
+      }
       val in = fs.open(path)
       val text =
         try new String(in.readNBytes(4096), StandardCharsets.UTF_8)
         finally in.close()
       text.split("\n").toSeq match {
-        case Seq(app, at, token, _*) if at.trim.matches("\\d+") => Some(Lease(app.trim, at.trim.toLong, token.trim))
+        case Seq(app, at, token, _*) if at.trim.matches("\\d+") =>
+          Some(Seen(Lease(app.trim, at.trim.toLong, token.trim), version))
         // half written (create, then write): as fresh as the file
-        case _ => Some(Lease("(unknown)", fs.getFileStatus(path).getModificationTime, ""))
+        case _ => Some(Seen(Lease("(unknown)", fs.getFileStatus(path).getModificationTime, ""), version))
       }
     } catch { case _: FileNotFoundException => None }
 
-  def write(fs: FileSystem, path: Path, lease: Lease): Unit = {
-    val out = fs.create(path, true)
-    try out.write(s"${lease.appId}\n${lease.renewedAt}\n${lease.token}\n".getBytes(StandardCharsets.UTF_8))
+  def write(fs: FileSystem, path: Path, lease: Lease, overwrite: Boolean = true): Unit = {
+    val out = fs.create(path, overwrite)
+    try out.write(lease.bytes)
     finally out.close()
   }
 
-  def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, flushIntervalMs: Long,
-      clock: Clock = Clock.System): DriverLock = {
+  /**
+   * Takes the job's lease. A fresh lease of another driver is watched for up to `waitMs`: renewed meanwhile,
+   * the job is refused (JobAlreadyRunningException); unrenewed until it is `timeout` old, it is taken over.
+   */
+  def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, flushIntervalMs: Long, writes: Writes,
+      waitMs: Long, clock: Clock = Clock.System, sleep: Long => Unit = Thread.sleep): DriverLock = {
     val key = path.toString
     val other = heldHere.putIfAbsent(key, appId)
     if (other != null) throw running(jobId, other, key)
     try {
-      val timeout = math.max(30000L, 10 * flushIntervalMs)
-      read(fs, path).foreach { l =>
-        val age = clock.millis() - l.renewedAt
-        if (age < timeout)
-          throw running(jobId, l.appId, key, s", renewed $age ms ago (a lease is taken over after $timeout ms)")
-        logWarning(s"region-recovery: taking over the lease of job $jobId from application ${l.appId}, " +
-          s"not renewed for $age ms ($path)")
-      }
+      val timeout = timeoutFor(flushIntervalMs)
       val mine = Lease(appId, clock.millis(), UUID.randomUUID().toString)
-      write(fs, path, mine)
-      read(fs, path) match {
-        case Some(l) if l.token == mine.token => new Held(fs, path, key, mine, timeout, clock)
-        case found => throw running(jobId, found.fold("(unknown)")(_.appId), key, " (taken at the same time)")
+      val started = clock.nanos()
+      var first: Option[Lease] = None
+      while (true) {
+        val now = clock.millis()
+        read(fs, path) match {
+          case None =>
+            if (writes.create(fs, path, mine.copy(renewedAt = now)))
+              return new Held(fs, path, key, mine.copy(renewedAt = now), timeout, writes, clock)
+          case Some(seen) =>
+            val l = seen.lease
+            val age = now - l.renewedAt
+            val waited = (clock.nanos() - started) / 1000000L
+            if (first.exists(f => f.token != l.token || f.renewedAt != l.renewedAt))
+              throw running(jobId, l.appId, key, ", renewed while this driver waited")
+            if (age >= timeout) {
+              logWarning(s"region-recovery: taking over the lease of job $jobId from application ${l.appId}, " +
+                s"not renewed for $age ms ($path)")
+              val taken = mine.copy(renewedAt = now)
+              if (writes.replace(fs, path, seen, taken)) return new Held(fs, path, key, taken, timeout, writes, clock)
+              throw running(jobId, read(fs, path).fold("(unknown)")(_.lease.appId), key, " (taken at the same time)")
+            }
+            if (waited >= waitMs)
+              throw running(jobId, l.appId, key, s", renewed $age ms ago (a lease is taken over after $timeout ms)")
+            if (first.isEmpty) {
+              first = Some(l)
+              logWarning(
+                s"region-recovery: job $jobId is held by application ${l.appId} (lease $path renewed $age ms " +
+                  s"ago): waiting up to ${timeout - age} ms for it to expire, as a crashed driver's lease does; a " +
+                  "live driver renews it and this one is refused")
+            }
+            sleep(math.max(10L, math.min(timeout - age, math.min(1000L, timeout / 20))))
+        }
       }
+      throw new IllegalStateException("unreachable")
     } catch { case e: Throwable => heldHere.remove(key, appId); throw e }
   }
 
-  private final class Held(fs: FileSystem, path: Path, key: String, mine: Lease, timeout: Long, clock: Clock)
-      extends DriverLock {
+  /** max(30 s, 10 x the flush interval): a lease is renewed every tenth of it. */
+  def timeoutFor(flushIntervalMs: Long): Long = math.max(30000L, 10 * flushIntervalMs)
+
+  private final class Held(fs: FileSystem, path: Path, key: String, mine: Lease, timeout: Long, writes: Writes,
+      clock: Clock) extends DriverLock {
     private val released = new AtomicBoolean(false)
     @volatile private var renewedAt = mine.renewedAt
     def renew(): Option[String] = {
@@ -68,13 +170,14 @@ private[jobrecovery] object LeaseLock extends Logging {
       if (now - renewedAt < timeout / 10) None
       else
         read(fs, path) match {
-          case Some(l) if l.token == mine.token =>
-            write(fs, path, mine.copy(renewedAt = now)); renewedAt = now; None
-          case found => Some(s"lost the job's lease $path to application ${found.fold("(none)")(_.appId)}")
+          case Some(seen) if seen.lease.token == mine.token =>
+            if (writes.replace(fs, path, seen, mine.copy(renewedAt = now))) { renewedAt = now; None }
+            else Some(s"lost the job's lease $path to application ${read(fs, path).fold("(none)")(_.lease.appId)}")
+          case found => Some(s"lost the job's lease $path to application ${found.fold("(none)")(_.lease.appId)}")
         }
     }
     def release(): Unit = if (released.compareAndSet(false, true)) {
-      try if (read(fs, path).exists(_.token == mine.token)) fs.delete(path, false)
+      try if (read(fs, path).exists(_.lease.token == mine.token)) fs.delete(path, false)
       catch { case NonFatal(e) => logWarning(s"region-recovery: releasing the lease $path: $e") }
       finally heldHere.remove(key)
     }

@@ -13,7 +13,7 @@ import scala.util.Random
 import com.fasterxml.jackson.databind.ObjectMapper
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
+import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem, StreamCapabilities}
 import org.apache.hadoop.fs.permission.FsPermission
 import org.apache.hadoop.util.Progressable
 import org.scalatest.funsuite.AnyFunSuite
@@ -29,7 +29,8 @@ class FaultyFileSystem extends RawLocalFileSystem {
   override def getScheme: String = "faulty"
 
   private def wrap(f: Path, under: FSDataOutputStream): FSDataOutputStream =
-    new FSDataOutputStream(new OutputStream {
+    new FSDataOutputStream(new OutputStream with StreamCapabilities {
+        def hasCapability(c: String): Boolean = c == "hflush" && !FaultyFileSystem.noHflush
         private def check(): Unit =
           if (FaultyFileSystem.failWrites && f.getName.startsWith("segment-")) throw new IOException("injected failure")
         def write(b: Int): Unit = { check(); under.write(b) }
@@ -49,9 +50,14 @@ class FaultyFileSystem extends RawLocalFileSystem {
 
 object FaultyFileSystem {
   @volatile var failWrites: Boolean = false
+  /** Its streams say they cannot hflush, as S3A's do: the store writes one object per flush. */
+  @volatile var noHflush: Boolean = false
 }
 
 class JobEventStoreSuite extends AnyFunSuite {
+  // the faulty scheme stands for HDFS: a raw local create without overwrite, taken as atomic
+  JobEventStore.atomicCreateSchemes += "faulty"
+
   private val conf = {
     val c = new Configuration()
     c.set("fs.faulty.impl", classOf[FaultyFileSystem].getName)
@@ -401,7 +407,7 @@ class JobEventStoreSuite extends AnyFunSuite {
     }
   }
 
-  test("elsewhere than the local file system the lock is a lease: refused while fresh, taken over when stale") {
+  test("elsewhere than the local file system the lock is a lease: refused while renewed, taken over when stale") {
     withDir { dir =>
       val uri = "faulty://" + dir.toString
       val lease = dir.resolve("job-1").resolve("driver.lock")
@@ -410,13 +416,76 @@ class JobEventStoreSuite extends AnyFunSuite {
       intercept[JobAlreadyRunningException](JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 100L))
       first.close()
       assert(!Files.exists(lease))
+      // another JVM's live driver: it renews while the new one waits
       Files.writeString(lease, s"app-x\n${System.currentTimeMillis()}\ntoken\n")
+      val renewer = new Thread(() => {
+        Thread.sleep(300); Files.writeString(lease, s"app-x\n${System.currentTimeMillis()}\ntoken\n")
+      })
+      renewer.start()
       val e = intercept[JobAlreadyRunningException](JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 100L))
-      assert(e.getMessage.contains("application app-x"), e.getMessage)
+      renewer.join()
+      assert(e.getMessage.contains("application app-x") && e.getMessage.contains("renewed while"), e.getMessage)
       Files.writeString(lease, s"app-x\n${System.currentTimeMillis() - 31000}\ntoken\n")
       val (second, _) = JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 100L)
       assert(new String(Files.readAllBytes(lease)).startsWith("app-2\n"))
       second.close()
+    }
+  }
+
+  test("a file system with neither conditional writes nor an atomic create is refused before anything is written") {
+    withDir { dir =>
+      JobEventStore.atomicCreateSchemes -= "faulty"
+      try {
+        val e = intercept[UnsafeJobStoreException](JobEventStore.open("faulty://" + dir, "job-1", "app-1", conf, 0L,
+          100L))
+        assert(e.getMessage.contains("faulty://") && e.getMessage.contains("fs.option.create.conditional.overwrite"))
+        assert(!Files.exists(dir.resolve("job-1")))
+      } finally JobEventStore.atomicCreateSchemes += "faulty"
+    }
+  }
+
+  /** A job dir on the faulty scheme whose streams cannot hflush: the chunked layout. */
+  private def withChunks(f: (String, JPath) => Unit): Unit = withDir { dir =>
+    FaultyFileSystem.noHflush = true
+    try f("faulty://" + dir, dir.resolve("job-1"))
+    finally FaultyFileSystem.noHflush = false
+  }
+
+  private def names(job: JPath): Seq[String] =
+    Files.list(job).iterator().asScala.map(_.getFileName.toString).filter(_.startsWith("segment-")).toSeq.sorted
+
+  test("where a stream cannot hflush, every flush is one new chunk object, read back in order as one segment") {
+    withChunks { (uri, job) =>
+      val (a, _) = JobEventStore.open(uri, "job-1", "app-1", conf, 1L << 20, 60000L)
+      a.appendAndFlush(ev("a", 1))
+      a.append(ev("b", 2)); a.append(ev("c", 3)); a.flush()
+      val base = new Path(a.segment).getName
+      assert(names(job) == Seq(base, s"$base.chunk-00000001", s"$base.chunk-00000002"))
+      assert(Files.size(job.resolve(base)) == 0L)
+      assert(JobEventStore.replay(uri, "job-1", conf).events == three, "visible before the store closes")
+      a.close()
+      val (b, r) = JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 60000L)
+      b.appendAndFlush(ev("d", 4)); b.close()
+      assert(r.events == three && r.segments == Seq(base))
+      val all = JobEventStore.replay(uri, "job-1", conf)
+      assert(all.events == three :+ ev("d", 4) && all.segments.size == 2 && all.corrupt.isEmpty)
+    }
+  }
+
+  test("chunks: a missing chunk is corruption; a torn last chunk loses its last record only") {
+    withChunks { (uri, job) =>
+      val (a, _) = JobEventStore.open(uri, "job-1", "app-1", conf, 0L, 60000L)
+      for (e <- three) a.appendAndFlush(e)
+      a.close()
+      val base = new Path(a.segment).getName
+      val last = job.resolve(s"$base.chunk-00000003")
+      val bytes = Files.readAllBytes(last)
+      Files.write(last, bytes.take(bytes.length - 3))
+      val torn = JobEventStore.replay(uri, "job-1", conf)
+      assert(torn.events == three.take(2) && torn.ignored.size == 1 && torn.corrupt.isEmpty, torn)
+      Files.delete(job.resolve(s"$base.chunk-00000002"))
+      val gap = JobEventStore.replay(uri, "job-1", conf)
+      assert(gap.events.isEmpty && gap.corrupt.exists(_.contains("chunk 2 is missing")), gap)
     }
   }
 

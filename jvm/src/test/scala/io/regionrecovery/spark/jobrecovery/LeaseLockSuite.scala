@@ -20,10 +20,19 @@ class LeaseLockSuite extends AnyFunSuite {
     finally io.regionrecovery.spark.retention.FakeAgentActions.rmTree(dir)
   }
 
-  private def lease(fs: FileSystem, path: Path): LeaseLock.Lease = LeaseLock.read(fs, path).get
+  private def lease(fs: FileSystem, path: Path): LeaseLock.Lease = LeaseLock.read(fs, path).get.lease
 
   private def acquire(fs: FileSystem, path: Path, clock: ManualClock, app: String): DriverLock =
-    LeaseLock.acquire(fs, path, "nightly", app, 100L, clock)
+    LeaseLock.acquire(fs, path, "nightly", app, 100L, LeaseLock.AtomicCreate, waitMs = 0L, clock)
+
+  /** Acquires with waiting, where every sleep advances the manual clock and then runs `during`. */
+  private def acquireWaiting(fs: FileSystem, path: Path, clock: ManualClock, app: String)(during: => Unit)
+      : (DriverLock, Int) = {
+    var sleeps = 0
+    val lock = LeaseLock.acquire(fs, path, "nightly", app, 100L, LeaseLock.AtomicCreate, waitMs = Timeout, clock,
+      sleep = ms => { sleeps += 1; clock.advance(ms); during })
+    (lock, sleeps)
+  }
 
   test("another driver's lease is refused while fresh and taken over once unrenewed for the whole timeout") {
     withLease { (fs, path, clock) =>
@@ -73,6 +82,50 @@ class LeaseLockSuite extends AnyFunSuite {
       } finally lock.release()
       val next = acquire(fs, path, clock, "app-2") // released: the file is gone, nothing to wait for
       next.release()
+    }
+  }
+
+  test("a crashed driver's fresh lease is waited out and taken over once unrenewed for the timeout") {
+    withLease { (fs, path, clock) =>
+      LeaseLock.write(fs, path, LeaseLock.Lease("app-1", clock.millis() - 5000L, "t1"))
+      val start = clock.millis()
+      val (lock, sleeps) = acquireWaiting(fs, path, clock, "app-2")(())
+      try {
+        assert(clock.millis() - start >= Timeout - 5000L && clock.millis() - start < Timeout, "waited out the rest")
+        assert(sleeps >= 2 && lease(fs, path).appId == "app-2")
+      } finally lock.release()
+    }
+  }
+
+  test("a lease renewed while the new driver waits is a live driver's: refused, the lease left as it is") {
+    withLease { (fs, path, clock) =>
+      LeaseLock.write(fs, path, LeaseLock.Lease("app-1", clock.millis(), "t1"))
+      val e = intercept[JobAlreadyRunningException](acquireWaiting(fs, path, clock, "app-2") {
+        LeaseLock.write(fs, path, LeaseLock.Lease("app-1", clock.millis(), "t1"))
+      })
+      assert(e.getMessage.contains("application app-1") && e.getMessage.contains("renewed while this driver waited"))
+      assert(lease(fs, path).token == "t1")
+    }
+  }
+
+  test("a lease released while the new driver waits is taken at once") {
+    withLease { (fs, path, clock) =>
+      LeaseLock.write(fs, path, LeaseLock.Lease("app-1", clock.millis(), "t1"))
+      val (lock, sleeps) = acquireWaiting(fs, path, clock, "app-2")(fs.delete(path, false))
+      try assert(sleeps == 1 && lease(fs, path).appId == "app-2")
+      finally lock.release()
+    }
+  }
+
+  test("create-if-absent refuses a lease that exists; a replacement is ours only if our token reads back") {
+    withLease { (fs, path, clock) =>
+      val a = LeaseLock.Lease("app-1", clock.millis(), "t1")
+      assert(LeaseLock.AtomicCreate.create(fs, path, a))
+      assert(!LeaseLock.AtomicCreate.create(fs, path, a.copy(appId = "app-2", token = "t2")))
+      val seen = LeaseLock.read(fs, path).get
+      assert(seen.lease == a && seen.version == null, "the local file system has no etags")
+      assert(LeaseLock.AtomicCreate.replace(fs, path, seen, a.copy(renewedAt = a.renewedAt + 1)))
+      assert(!LeaseLock.Conditional.replace(fs, path, seen, a), "no etag: no conditional replacement")
     }
   }
 }

@@ -125,3 +125,19 @@ def test_a_driver_crash_with_its_event_store_on_s3_is_recovered_by_its_resubmiss
     assert time.time() - started < 180
     # the job succeeded: its history and lease are deleted
     assert s3.keys(f"store/{JOB}/") == []
+
+
+def test_s3_without_conditional_writes_turns_job_recovery_off_and_says_why(s3, tmp_path):
+    """Without conditional writes two drivers could both take the job's lease: the driver refuses job recovery at
+    start (the job itself runs, correct, unrecoverable), and says why in its log and its report."""
+    conf = {**s3.conf, "spark.hadoop.fs.s3a.create.conditional.enabled": "false"}
+    ws = Workspace(tmp_path, store_uri=f"s3a://{BUCKET}/unsafe", store_conf=conf, store_jars=s3.jars)
+    report = ws.run("out", ["--master", "local[2]"])
+    assert ws.result("out") == batch_job.expected(ws.data, 100)
+    jr = report["job_recovery"]
+    assert jr["enabled"] is False and "cannot make one driver the job's only writer" in jr["refused"], jr
+    assert (
+        "fs.s3a.create.conditional.enabled" in jr["refused"]
+        and "job recovery is off" in (ws.root / "out.log").read_text()
+    )
+    assert s3.keys("unsafe/") == [], "nothing written"

@@ -67,7 +67,7 @@ SECONDS: dict[str, float] = {
     "tests/bench/test_chaos.py": 160,
     "tests/integration/test_streaming.py": 140,
     "tests/integration/test_installed_wheel.py": 300,
-    "tests/integration/test_job_recovery_s3.py": 90,
+    "tests/integration/test_job_recovery_s3.py": 70,
     "tests/bench/test_bench_smoke.py::test_tpch_query_killed_equals_its_failure_free_run": 90,
 }
 

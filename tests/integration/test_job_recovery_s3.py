@@ -96,7 +96,12 @@ def s3(tmp_path_factory):
 
 def test_a_driver_crash_with_its_event_store_on_s3_is_recovered_by_its_resubmission(s3, tmp_path, capsys):
     uri = f"s3a://{BUCKET}/store"
-    ws = Workspace(tmp_path, store_uri=uri, store_conf=s3.conf, store_jars=s3.jars)
+    # a 5 s lease (renewed every 0.5 s, on a flush every 0.2 s): the resubmission waits less than the default 30 s
+    lease = {
+        "spark.regionRecovery.job-recovery.lease-timeout": "5 s",
+        "spark.regionRecovery.job-event.store.write-buffer.flush-interval": "200ms",
+    }
+    ws = Workspace(tmp_path, store_uri=uri, store_conf={**s3.conf, **lease}, store_jars=s3.jars)
     # the watch reads the store over S3A while the driver runs: its records are visible before it ends
     ws.crash_after(2, [LEASE])
 
@@ -121,7 +126,7 @@ def test_a_driver_crash_with_its_event_store_on_s3_is_recovered_by_its_resubmiss
     recovered = _decisions(report).get("recovered", [])
     assert len(recovered) == 2 and all(d["maps_recomputed"] == 0 for d in recovered), jr["decisions"]
     log = (ws.root / "out.log").read_text()
-    assert "waiting up to" in log and "taking over the lease" in log, "the crashed driver's lease was waited out"
+    assert "taking over the lease" in log, "the crashed driver's lease was taken over"
     assert time.time() - started < 180
     # the job succeeded: its history and lease are deleted
     assert s3.keys(f"store/{JOB}/") == []

@@ -517,6 +517,21 @@ JOB_RECOVERY_WORKER_TIMEOUT = duration(
     read_by="jvm",
     section=_JOB_RECOVERY,
 )
+JOB_RECOVERY_LEASE_TIMEOUT = duration(
+    _JR + "lease-timeout",
+    "30 s",
+    (
+        "Where `job-recovery.dir` is not local (HDFS, S3A), the job's lock is a lease its driver renews every "
+        "tenth of this (at most once per `job-event.store.write-buffer.flush-interval`, which sets a floor of 10 "
+        "of them). A new driver that finds the lease renewed less than this ago waits: renewed meanwhile, it is "
+        "refused; not renewed, it takes the job once the lease is this old, so a resubmission after a crash "
+        "starts up to this late. A driver paused longer than this (GC, a frozen host) loses the job and stops "
+        "recording."
+    ),
+    minimum_ms=1000,
+    read_by="jvm",
+    section=_JOB_RECOVERY,
+)
 JOB_RECOVERY_WINDOW = duration(
     _JR + "window",
     "30 min",

@@ -255,6 +255,14 @@ object ConfigKeys {
     "How long the new driver waits, from its start, for executors on the hosts that hold a recorded shuffle's " +
       "files (FLIP-383's name). Outputs on hosts with no executor by then are recomputed.", ReadBy.Jvm)
 
+  val JobRecoveryLeaseTimeout: ConfigKey[Long] = ConfigKey(JR + "lease-timeout", DurationType(Some(1000L)), 30000L,
+    "30 s", DurationForms + "; at least 1 s",
+    "Where job-recovery.dir is not local (HDFS, S3A), the job's lock is a lease its driver renews every tenth of " +
+      "this (at most once per job-event.store.write-buffer.flush-interval, which sets a floor of 10 of them). A " +
+      "new driver that finds the lease renewed less than this ago waits: renewed meanwhile, it is refused; not " +
+      "renewed, it takes the job once the lease is this old, so a resubmission after a crash starts up to this " +
+      "late. A driver paused longer than this (GC, a frozen host) loses the job and stops recording.", ReadBy.Jvm)
+
   val JobRecoveryWindow: ConfigKey[Long] = ConfigKey(JR + "window", DurationType(Some(1000L)), 1800000L, "30 min",
     DurationForms + "; at least 1 s",
     "How long a lost driver's retained files are kept for a resubmission (instead of being deleted at once), " +
@@ -326,6 +334,7 @@ object ConfigKeys {
     RetainedRedirectFetches, ShuffleIoDelegate,
     JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
     JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryDir, JobRecoveryWorkerTimeout, JobRecoveryWindow,
+    JobRecoveryLeaseTimeout,
     JobEventWriteBufferSize, JobEventFlushInterval,
     CheckpointingInterval, CheckpointingIntervalDuringBacklog, CheckpointingDuringRecovery, StreamingInitialBatch,
     StreamingRampFactor, StreamingMaxBatch, StreamingLagThreshold).sortBy(_.name)

@@ -75,6 +75,8 @@ final class JobRecoverySettings private[config] (lookup: String => Option[String
   lazy val flushIntervalMs: Long = JobEventFlushInterval.read(lookup)
   /** `job-recovery.previous-worker.recovery.timeout`. */
   lazy val workerTimeoutMs: Long = JobRecoveryWorkerTimeout.read(lookup)
+  /** `job-recovery.lease-timeout`. */
+  lazy val leaseTimeoutMs: Long = JobRecoveryLeaseTimeout.read(lookup)
   /** `job-recovery.window`. */
   lazy val windowMs: Long = JobRecoveryWindow.read(lookup)
   /** `job-recovery.input-digest` is content. */

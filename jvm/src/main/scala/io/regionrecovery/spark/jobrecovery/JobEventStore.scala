@@ -113,7 +113,8 @@ private[jobrecovery] final class ChunkedSegment(fs: FileSystem, segment: Path) e
  * (FileChannel.tryLock), which dies with its JVM: a SIGKILLed driver never blocks its resubmission.
  * Elsewhere (HDFS, object stores) file systems offer no such lock, so driver.lock is a lease
  * ([[LeaseLock]]): the holder's application id and a timestamp, renewed by the flush thread. A new
- * driver that finds a lease renewed less than max(30 s, 10 x flushIntervalMs) ago waits: renewed
+ * driver that finds a lease renewed less than max(job-recovery.lease-timeout, 10 x flushIntervalMs)
+ * ago waits: renewed
  * meanwhile, it is refused; not renewed, it is taken over once that old (a resubmission after a
  * crash waits out the rest of the timeout). Only one of two drivers may win: S3A's conditional
  * writes, or HDFS's atomic create; any other file system is refused at open() with
@@ -157,7 +158,7 @@ object JobEventStore extends Logging {
    * segment and writes nothing yet.
    */
   def open(dirUri: String, jobId: String, appId: String, hadoopConf: Configuration, writeBufferBytes: Long,
-      flushIntervalMs: Long): (JobEventStore, Replay) = {
+      flushIntervalMs: Long, leaseTimeoutMs: Long = 30000L): (JobEventStore, Replay) = {
     require(flushIntervalMs > 0, s"flush interval must be positive: $flushIntervalMs")
     val dir = new Path(jobDir(dirUri, jobId))
     val (fs, local) = fileSystem(dir, hadoopConf)
@@ -169,8 +170,8 @@ object JobEventStore extends Logging {
       lock = writes match {
         case None => LocalLock.acquire(java.nio.file.Paths.get(qualified.toUri.getPath, LockName), jobId, appId)
         case Some(w) =>
-          LeaseLock.acquire(fs, new Path(qualified, LockName), jobId, appId, flushIntervalMs, w,
-            waitMs = LeaseLock.timeoutFor(flushIntervalMs))
+          val timeout = LeaseLock.timeoutFor(leaseTimeoutMs, flushIntervalMs)
+          LeaseLock.acquire(fs, new Path(qualified, LockName), jobId, appId, timeout, w, waitMs = timeout)
       }
       val replay = replayIn(fs, qualified)
       if (replay.corrupt.isDefined) setAside(fs, qualified, replay.corrupt.get)

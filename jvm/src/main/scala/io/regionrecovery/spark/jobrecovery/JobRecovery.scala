@@ -366,7 +366,7 @@ object JobRecovery extends Logging {
     }
     val (store, replay) =
       try JobEventStore.open(dir, jobId, "driver-" + coordinator.incarnation, sc.hadoopConfiguration,
-          jr.writeBufferSize, jr.flushIntervalMs)
+          jr.writeBufferSize, jr.flushIntervalMs, jr.leaseTimeoutMs)
       catch {
         case e: UnsafeJobStoreException =>
           logWarning(s"region-recovery: job recovery is off for job $jobId: ${e.getMessage}")

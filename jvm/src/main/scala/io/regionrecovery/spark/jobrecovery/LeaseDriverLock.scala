@@ -113,13 +113,12 @@ private[jobrecovery] object LeaseLock extends Logging {
    * Takes the job's lease. A fresh lease of another driver is watched for up to `waitMs`: renewed meanwhile,
    * the job is refused (JobAlreadyRunningException); unrenewed until it is `timeout` old, it is taken over.
    */
-  def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, flushIntervalMs: Long, writes: Writes,
+  def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, timeout: Long, writes: Writes,
       waitMs: Long, clock: Clock = Clock.System, sleep: Long => Unit = Thread.sleep): DriverLock = {
     val key = path.toString
     val other = heldHere.putIfAbsent(key, appId)
     if (other != null) throw running(jobId, other, key)
     try {
-      val timeout = timeoutFor(flushIntervalMs)
       val mine = Lease(appId, clock.millis(), UUID.randomUUID().toString)
       val started = clock.nanos()
       var first: Option[Lease] = None
@@ -158,8 +157,8 @@ private[jobrecovery] object LeaseLock extends Logging {
     } catch { case e: Throwable => heldHere.remove(key, appId); throw e }
   }
 
-  /** max(30 s, 10 x the flush interval): a lease is renewed every tenth of it. */
-  def timeoutFor(flushIntervalMs: Long): Long = math.max(30000L, 10 * flushIntervalMs)
+  /** max(job-recovery.lease-timeout, 10 x the flush interval): a lease is renewed every tenth of it, on a flush. */
+  def timeoutFor(leaseTimeoutMs: Long, flushIntervalMs: Long): Long = math.max(leaseTimeoutMs, 10 * flushIntervalMs)
 
   private final class Held(fs: FileSystem, path: Path, key: String, mine: Lease, timeout: Long, writes: Writes,
       clock: Clock) extends DriverLock {

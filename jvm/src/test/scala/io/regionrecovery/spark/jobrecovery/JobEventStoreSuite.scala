@@ -432,6 +432,20 @@ class JobEventStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("the lease timeout is job-recovery.lease-timeout, with ten flush intervals as its floor") {
+    assert(LeaseLock.timeoutFor(5000L, 100L) == 5000L && LeaseLock.timeoutFor(5000L, 1000L) == 10000L)
+    withDir { dir =>
+      val uri = "faulty://" + dir.toString
+      val lease = Files.createDirectories(dir.resolve("job-1")).resolve("driver.lock")
+      Files.writeString(lease, s"app-x\n${System.currentTimeMillis() - 1500}\ntoken\n")
+      val started = System.nanoTime()
+      val (store, _) = JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 100L, leaseTimeoutMs = 1000L)
+      try assert(new String(Files.readAllBytes(lease)).startsWith("app-2\n"))
+      finally store.close()
+      assert(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(5), "1.5 s old: taken over without waiting")
+    }
+  }
+
   test("a file system with neither conditional writes nor an atomic create is refused before anything is written") {
     withDir { dir =>
       JobEventStore.atomicCreateSchemes -= "faulty"

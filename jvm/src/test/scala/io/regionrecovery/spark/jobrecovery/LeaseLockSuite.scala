@@ -11,7 +11,7 @@ import io.regionrecovery.spark.core.ManualClock
 
 /** The job's lease on file systems without locks, taken over and renewed by a manual clock. */
 class LeaseLockSuite extends AnyFunSuite {
-  private val Timeout = 30000L // max(30 s, 10 x the 100 ms flush interval)
+  private val Timeout = 30000L
 
   private def withLease(f: (FileSystem, Path, ManualClock) => Unit): Unit = {
     val dir = JFiles.createTempDirectory("rr-lease-")
@@ -23,13 +23,13 @@ class LeaseLockSuite extends AnyFunSuite {
   private def lease(fs: FileSystem, path: Path): LeaseLock.Lease = LeaseLock.read(fs, path).get.lease
 
   private def acquire(fs: FileSystem, path: Path, clock: ManualClock, app: String): DriverLock =
-    LeaseLock.acquire(fs, path, "nightly", app, 100L, LeaseLock.AtomicCreate, waitMs = 0L, clock)
+    LeaseLock.acquire(fs, path, "nightly", app, Timeout, LeaseLock.AtomicCreate, waitMs = 0L, clock)
 
   /** Acquires with waiting, where every sleep advances the manual clock and then runs `during`. */
   private def acquireWaiting(fs: FileSystem, path: Path, clock: ManualClock, app: String)(during: => Unit)
       : (DriverLock, Int) = {
     var sleeps = 0
-    val lock = LeaseLock.acquire(fs, path, "nightly", app, 100L, LeaseLock.AtomicCreate, waitMs = Timeout, clock,
+    val lock = LeaseLock.acquire(fs, path, "nightly", app, Timeout, LeaseLock.AtomicCreate, waitMs = Timeout, clock,
       sleep = ms => { sleeps += 1; clock.advance(ms); during })
     (lock, sleeps)
   }

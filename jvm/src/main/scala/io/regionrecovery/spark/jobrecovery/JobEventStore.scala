@@ -12,6 +12,8 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FSDataOutputStream, FileSystem, Path, RawLocalFileSystem}
 import org.apache.spark.internal.Logging
 
+import io.regionrecovery.spark.config.ConfigKeys
+
 /** One record: its kind ("segment", "shuffle", ... free-form short ASCII) and its JSON payload. */
 final case class JobEvent(kind: String, json: String)
 
@@ -106,17 +108,17 @@ private[jobrecovery] final class ChunkedSegment(fs: FileSystem, segment: Path) e
  *
  * Writing (as Flink's store): append() buffers, a daemon thread writes and hflush()es the buffer (or
  * writes a chunk) every flushIntervalMs, and so does an append that fills it; appendAndFlush()
- * returns once its record is durable. The first write error marks the store failed: recording stops for good (what was written
- * is a prefix of the history, never one with a hole), the job goes on, and nothing is thrown.
+ * returns once its record is durable. The first write error marks the store failed: recording stops
+ * for good (what was written is a prefix of the history, never one with a hole), the job goes on, and
+ * nothing is thrown.
  *
  * Lock: one live driver per job. On the local file system, an OS lock on driver.lock
  * (FileChannel.tryLock), which dies with its JVM: a SIGKILLed driver never blocks its resubmission.
  * Elsewhere (HDFS, object stores) file systems offer no such lock, so driver.lock is a lease
  * ([[LeaseLock]]): the holder's application id and a timestamp, renewed by the flush thread. A new
  * driver that finds a lease renewed less than max(job-recovery.lease-timeout, 10 x flushIntervalMs)
- * ago waits: renewed
- * meanwhile, it is refused; not renewed, it is taken over once that old (a resubmission after a
- * crash waits out the rest of the timeout). Only one of two drivers may win: S3A's conditional
+ * ago waits: renewed meanwhile, it is refused; not renewed, it is taken over once that old (a
+ * resubmission after a crash waits out the rest of the timeout). Only one of two drivers may win: S3A's conditional
  * writes, or HDFS's atomic create; any other file system is refused at open() with
  * UnsafeJobStoreException, and job recovery stays off. A lease trusts the hosts' clocks to agree
  * within the timeout, and a driver paused for longer than the timeout loses the job (it notices at
@@ -158,7 +160,8 @@ object JobEventStore extends Logging {
    * segment and writes nothing yet.
    */
   def open(dirUri: String, jobId: String, appId: String, hadoopConf: Configuration, writeBufferBytes: Long,
-      flushIntervalMs: Long, leaseTimeoutMs: Long = 30000L): (JobEventStore, Replay) = {
+      flushIntervalMs: Long, leaseTimeoutMs: Long = ConfigKeys.JobRecoveryLeaseTimeout.default)
+      : (JobEventStore, Replay) = {
     require(flushIntervalMs > 0, s"flush interval must be positive: $flushIntervalMs")
     val dir = new Path(jobDir(dirUri, jobId))
     val (fs, local) = fileSystem(dir, hadoopConf)

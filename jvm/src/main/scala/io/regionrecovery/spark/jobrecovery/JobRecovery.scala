@@ -287,9 +287,12 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
   override def applicationEnding(exitCode: Option[Int]): Unit = if (!finished) {
     finished = true
     val byUser = !actions.jvmShuttingDown
+    val succeeded = byUser && exitCode.forall(_ == 0) && !lastJobFailed
+    // decided first: executors that Spark stops meanwhile ask the driver what their host's files become
+    val until = clock.millis() + windowMs
+    if (succeeded) actions.purgeAtApplicationEnd(previousApps) else actions.keepAtApplicationEnd(until, jobId)
     recorder.shutdown()
     recorder.awaitTermination(10, java.util.concurrent.TimeUnit.SECONDS)
-    val succeeded = byUser && exitCode.forall(_ == 0) && !lastJobFailed
     if (succeeded) {
       try store.deleteJob()
       catch { case NonFatal(e) => logWarning(s"region-recovery: deleting the event store of job $jobId failed: $e") }
@@ -298,8 +301,6 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
         s"${previousApps.size} earlier applications are deleted")
     } else {
       store.close()
-      val until = clock.millis() + windowMs
-      actions.keepAtApplicationEnd(until, jobId)
       logWarning(s"region-recovery: job $jobId did not succeed (${if (byUser) "stopped" else "stopped at JVM exit"}, " +
         s"exit code ${exitCode.getOrElse("none")}, last job ${if (lastJobFailed) "failed" else "succeeded"}): its " +
         s"retained files are kept until " +

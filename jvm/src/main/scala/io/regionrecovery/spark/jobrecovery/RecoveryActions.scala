@@ -28,6 +28,8 @@ trait RecoveryActions {
   def purgeOtherApplication(appKey: String): Unit
   /** Keeps this application's retained files at its end, until `until`, for a resubmission of `jobId`. */
   def keepAtApplicationEnd(until: Long, jobId: String): Unit
+  /** The job succeeded: the earlier applications' retained files go with this one's at its end. */
+  def purgeAtApplicationEnd(appKeys: Seq[String]): Unit
   /** The registered outputs of a complete shuffle (None: incomplete or unknown). */
   def registeredOutputs(shuffleId: Int): Option[Seq[RegisteredOutput]]
   /** Registers recovered outputs: (mapIndex, location, partition lengths, map id, row checksum). */
@@ -52,6 +54,7 @@ final class SparkRecoveryActions(sc: SparkContext, retention: RetentionCoordinat
     retention.recoveredOutput(shuffleId, mapId, mapIndex, executorId, host, bytes, digest)
   override def purgeOtherApplication(appKey: String): Unit = retention.purgeOtherApplication(appKey)
   override def keepAtApplicationEnd(until: Long, jobId: String): Unit = retention.keepAtApplicationEnd(until, jobId)
+  override def purgeAtApplicationEnd(appKeys: Seq[String]): Unit = retention.purgeAtApplicationEnd(appKeys)
   override def registeredOutputs(shuffleId: Int): Option[Seq[RegisteredOutput]] =
     SparkInternals.registeredOutputs(shuffleId)
   override def registerRecoveredOutputs(shuffleId: Int, numMaps: Int, numReduces: Int,

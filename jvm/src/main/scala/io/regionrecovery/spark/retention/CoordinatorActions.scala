@@ -47,7 +47,6 @@ trait CoordinatorActions extends AgentRpc {
   def removeExecutor(executorId: String, reason: String, causedByApp: Boolean): Boolean
   /** SparkContext.stop began: executors are being stopped on purpose. */
   def applicationStopping: Boolean = false
-  def unregisterEndpoint(ref: AnyRef): Unit
   /** The coordinator's single worker thread. */
   def newWorker(): ExecutorService
   /** A daemon thread that runs timeouts (a reattached volume's wait), handing them to the worker. */
@@ -85,6 +84,5 @@ final class SparkCoordinatorActions(sc: SparkContext) extends CoordinatorActions
   override def removeExecutor(executorId: String, reason: String, causedByApp: Boolean): Boolean =
     SparkInternals.removeExecutor(sc, executorId, reason, causedByApp)
   override def applicationStopping: Boolean = sc.isStopped
-  override def unregisterEndpoint(ref: AnyRef): Unit = SparkInternals.unregisterEndpoint(ref)
   override def newWorker(): ExecutorService = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
 }

@@ -110,6 +110,13 @@ object RetentionAgent extends Logging {
   val GoneWaitMs = 1000L
 
   /**
+   * How long a stopping executor waits for the driver's answer: while the application ends, the
+   * driver answers once its listener has decided (moments after SparkContext.stop begins). A Worker
+   * that kills an executor waits 10 s before it forces the kill.
+   */
+  val StopPingTimeoutMs = 6000L
+
+  /**
    * Executor shutdown (graceful stop, or the JVM exiting: on SIGTERM this runs from an early shutdown
    * hook, before Spark stops the executor, so the driver can still be asked; the plugin's shutdown
    * calls it again, which then does nothing). The second caller waits for the first to finish: a
@@ -217,8 +224,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * Pings the driver: its answer, or None when it does not answer. A [[LeaseFenced]] answer fences
    * this executor first.
    */
-  private def pingDriver(timeoutMs: Long): Option[AnyRef] =
-    try executor.pingDriver(LeasePing(appKey, executorId), timeoutMs).map(answered)
+  private def pingDriver(timeoutMs: Long, stopping: Boolean = false): Option[AnyRef] =
+    try executor.pingDriver(LeasePing(appKey, executorId, stopping), timeoutMs).map(answered)
     catch { case NonFatal(_) => None }
 
   /** The driver's answer to a lease ping: [[LeaseFenced]] fences this executor at once. */
@@ -355,7 +362,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     try leaseThread.awaitTermination(pingTimeoutMs + 2000L, TimeUnit.MILLISECONDS)
     catch { case _: InterruptedException => Thread.currentThread().interrupt() }
     honourFenceLogged()
-    try afterStop(pingDriver(math.min(pingTimeoutMs, 3000L)))
+    // while the application ends, the driver answers once it has decided what its files become
+    try afterStop(pingDriver(RetentionAgent.StopPingTimeoutMs, stopping = true))
     catch { case NonFatal(e) => logWarning(s"region-recovery: cleanup at executor stop failed: $e") }
   }
 
@@ -370,13 +378,27 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
         s"region-recovery: executor $executorId stops and the driver does not answer: deleted " +
           s"this application's $files retained files ($bytes bytes) on this host")
     case Some(LeaseEnding) => // the driver's request to delete this host's files may have raced with this stop
-      val (files, bytes) = store.deleteApp(appKey) // and its lease
-      if (files > 0)
-        logInfo(s"region-recovery: the application ends: deleted its $files retained files ($bytes bytes) on this host")
+      deleteAtEnd(appKey, "its")
+    case Some(ApplicationEnds(keep, others)) => // the same race, for every decision the driver makes at its end
+      keep match {
+        case Some((until, jobId)) =>
+          store.markKept(appKey, until, jobId)
+          logInfo(s"region-recovery: the application ends: its retained files on this host are kept for a " +
+            s"resubmission of job $jobId until ${java.time.Instant.ofEpochMilli(until)}")
+        case None => deleteAtEnd(appKey, "its")
+      }
+      others.foreach(other => deleteAtEnd(other, s"the earlier application $other's"))
     case Some(LeaseFenced) => store.fencedExecutorStopped(appKey, executorId)
     case Some(_) =>
       if (markedKept) store.unmarkKept(appKey) // it answers again: it decides, no successor
       if (!Files.isDirectory(store.appDir(appKey))) Files.deleteIfExists(store.leaseFile(appKey))
+  }
+
+  private def deleteAtEnd(app: String, whose: String): Unit = {
+    val (files, bytes) = store.deleteApp(app) // and its lease and keep mark
+    if (files > 0)
+      logInfo(
+        s"region-recovery: the application ends: deleted $whose $files retained files ($bytes bytes) on this host")
   }
 
   private val notRetained = new java.util.concurrent.atomic.AtomicLong()

@@ -4,6 +4,8 @@ import java.util.concurrent.{ConcurrentLinkedDeque, ExecutionException, FutureTa
 import java.util.concurrent.{RejectedExecutionException, TimeoutException}
 
 import scala.collection.mutable
+import scala.concurrent.Await
+import scala.concurrent.duration.Duration
 import scala.jdk.CollectionConverters._
 import scala.util.Try
 import scala.util.control.NonFatal
@@ -40,6 +42,9 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   private val determinism = mutable.HashMap[Int, Int]()
   /** Each executor's connection to the driver ("host:port", as its lease pings arrive), to its id. */
   private val executorAt = new java.util.concurrent.ConcurrentHashMap[String, String]()
+
+  /** What an executor that stops while the application ends does with the files on its host ([[ApplicationEnds]]). */
+  private val endDecided = scala.concurrent.Promise[String]()
 
   /** Answers the agents' lease pings: while it does, their application is alive. */
   private val driverEndpoint = actions.registerEndpoint(RetentionProtocol.DriverEndpointName,
@@ -118,6 +123,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     case p: LeasePing =>
       if (from != null && p.appKey == appKey) executorAt.put(from, p.executorId)
       if (fenced.contains(p.executorId)) LeaseFenced
+      else if (p.stopping && p.appKey == appKey && (stopped || actions.applicationStopping)) endDecided.future
       else if (stopped && keepAtEnd.isEmpty) LeaseEnding
       else LeaseRenewed
   }
@@ -596,7 +602,18 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * until `until` for a resubmission of job `jobId` (job recovery: the job did not succeed).
    */
   @volatile private var keepAtEnd: Option[(Long, String)] = None
-  def keepAtApplicationEnd(until: Long, jobId: String): Unit = keepAtEnd = Some((until, jobId))
+  def keepAtApplicationEnd(until: Long, jobId: String): Unit = {
+    keepAtEnd = Some((until, jobId))
+    endDecided.trySuccess(ApplicationEnds.keep(until, jobId))
+  }
+
+  /**
+   * The job succeeded (job recovery): at this application's end its earlier applications' retained
+   * files go on every host with its own, also where Spark stops the executor before the driver's
+   * request to delete them reaches it (the executor's stop asks, see [[LeasePing]]).
+   */
+  def purgeAtApplicationEnd(otherAppKeys: Seq[String]): Unit =
+    endDecided.trySuccess(ApplicationEnds.delete(otherAppKeys))
 
   // ---- policy: set by Python, applied on the coordinator's thread ------------------------------------
 
@@ -725,6 +742,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    */
   override def applicationEnding(exitCode: Option[Int]): Unit = {
     if (stopped) return
+    endDecided.trySuccess(ApplicationEnds.delete(Nil)) // job recovery, if on, has decided already
     postRetained(force = true)
     stopped = true
     worker.shutdown()
@@ -746,12 +764,15 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   override def shutdown(): Unit = applicationEnd()
 
   private def applicationEnd(): Unit = {
+    // the listener decides at ApplicationEnd, which races with this stop: this host's files follow
+    // the decision, once it is made. The endpoint stays until Spark's RpcEnv stops (after the
+    // listener bus has drained): executors that stop after this still ask it what their files become.
+    if (!endDecided.isCompleted && actions.applicationStopping)
+      Try(Await.ready(endDecided.future, Duration(RetentionCoordinator.EndDecisionWaitMs, TimeUnit.MILLISECONDS)))
     stopped = true
     worker.shutdownNow()
     Option(volumeTimer).foreach(_.shutdownNow())
     Option(confirmThread).foreach(_.shutdownNow())
-    try actions.unregisterEndpoint(driverEndpoint)
-    catch { case NonFatal(_) => }
     Try(appKey).toOption.foreach { id =>
       try keepAtEnd match {
           case Some((until, jobId)) =>
@@ -780,4 +801,10 @@ object RetentionCoordinator {
 
   /** Driver JVM system property, for tests only: milliseconds to wait between adoption and relocation. */
   val TestDelayProperty = "regionrecovery.test.delayRelocationMs"
+
+  /**
+   * How long the driver plugin's shutdown waits for the listener's decision at the application's end
+   * (it normally comes within milliseconds of SparkContext.stop; none comes if the event was dropped).
+   */
+  val EndDecisionWaitMs = 5000L
 }

@@ -132,8 +132,10 @@ final case class RetentionAgentHello(executorId: String, node: String, ref: AnyR
 /**
  * An agent asks the driver whether it is still there (lease renewal, driver-loss check). Reply:
  * [[LeaseRenewed]]; [[LeaseFenced]] to an executor the driver fenced; [[LeaseEnding]] once the application ends.
+ * `stopping`: the executor stops; while the application ends, the reply waits for the driver's decision
+ * and is an [[ApplicationEnds]].
  */
-final case class LeasePing(appKey: String, executorId: String) extends DriverRequest
+final case class LeasePing(appKey: String, executorId: String, stopping: Boolean = false) extends DriverRequest
 
 /**
  * An adopter checked the data of outputs it adopted with the cheap checks only (after the driver

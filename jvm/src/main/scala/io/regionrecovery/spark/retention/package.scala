@@ -25,4 +25,32 @@ package object retention {
    * so raced with the executor's stop.
    */
   val LeaseEnding: String = "region-recovery:lease-ending"
+
+  /**
+   * The driver's last word to an executor that stops while the application ends, answered once the
+   * driver has decided (a lease ping with `stopping` set waits for it): keep this application's files
+   * on the host until a deadline for a resubmission of a job, or delete them together with those of
+   * the earlier applications of a job that has now succeeded. An executor that Spark stops before the
+   * driver's own requests reach it still cleans up its host. A tab-separated string, like the others.
+   */
+  object ApplicationEnds {
+    private val Prefix = "region-recovery:application-ends"
+
+    /** The application's files are kept on every host until `until` (ms) for a resubmission of `jobId`. */
+    def keep(until: Long, jobId: String): String = s"$Prefix\tkeep\t$until\t$jobId"
+
+    /** The application's files are deleted, and those of the earlier applications `others` of its job. */
+    def delete(others: Seq[String]): String = (Seq(Prefix, "delete") ++ others).mkString("\t")
+
+    /** (Some((until, jobId)) to keep, None to delete; the other applications to delete). */
+    def unapply(answer: AnyRef): Option[(Option[(Long, String)], Seq[String])] = answer match {
+      case s: String if s.startsWith(Prefix + "\t") =>
+        s.split('\t').toSeq.drop(1) match {
+          case Seq("keep", until, jobId) => until.toLongOption.map(u => (Some((u, jobId)), Nil))
+          case "delete" +: others => Some((None, others.filter(_.nonEmpty)))
+          case _ => None
+        }
+      case _ => None
+    }
+  }
 }

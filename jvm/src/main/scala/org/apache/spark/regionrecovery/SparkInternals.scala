@@ -89,7 +89,8 @@ object SparkInternals {
    * `disconnected` each remote process whose connection closed. A client-mode RpcEnv (an executor's)
    * has no listening address: its sender is the socket address of its one connection to the driver,
    * which is also what Spark's RemoteProcessDisconnected names when that connection closes (the
-   * scheduler backend's DriverEndpoint maps executors the same way).
+   * scheduler backend's DriverEndpoint maps executors the same way). A handler that returns a Future
+   * is answered when it completes.
    */
   def registerEndpoint(name: String, handler: (AnyRef, String) => AnyRef, disconnected: String => Unit): AnyRef = {
     val rpcEnv = SparkEnv.get.rpcEnv
@@ -114,7 +115,14 @@ object SparkInternals {
     override def onDisconnected(remoteAddress: RpcAddress): Unit = disconnected(remoteAddress.hostPort)
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
       case m: AnyRef =>
-        try context.reply(handler(m, Option(context.senderAddress).map(_.hostPort).orNull))
+        try handler(m, Option(context.senderAddress).map(_.hostPort).orNull) match {
+            case later: scala.concurrent.Future[_] => // answered when it completes, off this dispatcher thread
+              later.onComplete {
+                case scala.util.Success(answer) => context.reply(answer)
+                case scala.util.Failure(e) => context.sendFailure(e)
+              }(scala.concurrent.ExecutionContext.parasitic)
+            case answer => context.reply(answer)
+          }
         catch {
           case scala.util.control.NonFatal(e) => context.sendFailure(e)
         }

@@ -26,6 +26,7 @@ class JobRecoverySuite extends AnyFunSuite {
     val registeredRecovered = mutable.Buffer[(Int, Int, Int, Seq[(Int, BlockManagerId, Array[Long], Long, Long)])]()
     val recovered = mutable.Buffer[(Int, Long, Int, String, Long)]()
     val purged = mutable.Buffer[String]()
+    var purgedAtEnd: Option[Seq[String]] = None
     var kept: Option[(Long, String)] = None
     var shuttingDown = false
     var slept = 0L
@@ -44,6 +45,7 @@ class JobRecoverySuite extends AnyFunSuite {
         bytes: Long, digest: Long): Unit = recovered += ((shuffleId, mapId, mapIndex, executorId, bytes))
     override def purgeOtherApplication(appKey: String): Unit = purged += appKey
     override def keepAtApplicationEnd(until: Long, jobId: String): Unit = kept = Some((until, jobId))
+    override def purgeAtApplicationEnd(appKeys: Seq[String]): Unit = purgedAtEnd = Some(appKeys)
     override def registeredOutputs(shuffleId: Int): Option[Seq[RegisteredOutput]] = None
     override def registerRecoveredOutputs(shuffleId: Int, numMaps: Int, numReduces: Int,
         outputs: Seq[(Int, BlockManagerId, Array[Long], Long, Long)]): Int = {
@@ -198,6 +200,7 @@ class JobRecoverySuite extends AnyFunSuite {
       f.recovery.applicationEnding(Some(0))
       assert(f.actions.kept == Some((f.clock.millis() + Window, "nightly")))
       assert(f.actions.purged.isEmpty, "the crashed driver's files stay for the resubmission too")
+      assert(f.actions.purgedAtEnd.isEmpty)
     }
   }
 
@@ -206,6 +209,7 @@ class JobRecoverySuite extends AnyFunSuite {
       f.recovery.jobEnded(0, succeeded = true)
       f.recovery.applicationEnding(Some(0))
       assert(f.actions.purged == Seq("app-1.old"))
+      assert(f.actions.purgedAtEnd == Some(Seq("app-1.old")), "executors stopping meanwhile delete them too")
       assert(f.actions.kept.isEmpty)
       assert(!Files.exists(java.nio.file.Paths.get(JobEventStore.jobDir(f.recovery.dir, "nightly"))))
     }

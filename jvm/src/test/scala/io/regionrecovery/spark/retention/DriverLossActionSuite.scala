@@ -185,6 +185,38 @@ class DriverLossActionSuite extends AnyFunSuite {
     }
   }
 
+  test("the driver's last word at its end: delete with the earlier applications' files, or keep for a resubmission") {
+    assert(ApplicationEnds.unapply(ApplicationEnds.delete(Seq("app-0.a", "app-0.b"))) ==
+      Some((None, Seq("app-0.a", "app-0.b"))))
+    assert(ApplicationEnds.unapply(ApplicationEnds.delete(Nil)) == Some((None, Nil)))
+    assert(ApplicationEnds.unapply(ApplicationEnds.keep(42L, "nightly")) == Some((Some((42L, "nightly")), Nil)))
+    assert(ApplicationEnds.unapply(LeaseEnding).isEmpty && ApplicationEnds.unapply(LeaseRenewed).isEmpty)
+    withAgent(None) { (root, agent) =>
+      Files.createDirectories(agent.store.appDir("app-0.crashed").resolve("1"))
+      Files.write(agent.store.leaseFile("app-0.crashed"), "1".getBytes)
+      agent.store.markKept("app-0.crashed", Long.MaxValue, "nightly")
+      Files.createDirectories(agent.store.appDir("app-9.other")) // another job's: not named, stays
+      agent.afterStop(Some(ApplicationEnds.delete(Seq("app-0.crashed"))))
+      assert(names(root) == Set("app-9.other"))
+    }
+    withAgent(None) { (root, agent) =>
+      agent.afterStop(Some(ApplicationEnds.keep(123456L, "nightly")))
+      assert(agent.store.keptUntil(agent.appKey) == Some((123456L, "nightly")))
+      assert(names(root) == Set("app-1.abc", "app-1.abc.lease", "app-1.abc.keep"))
+    }
+  }
+
+  test("a stopping executor asks with `stopping` set and waits longer for the driver's decision") {
+    withAgent(None) { (root, agent) =>
+      assert(agent.startLease())
+      driverOf(agent).ping = _ => Some(ApplicationEnds.delete(Nil))
+      agent.stopLease()
+      val (last, timeout) = driverOf(agent).pings.last
+      assert(last.stopping && timeout == RetentionAgent.StopPingTimeoutMs)
+      assert(names(root).isEmpty)
+    }
+  }
+
   test("a second stop (SIGTERM's hook) waits until the first (the plugin's shutdown) has deleted the files") {
     withAgent(None) { (root, agent) =>
       val inPing = new java.util.concurrent.CountDownLatch(1)

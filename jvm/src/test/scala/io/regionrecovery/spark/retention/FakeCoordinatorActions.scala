@@ -27,7 +27,6 @@ final class FakeCoordinatorActions extends CoordinatorActions {
   val asked = mutable.Buffer[(AnyRef, AgentRequest)]()
   val sent = mutable.Buffer[(AnyRef, AnyRef)]()
   var endpoint: AnyRef => AnyRef = _
-  var endpointUnregistered = false
 
   def location(executorId: String, host: String): BlockManagerId =
     TestLocations.blockManagerId(executorId, host, 7000 + executorId.hashCode.abs % 1000)
@@ -91,7 +90,6 @@ final class FakeCoordinatorActions extends CoordinatorActions {
     timeouts --= now
     now.foreach(_._1.run())
   }
-  override def unregisterEndpoint(ref: AnyRef): Unit = endpointUnregistered = true
   override def newWorker(): ExecutorService = new DirectExecutorService
   /** Timeouts scheduled on the coordinator's timer, (task, delay ms): a test runs them when it wants. */
   val timeouts = mutable.Buffer[(Runnable, Long)]()

@@ -262,8 +262,46 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(kept.asks[KeepApplication].map(_._2) ==
       Seq(KeepApplication(kept.coordinator.appKey, kept.clock.millis() + 60000L, "nightly")))
     assert(kept.asks[PurgeRequest].isEmpty)
-    kept.coordinator.shutdown()
-    assert(kept.spark.endpointUnregistered)
+    kept.coordinator.shutdown() // the endpoint stays for executors that stop after the plugin: Spark's RpcEnv ends it
+    assert(kept.spark.endpoint(LeasePing(kept.coordinator.appKey, "2", stopping = true)) match {
+      case later: scala.concurrent.Future[_] =>
+        later.value.flatMap(_.toOption) == Some(ApplicationEnds.keep(kept.clock.millis() + 60000L, "nightly"))
+      case _ => false
+    })
+  }
+
+  test("an executor that stops while the application ends is answered once the driver decided its files' fate") {
+    def stoppingPing(f: Fixture): scala.concurrent.Future[_] =
+      f.spark.endpoint(LeasePing(f.coordinator.appKey, "2", stopping = true)) match {
+        case later: scala.concurrent.Future[_] => later
+        case other => fail(s"answered at once: $other")
+      }
+    val running = new Fixture
+    running.agent("2")()
+    assert(running.spark.endpoint(LeasePing(running.coordinator.appKey, "2", stopping = true)) == LeaseRenewed,
+      "an executor that stops while its application runs is answered at once")
+
+    val succeeded = new Fixture
+    succeeded.agent("2")()
+    succeeded.spark.stopping = true // SparkContext.stop began; the listener has not seen ApplicationEnd yet
+    val waiting = stoppingPing(succeeded)
+    assert(!waiting.isCompleted)
+    succeeded.coordinator.purgeAtApplicationEnd(Seq("app-0.crashed")) // job recovery: the job succeeded
+    assert(waiting.value.flatMap(_.toOption) == Some(ApplicationEnds.delete(Seq("app-0.crashed"))))
+    succeeded.coordinator.applicationEnding(Some(0))
+    assert(stoppingPing(succeeded).value.flatMap(_.toOption) == Some(ApplicationEnds.delete(Seq("app-0.crashed"))))
+
+    val kept = new Fixture
+    kept.spark.stopping = true
+    val keptWaiting = stoppingPing(kept)
+    kept.coordinator.keepAtApplicationEnd(777L, "nightly")
+    assert(keptWaiting.value.flatMap(_.toOption) == Some(ApplicationEnds.keep(777L, "nightly")))
+
+    val plain = new Fixture // no job recovery: the application's end decides
+    plain.spark.stopping = true
+    val plainWaiting = stoppingPing(plain)
+    plain.coordinator.applicationEnding(Some(0))
+    assert(plainWaiting.value.flatMap(_.toOption) == Some(ApplicationEnds.delete(Nil)))
   }
 
   test("pods of one node: an executor on the lost executor's node adopts, whatever host (pod IP) it has") {

@@ -28,6 +28,7 @@ NO_SPARK=(-n 2 tests/unit tests/contract tests/bench -m "not integration and not
 # ---- work in the background: each job in a process group of its own, stopped if this script ends first ----
 declare -A JOBS=()    # name -> pid (= process group)
 declare -A LOGS=()    # name -> log file
+declare -A STARTED=() # name -> when it started (seconds since the epoch)
 background() {  # background <name> <log> <command...>
   local name="$1" log="$2"
   shift 2
@@ -35,12 +36,14 @@ background() {  # background <name> <log> <command...>
   setsid -w "$@" </dev/null >"$log" 2>&1 &
   JOBS[$name]=$!
   LOGS[$name]="$log"
+  STARTED[$name]=$(date +%s)
 }
 finish() {  # finish <name>: waits for the job; on failure prints its log's tail and stops the run
   local name="$1" pid="${JOBS[$1]}"
   unset "JOBS[$1]"
   if wait "$pid"; then
-    printf '\n==> %s: done\n' "$name"
+    # its log's last write is when it ended
+    printf '\n==> %s: done, in %d s\n' "$name" "$(($(stat -c %Y "${LOGS[$name]}") - STARTED[$name]))"
     tail -3 "${LOGS[$name]}"
   else
     tail -60 "${LOGS[$name]}" >&2
@@ -64,7 +67,8 @@ fi
 FULL=0
 if [ $# -eq 0 ]; then
   FULL=1
-  set -- -n 2 --no-loadscope-reorder --durations=20 \
+  # every test's duration goes to target/pytest-spark.xml (JUnit XML): where the suite's time goes
+  set -- -n 2 --no-loadscope-reorder --durations=20 --junitxml=target/pytest-spark.xml \
     tests/integration tests/bench tests/browser tests/containers -m "integration or containers"
 fi
 has() { case " ${ARGS} " in *" $1"*) return 0 ;; esac; return 1; }
@@ -114,5 +118,5 @@ else
     scripts/build-class-archive.sh  # the class archive of the tests that start Spark (tests/conftest.py)
   fi
 fi
-printf '\n==> pytest %s\n' "$*"
+printf '\n==> pytest %s (%d s into the run)\n' "$*" "$SECONDS"
 pytest "$@"

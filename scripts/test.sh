@@ -9,8 +9,8 @@
 #                            of three hosts in containers); pytest runs on two pytest-xdist workers, and the JVMs
 #                            of the Spark tiers map Spark's classes from a class archive (build-class-archive.sh);
 #   scripts/test.sh ARGS     pytest ARGS after the setup (e.g. tests/integration/test_retention.py -k sigkill).
-# The JVM suites (one core for about two minutes) run in the background beside the Python tests that need no Spark,
-# and the Debian packages, the Docker engine and the container images are prepared in the background too (mostly
+# The JVM suites (one core for about two minutes) run in the background beside the Python tests that need no Spark
+# (and the first minute of the Spark tier, which does not wait for them), and the Debian packages, the Docker engine and the container images are prepared in the background too (mostly
 # downloads): their logs are printed when they end, and a failure stops the run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -108,9 +108,9 @@ if [ "$FULL" = 1 ]; then
   # the fast layer first, so a broken unit fails in a minute; then every test that starts Spark
   printf '\n==> pytest: the tests that need no Spark\n'
   pytest --durations=5 "${NO_SPARK[@]}"
-  finish jvm-suites
   finish prepare
   finish class-archive
+  # the JVM suites may still run (one core): the Spark tier starts beside them, and they are awaited at the end
 else
   prepare
   if has tests/integration || has tests/bench || has tests/browser || has tests/containers || has "tests " ||
@@ -120,3 +120,4 @@ else
 fi
 printf '\n==> pytest %s (%d s into the run)\n' "$*" "$SECONDS"
 pytest "$@"
+if [ "$FULL" = 1 ]; then finish jvm-suites; fi

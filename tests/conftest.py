@@ -56,19 +56,23 @@ SLOW = (
 # Tests that share nothing run alone; every other module runs whole on one worker, so that its module-scoped
 # applications start once. The containers share fixed loopback addresses: they run on one worker.
 ONE_BY_ONE = ("tests/bench/test_bench_smoke.py",)
-# Measured seconds per group on a 2-core machine (scripts/test.sh prints the slowest tests): the longest groups
+# Measured seconds per group on a 2-core machine (target/pytest-spark.xml has every test's): the longest groups
 # start first, so that neither worker is left with a long one at the end. Unlisted groups count 30 s.
 SECONDS: dict[str, float] = {
-    "tests/containers": 800,
-    "tests/integration/test_job_recovery.py": 400,
-    "tests/integration/test_job_recovery_limits.py": 240,
-    "tests/integration/test_job_identity.py": 200,
-    "tests/integration/test_retained_lifecycle.py": 180,
-    "tests/bench/test_chaos.py": 160,
-    "tests/integration/test_streaming.py": 140,
-    "tests/integration/test_installed_wheel.py": 300,
-    "tests/integration/test_job_recovery_s3.py": 70,
-    "tests/bench/test_bench_smoke.py::test_tpch_query_killed_equals_its_failure_free_run": 90,
+    "tests/containers": 420,
+    "tests/integration/test_job_recovery.py": 250,
+    "tests/integration/test_job_identity.py": 160,
+    "tests/integration/test_retained_lifecycle.py": 150,
+    "tests/integration/test_job_recovery_limits.py": 130,
+    "tests/integration/test_retention.py": 125,
+    "tests/integration/test_streaming.py": 120,
+    "tests/integration/test_changed_outputs.py": 110,
+    "tests/bench/test_chaos.py": 105,
+    "tests/integration/test_defaults.py": 100,
+    "tests/integration/test_installed_wheel.py": 100,
+    "tests/integration/test_reuse_correctness.py": 90,
+    "tests/integration/test_job_recovery_s3.py": 90,
+    "tests/bench/test_bench_smoke.py::test_tpch_query_killed_equals_its_failure_free_run": 50,
 }
 
 

@@ -1,5 +1,5 @@
-"""The limits of batch job recovery, each test staging a driver crash of its own: a changed input file, an
-input Spark cannot identify, a resubmission after the recovery window, settings that refuse job recovery, and a
+"""The limits of batch job recovery, each test staging a driver crash of its own where it needs one: a changed input
+file, an input Spark cannot identify, a resubmission after the recovery window, settings that refuse job recovery, and a
 refusing driver's crash that must leave no retained file behind.
 """
 
@@ -38,7 +38,8 @@ def test_a_changed_input_file_is_recomputed_the_rest_reused(ws):
 
 
 def test_a_list_input_is_refused(ws):
-    ws.crash_after(1, ["--from-list"])  # A's aggregation is never recorded
+    """Refused when the shuffle would be recorded, so no run, first or resubmitted, can recover it: one run shows
+    it (a crash before it would add nothing to reuse)."""
     report = ws.run("out", ["--from-list"])
     by = _decisions(report)
     assert any(d["reason"] == "rdd_scan" for d in by.get("refused", [])), report["job_recovery"]

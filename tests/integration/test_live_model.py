@@ -91,21 +91,21 @@ def test_sigkill_executor_classified_outputs_lost_and_recomputed_on_survivor(sha
 
 
 # Spark's queue in front of our listener (20,000 by default, configure()) and the driver's event buffer (100,000 by
-# default, docs/configuration.md) at a quarter of their size, for a quarter of the tasks: as many events per slot
-# as a 20,000-task job under the defaults, at a quarter of the CPU.
-QUARTER_QUEUES = {
-    "spark.scheduler.listenerbus.eventqueue.regionRecovery.capacity": "5000",
-    "spark.regionRecovery.event-buffer.capacity": "25000",
+# default, docs/configuration.md) at a tenth of their size, for a tenth of the tasks: as many events per slot
+# as a 20,000-task job under the defaults, at a tenth of the CPU.
+TENTH_QUEUES = {
+    "spark.scheduler.listenerbus.eventqueue.regionRecovery.capacity": "2000",
+    "spark.regionRecovery.event-buffer.capacity": "10000",
 }
-TASKS = 5_000
+TASKS = 2_000
 
 
 def test_no_event_lost_on_a_job_of_as_many_tasks_as_the_listener_queue_holds(shared_cluster):
-    """Every task start and end of a 5,000-task job reaches the model, through a Spark listener queue of 5,000
-    events and an event buffer of 25,000 (each task posts at least two events): none dropped anywhere."""
-    c = shared_cluster(**QUARTER_QUEUES)
+    """Every task start and end of a 2,000-task job reaches the model, through a Spark listener queue of 2,000
+    events and an event buffer of 10,000 (each task posts at least two events): none dropped anywhere."""
+    c = shared_cluster(**TENTH_QUEUES)
     conf = c.sc.getConf()
-    assert {k: conf.get(k) for k in QUARTER_QUEUES} == QUARTER_QUEUES, "the smaller queues are in force"
+    assert {k: conf.get(k) for k in TENTH_QUEUES} == TENTH_QUEUES, "the smaller queues are in force"
     df = c.spark.range(0, TASKS, 1, TASKS)
     assert df.count() == TASKS
     c.rr.sync(timeout=120)

@@ -58,6 +58,7 @@ step "project image $tag: staging pyspark 4.3.0, pandas, pyarrow and the package
 rm -rf "$context"
 mkdir -p "$context/jars"
 cp "$jar" "$context/jars/"
+cp docker/class_archive.py "$context/"
 pip_target() { .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile --target "$context/site-packages" "$@"; }
 if [ "$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$python_version" ]; then
   pip_target "pyspark==4.3.0" "pandas<3" pyarrow

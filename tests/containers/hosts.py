@@ -19,8 +19,13 @@ RETAINED_DIR = "/data/retained"
 MASTER_PORT = 7077
 # Every JVM of a host (master, worker, executors: a worker's executors inherit its environment) compiles with
 # C1 only and collects with the serial collector, as the JVMs of the tests on this machine do (tests/conftest.py):
-# they live for seconds to minutes, on 2 cores shared with the other test worker.
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# they live for seconds to minutes, on 2 cores shared with the other test worker. They map the image's class
+# archive (docker/class_archive.py), as this machine's JVMs map target/cds/spark.jsa; a JVM it does not fit, or an
+# image without one, runs without it, silently.
+JVM_OPTIONS = (
+    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    " -XX:SharedArchiveFile=/opt/cds/spark.jsa -Xlog:cds=off -Xlog:cds+dynamic=off"
+)
 WORKER_TIMEOUT = "spark.worker.timeout=30"
 
 

@@ -601,11 +601,12 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * Instead of deleting this application's retained files when it ends, keep them on every host
    * until `until` for a resubmission of job `jobId` (job recovery: the job did not succeed).
    */
-  @volatile private var keepAtEnd: Option[(Long, String)] = None
-  def keepAtApplicationEnd(until: Long, jobId: String): Unit = {
-    keepAtEnd = Some((until, jobId))
+  def keepAtApplicationEnd(until: Long, jobId: String): Unit =
     endDecided.trySuccess(ApplicationEnds.keep(until, jobId))
-  }
+
+  /** The decided end's keep, if the decision is to keep (None while undecided, or deleting). */
+  private def keepAtEnd: Option[(Long, String)] =
+    endDecided.future.value.flatMap(_.toOption).flatMap(ApplicationEnds.unapply).flatMap(_._1)
 
   /**
    * The job succeeded (job recovery): at this application's end its earlier applications' retained

@@ -72,6 +72,7 @@ SECONDS: dict[str, float] = {
     "tests/integration/test_installed_wheel.py": 100,
     "tests/integration/test_reuse_correctness.py": 90,
     "tests/integration/test_job_recovery_s3.py": 90,
+    "tests/integration/test_streaming_sources.py": 80,
     "tests/bench/test_bench_smoke.py::test_tpch_query_killed_equals_its_failure_free_run": 50,
 }
 

@@ -17,7 +17,9 @@ class BatchSizing:
     """FLIP-309's view of a source after a batch: behind or not, and how its batch was sized."""
 
     batch_id: int
-    mode: str  # recovery, backlog, fresh; replay: a batch the run before planned, run again as it was
+    # recovery, backlog, fresh; replay: a batch the run before planned, run again as it was; trigger: Spark's limit
+    # (Trigger.Once) decided; query-limit: the query's own maxBytesPerTrigger decided
+    mode: str
     is_processing_backlog: bool
     unit: str  # files, records
     admitted: int  # what the batch admitted, in the unit (-1: not known)

@@ -59,7 +59,8 @@ def arm_fault(fault_dir: str, file_index: int, task_attempts: int) -> None:
         open(os.path.join(fault_dir, f"fault-{file_index}.{a}"), "w").close()
 
 
-def _fault_gate(fault_dir: str) -> "Callable[..., Column]":
+def fault_gate(fault_dir: str) -> "Callable[..., Column]":
+    """A UDF passing its long column through, that fails where a value was armed (``arm_fault``)."""
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
@@ -101,11 +102,12 @@ def counts_query(
     name: str,
     sized: bool,
     options: Mapping[str, str] | None = None,
-    trigger_s: float = 1.0,
+    trigger_s: float | None = 1.0,
     fault_dir: str | None = None,
     slow_reduce_s: float = 0.0,
 ) -> "StreamingQuery":
-    """Starts ``groupBy(key).count()`` over ``input_dir`` into the memory table ``name``."""
+    """Starts ``groupBy(key).count()`` over ``input_dir`` into the memory table ``name``; every ``trigger_s`` seconds,
+    or ``Trigger.AvailableNow`` for None."""
     from pyspark.sql.functions import col
 
     reader = spark.readStream.schema(SCHEMA)
@@ -115,7 +117,7 @@ def counts_query(
     df = reader.load(input_dir)
     if fault_dir is not None:
         os.makedirs(fault_dir, exist_ok=True)
-        df = df.where(_fault_gate(fault_dir)(col("file")) >= 0)
+        df = df.where(fault_gate(fault_dir)(col("file")) >= 0)
     counts = df.groupBy("key").count()
     if slow_reduce_s > 0:
         counts = counts.select("key", _slow(slow_reduce_s)(col("count")).alias("count"))
@@ -124,7 +126,7 @@ def counts_query(
         .format("memory")
         .queryName(name)
         .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=f"{trigger_s} seconds")
+        .trigger(**({"availableNow": True} if trigger_s is None else {"processingTime": f"{trigger_s} seconds"}))
         .start()
     )
 

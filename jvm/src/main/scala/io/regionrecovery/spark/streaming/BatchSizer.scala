@@ -46,7 +46,8 @@ object SizingSettings {
 
   /**
    * The settings from a source's options (the key without the prefix), else the application's
-   * `spark.regionRecovery.*` configuration; `delegateMax` caps batches when max-batch is unset.
+   * `spark.regionRecovery.*` configuration; `delegateMax` (the query's own
+   * maximum, e.g. maxFilesPerTrigger) caps batches whatever max-batch says.
    * Flink's rule holds: interval-during-backlog is 0 or at least interval.
    */
   def resolve(
@@ -66,7 +67,8 @@ object SizingSettings {
       duringRecovery = ConfigKeys.CheckpointingDuringRecovery.read(lookup),
       initialBatch = ConfigKeys.StreamingInitialBatch.read(lookup).toLong,
       rampFactor = ConfigKeys.StreamingRampFactor.read(lookup),
-      maxBatch = ConfigKeys.StreamingMaxBatch.read(lookup).map(_.toLong).orElse(delegateMax),
+      // the query's own maximum always wins: a larger max-batch (in the session, say) never raises it
+      maxBatch = (ConfigKeys.StreamingMaxBatch.read(lookup).map(_.toLong) ++ delegateMax).minOption,
       intervalMs = interval,
       backlogIntervalMs = if (backlogSet < 0) interval else backlogSet,
       lagThresholdMs = ConfigKeys.StreamingLagThreshold.read(lookup))

@@ -1,15 +1,17 @@
 package io.regionrecovery.spark.streaming
 
+import java.nio.charset.StandardCharsets
 import java.util.{Locale, Optional}
 
 import scala.jdk.CollectionConverters._
 import scala.util.Try
 
 import com.fasterxml.jackson.databind.ObjectMapper
+import org.apache.hadoop.fs.Path
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.{DataFrame, SQLContext}
-import org.apache.spark.sql.connector.read.streaming.{Offset => OffsetV2, ReadLimit, ReadMaxFiles, ReadMaxRows, ReportsSourceMetrics, SupportsAdmissionControl, SupportsTriggerAvailableNow}
+import org.apache.spark.sql.connector.read.streaming.{CompositeReadLimit, Offset => OffsetV2, ReadLimit, ReadMaxBytes, ReadMaxFiles, ReadMaxRows, ReadMinRows, ReportsSourceMetrics, SupportsTriggerAvailableNow}
 import org.apache.spark.sql.execution.datasources.{DataSource, HadoopFsRelation, LogicalRelation, PartitioningAwareFileIndex}
 import org.apache.spark.sql.execution.streaming.{Offset, Source}
 import org.apache.spark.sql.sources.{DataSourceRegister, StreamSourceProvider}
@@ -38,6 +40,48 @@ private[streaming] object SourceUnit {
 private[streaming] case object SizedByRegionRecovery extends ReadLimit
 
 /**
+ * The limits the query set on its delegate (`maxFilesPerTrigger`, `maxBytesPerTrigger`, `maxOffsetsPerTrigger`,
+ * `minOffsetsPerTrigger`): they always win over the sizing. A maximum caps every batch; Kafka's minimum (with its
+ * `maxTriggerDelay`) is passed along with each limit and raises a smaller one; a byte limit cannot be combined with
+ * one in files, so it decides every batch alone.
+ */
+private[streaming] final case class QueryLimits(
+    max: Option[Long],
+    minRows: Option[ReadMinRows],
+    maxBytes: Option[ReadMaxBytes]) {
+
+  def decidesAlone: Boolean = maxBytes.isDefined
+
+  /** The limit passed to the delegate for a batch the sizing bounds to `size` (None: all available). */
+  def withSize(size: Option[Long], unit: SourceUnit): ReadLimit = maxBytes match {
+    case Some(bytes) => bytes
+    case None =>
+      val parts = size.map(n => unit.readLimit(minRows.fold(n)(m => math.max(n, m.minRows)))).toSeq ++ minRows
+      parts match {
+        case Seq() => ReadLimit.allAvailable()
+        case Seq(one) => one
+        case many => ReadLimit.compositeLimit(many.toArray)
+      }
+  }
+}
+
+private[streaming] object QueryLimits {
+  val Unset: QueryLimits = QueryLimits(None, None, None)
+
+  def of(limit: ReadLimit): QueryLimits = limit match {
+    case f: ReadMaxFiles => QueryLimits(Some(f.maxFiles.toLong), None, None)
+    case r: ReadMaxRows => QueryLimits(Some(r.maxRows), None, None)
+    case m: ReadMinRows => QueryLimits(None, Some(m), None)
+    case b: ReadMaxBytes => QueryLimits(None, None, Some(b))
+    case c: CompositeReadLimit =>
+      c.getReadLimits.map(of).foldLeft(Unset) { (a, b) =>
+        QueryLimits((a.max ++ b.max).minOption, a.minRows.orElse(b.minRows), a.maxBytes.orElse(b.maxBytes))
+      }
+    case _ => Unset
+  }
+}
+
+/**
  * `spark.readStream.format("region-recovery").option("delegate", "json")...`: a streaming source
  * that reads through another one (the file formats, or Kafka) and sizes each of its batches when
  * it is planned (BatchSizer). Offsets, the offset log and the delegate's own metadata
@@ -45,7 +89,7 @@ private[streaming] case object SizedByRegionRecovery extends ReadLimit
  * can be resumed by the other. Sizing options may be given as source options (the key without
  * `spark.regionRecovery.`), which win over the application's configuration.
  */
-class RegionRecoverySourceProvider extends StreamSourceProvider with DataSourceRegister {
+class RegionRecoverySourceProvider extends StreamSourceProvider with DataSourceRegister with Logging {
   import RegionRecoverySourceProvider._
 
   override def shortName(): String = ShortName
@@ -74,16 +118,17 @@ class RegionRecoverySourceProvider extends StreamSourceProvider with DataSourceR
           "Supported delegates: the file formats (json, csv, parquet, orc, text) and kafka.")
     }
     val unit = if (name.toLowerCase(Locale.ROOT) == "kafka") SourceUnit.Records else SourceUnit.Files
-    val delegateMax = delegate.getDefaultReadLimit match {
-      case f: ReadMaxFiles => Some(f.maxFiles.toLong)
-      case r: ReadMaxRows => Some(r.maxRows)
-      case _ => None
-    }
+    val own = QueryLimits.of(delegate.getDefaultReadLimit)
     // the session's configuration: the application's, and what was set on the session before the query started
     val conf = (key: String) => Option(sqlContext.getConf(key, null))
     val lowered = parameters.map { case (k, v) => k.toLowerCase(Locale.ROOT) -> v }
-    val settings = SizingSettings.resolve(n => lowered.get(n.toLowerCase(Locale.ROOT)), conf, delegateMax)
-    new SizedSource(delegate, unit, settings, name)
+    val settings = SizingSettings.resolve(n => lowered.get(n.toLowerCase(Locale.ROOT)), conf, own.max)
+    if (own.decidesAlone) {
+      logWarning(s"region-recovery: the query's own maxBytesPerTrigger decides every batch of its $name source; " +
+        "a byte limit cannot be combined with a limit in files, so this source does not size its batches.")
+    }
+    val initial = () => if (unit == SourceUnit.Records) SizedSource.initialOffsets(sqlContext, metadataPath) else None
+    new SizedSource(delegate, unit, settings, name, own, initial)
   }
 }
 
@@ -117,12 +162,15 @@ private[streaming] final class SizedSource(
     unit: SourceUnit,
     settings: SizingSettings,
     delegateName: String,
+    own: QueryLimits = QueryLimits.Unset,
+    initialOffsets: () => Option[String] = () => None,
     clock: Clock = Clock.System)
     extends Source with SupportsTriggerAvailableNow with ReportsSourceMetrics with Logging {
 
   private val sizer = new BatchSizer(settings)
   private var plannedEnd: Option[String] = None // the json of the end offset the last plan returned
   private var plannedStart: Option[String] = None
+  private var forcedByTrigger = false // the last batch's limit was Spark's (Trigger.Once), not this source's
 
   override def schema: StructType = delegate.schema
 
@@ -137,13 +185,17 @@ private[streaming] final class SizedSource(
 
   override def latestOffset(start: OffsetV2, limit: ReadLimit): OffsetV2 = synchronized {
     if (limit != SizedByRegionRecovery) {
-      // a limit Spark chose (Trigger.Once: all available) is honoured as it is
+      // a limit Spark chose (Trigger.Once: all available) is honoured as it is, and reported as the trigger's
+      forcedByTrigger = true
       return delegate.latestOffset(start, limit)
     }
+    forcedByTrigger = false
     val previous = sizer.mode
     val size = sizer.plan(clock.millis())
-    val end = delegate.latestOffset(start, size.fold(ReadLimit.allAvailable())(unit.readLimit))
-    val startJson = Option(start).map(_.json)
+    val end = delegate.latestOffset(start, own.withSize(size, unit))
+    // Spark passes no start to a query's first batch: the delegate starts at its initial offsets (Kafka's
+    // startingOffsets), which only it knows
+    val startJson = Option(start).map(_.json).orElse(if (unit == SourceUnit.Records) initialOffsets() else None)
     val endJson = Option(end).map(_.json)
     plannedStart = startJson
     plannedEnd = endJson
@@ -173,8 +225,12 @@ private[streaming] final class SizedSource(
 
   override def metrics(latestConsumedOffset: Optional[OffsetV2]): java.util.Map[String, String] = synchronized {
     // before this source planned a batch, the batch that ran was one a failed run planned: replayed
-    val mode = if (sizer.batchesPlanned == 0) "replay" else sizer.mode.name
-    val own = Seq(
+    val mode =
+      if (forcedByTrigger) "trigger"
+      else if (sizer.batchesPlanned == 0) "replay"
+      else if (own.decidesAlone) "query-limit"
+      else sizer.mode.name
+    val ours = Seq(
       "regionRecovery.mode" -> mode,
       "regionRecovery.isProcessingBacklog" -> sizer.isProcessingBacklog.toString,
       "regionRecovery.unit" -> unit.name,
@@ -187,13 +243,26 @@ private[streaming] final class SizedSource(
       case m: ReportsSourceMetrics => m.metrics(latestConsumedOffset).asScala.toSeq
       case _ => Nil
     }
-    (theirs ++ own).toMap.asJava
+    (theirs ++ ours).toMap.asJava
   }
 
   override def toString: String = s"RegionRecoverySource[$delegate]"
 }
 
 private[streaming] object SizedSource {
+
+  /**
+   * The offsets a Kafka delegate starts from (its startingOffsets, resolved), as it wrote them at `<metadataPath>/0`
+   * when it planned its first batch: a zero byte, `v1`, a line break, then the offsets' JSON. None if unreadable.
+   */
+  def initialOffsets(sqlContext: SQLContext, metadataPath: String): Option[String] = Try {
+    val path = new Path(metadataPath, "0")
+    val fs = path.getFileSystem(sqlContext.sparkSession.sessionState.newHadoopConf())
+    val in = fs.open(path)
+    val text = try new String(in.readAllBytes(), StandardCharsets.UTF_8)
+    finally in.close()
+    text.substring(text.indexOf('{'))
+  }.toOption
 
   /** The files of a file source's batch and the newest modification time, from its plan (no I/O). */
   def files(df: DataFrame): (Long, Option[Long]) = {

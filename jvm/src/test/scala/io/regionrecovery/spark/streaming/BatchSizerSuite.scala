@@ -116,8 +116,10 @@ class BatchSizerSuite extends AnyFunSuite {
   test("settings: options win over the configuration; Flink's interval rule is checked") {
     val conf = Map("spark.regionRecovery.streaming.max-batch" -> "60",
       "spark.regionRecovery.execution.checkpointing.during-recovery.enabled" -> "true")
-    val s = SizingSettings.resolve(Map("streaming.max-batch" -> "30").get, conf.get, delegateMax = Some(5))
+    val s = SizingSettings.resolve(Map("streaming.max-batch" -> "30").get, conf.get, delegateMax = Some(50))
     assert(s.maxBatch.contains(30) && s.duringRecovery && s.initialBatch == 10 && s.rampFactor == 2.0)
+    assert(SizingSettings.resolve(Map("streaming.max-batch" -> "30").get, conf.get, Some(5)).maxBatch.contains(5),
+      "the query's own maximum (maxFilesPerTrigger) is never raised")
     assert(SizingSettings.resolve(_ => None, _ => None, Some(5)).maxBatch.contains(5))
     assert(SizingSettings.resolve(_ => None,
       Map("spark.regionRecovery.execution.checkpointing.interval" ->

@@ -5,7 +5,7 @@ import java.util.Optional
 import scala.collection.mutable
 
 import org.apache.spark.sql.DataFrame
-import org.apache.spark.sql.connector.read.streaming.{Offset => OffsetV2, ReadAllAvailable, ReadLimit, ReadMaxRows}
+import org.apache.spark.sql.connector.read.streaming.{CompositeReadLimit, Offset => OffsetV2, ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows, ReadMinRows}
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow
 import org.apache.spark.sql.execution.streaming.{Offset, Source}
 import org.apache.spark.sql.types.StructType
@@ -20,9 +20,13 @@ class SizedSourceSuite extends AnyFunSuite {
 
   private def offset(records: Long): JsonOffset = JsonOffset(s"""{"events":{"0":$records}}""")
 
-  /** A delegate holding `available` records; it admits up to a ReadMaxRows limit, or all. */
+  /**
+   * A delegate holding `available` records from `initial` on (its startingOffsets); it admits up to a ReadMaxRows
+   * limit (alone or in a composite), or all.
+   */
   private final class FakeKafka extends Source with SupportsTriggerAvailableNow {
     var available = 0L
+    var initial = 0L
     val limits = mutable.Buffer[ReadLimit]()
     override def schema: StructType = new StructType()
     override def getOffset: Option[Offset] = None
@@ -31,11 +35,13 @@ class SizedSourceSuite extends AnyFunSuite {
     override def prepareForTriggerAvailableNow(): Unit = ()
     override def latestOffset(start: OffsetV2, limit: ReadLimit): OffsetV2 = {
       limits += limit
-      val from = Option(start).map(o => KafkaOffsets.records(None, o.json)).getOrElse(0L)
-      limit match {
-        case r: ReadMaxRows => offset(math.min(available, from + r.maxRows))
-        case _ => offset(available)
+      val from = Option(start).map(o => KafkaOffsets.records(None, o.json)).getOrElse(initial)
+      val max = limit match {
+        case r: ReadMaxRows => Some(r.maxRows)
+        case c: CompositeReadLimit => c.getReadLimits.collectFirst { case r: ReadMaxRows => r.maxRows }
+        case _ => None
       }
+      offset(max.fold(available)(m => math.min(available, from + m)))
     }
   }
 
@@ -44,16 +50,18 @@ class SizedSourceSuite extends AnyFunSuite {
     SizingSettings(duringRecovery, initialBatch = 100L, rampFactor = 2.0, maxBatch = maxBatch, intervalMs = 1000L,
       backlogIntervalMs = backlogIntervalMs, lagThresholdMs = 0L)
 
-  private final class Query(s: SizingSettings) {
+  private final class Query(s: SizingSettings, own: QueryLimits = QueryLimits.Unset, val initial: Long = 0L) {
     val clock = new ManualClock()
     val kafka = new FakeKafka
-    val source = new SizedSource(kafka, SourceUnit.Records, s, "kafka", clock)
+    kafka.initial = initial
+    // the delegate's initial offsets, as Kafka's source writes them at its metadata path
+    val source = new SizedSource(kafka, SourceUnit.Records, s, "kafka", own, () => Some(offset(initial).json), clock)
     private var committed: OffsetV2 = _
     /** Plans the next batch `tookMs` after the last one and commits it; what it admitted. */
     def batch(tookMs: Long = 1000L): Long = {
       clock.advance(tookMs)
       val end = source.latestOffset(committed, SizedByRegionRecovery)
-      val admitted = KafkaOffsets.records(Option(committed).map(_.json), end.json)
+      val admitted = KafkaOffsets.records(Some(Option(committed).getOrElse(offset(initial)).json), end.json)
       committed = end
       admitted
     }
@@ -142,6 +150,48 @@ class SizedSourceSuite extends AnyFunSuite {
     val end = q.source.latestOffset(null, ReadLimit.allAvailable())
     assert(KafkaOffsets.records(None, end.json) == 5000L)
     assert(q.limitsSeen == Seq(None))
-    assert(q.metric("mode") == "replay", "no batch planned by this source yet")
+    assert(q.metric("mode") == "trigger", "reported as the trigger's batch, not the source's")
+  }
+
+  test("the first batch counts from the delegate's initial offsets: Spark passes no start to it") {
+    val q = new Query(settings(duringRecovery = true), initial = 3000L)
+    q.kafka.available = 10000L
+    assert(q.batch() == 100L)
+    assert(q.metric("admitted") == "100", "counted from startingOffsets (3000), not from offset 0")
+    assert(q.metric("isProcessingBacklog") == "true")
+  }
+
+  test("the query's own maximum wins over a larger max-batch from the session, and a smaller one still caps") {
+    def max(session: Option[String], query: Option[Long]): Option[Long] = SizingSettings
+      .resolve(_ => None, k => if (k.endsWith("streaming.max-batch")) session else None, query)
+      .maxBatch
+    assert(max(Some("1000"), Some(300L)).contains(300L))
+    assert(max(Some("100"), Some(300L)).contains(100L))
+    assert(max(None, Some(300L)).contains(300L) && max(Some("100"), None).contains(100L) && max(None, None).isEmpty)
+    assert(QueryLimits.of(ReadLimit.maxFiles(60)).max.contains(60L))
+  }
+
+  test("Kafka's minOffsetsPerTrigger reaches the delegate with every limit and raises a smaller one") {
+    val min = ReadLimit.minRows(500L, 60000L).asInstanceOf[ReadMinRows]
+    val own = QueryLimits.of(ReadLimit.compositeLimit(Array(min, ReadLimit.maxRows(800L))))
+    assert(own == QueryLimits(Some(800L), Some(min), None))
+    val q = new Query(settings(duringRecovery = true, maxBatch = own.max), own)
+    q.kafka.available = 100000L
+    assert(q.batch() == 500L, "initial-batch 100 is below the query's minimum of 500")
+    q.kafka.limits.foreach {
+      case c: CompositeReadLimit => assert(c.getReadLimits.toSeq.contains(min))
+      case other => fail(s"the minimum was dropped: $other")
+    }
+    assert(QueryLimits(None, Some(min), None).withSize(None, SourceUnit.Records) == min, "all available: min alone")
+  }
+
+  test("a byte limit cannot be combined with a limit in files: the query's own decides every batch") {
+    val bytes = ReadLimit.maxBytes(1L << 20).asInstanceOf[ReadMaxBytes]
+    val own = QueryLimits.of(bytes)
+    assert(own.decidesAlone && own.withSize(Some(10L), SourceUnit.Files) == bytes)
+    val q = new Query(settings(duringRecovery = true), own)
+    q.kafka.available = 5000L
+    q.batch()
+    assert(q.kafka.limits.toSeq == Seq(bytes) && q.metric("mode") == "query-limit")
   }
 }

@@ -1,0 +1,256 @@
+"""The region-recovery source over Kafka for real, and checkpoints shared with Spark's own sources.
+
+A one-node KRaft broker on 127.0.0.1 (kafka_2.13 4.1.1 in a JVM of its own) and Spark's Kafka connector 4.2.0 (the
+nearest release to 4.3.0 on Maven Central; scripts/kafka/connector-pom.xml says why) on one local-cluster
+application for the module. Records are ``n`` = 0, 1, 2, ... with key ``n % 100``, spread over 4 partitions; the query
+counts them by key into a memory table (complete mode: state counted twice or lost shows in the counts).
+
+- a backlog of 20,000 records with a fault at record 10,000: sized batches from the initial batch, one restart,
+  one bounded batch redone, counts exact; the first batch's record count checked (Spark passes no start offset to a
+  query's first batch: it is counted from the startingOffsets);
+- an outage (20,000 more records while stopped): the first batch after the start is the initial batch again;
+- the same checkpoint without the wrapper (Spark's kafka source) and back with it, where the query's own
+  maxOffsetsPerTrigger wins over a larger max-batch, under Trigger.AvailableNow;
+- the same for the file source, and continuous processing refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from region_recovery.model.stream_progress import BatchSizing, executed_batches
+from region_recovery.testing import stream_job as sj
+from region_recovery.testing.kafka_broker import KafkaBroker, connector_jars
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC = "events"
+KEYS = 100
+BACKLOG = 20_000  # records
+HISTORY, HISTORY_FROM = 4_000, 1_000_000  # records before the query's startingOffsets
+FAULT_AT = BACKLOG // 2
+INITIAL = 1_000  # records: streaming.recovery.initial-batch
+MAX_BATCH = 4_000  # records: streaming.max-batch (session-wide)
+QUERY_MAX = 700  # records: the query's own maxOffsetsPerTrigger, below MAX_BATCH
+TASK_ATTEMPTS = 4
+
+
+@pytest.fixture(scope="module")
+def jar_dirs() -> tuple[str, str]:
+    fetched = subprocess.run(
+        [str(ROOT / "scripts" / "fetch-kafka-jars.sh")], capture_output=True, text=True, check=True, timeout=600
+    ).stdout.split()
+    broker, connector = fetched
+    return broker, connector
+
+
+@pytest.fixture(scope="module")
+def broker(jar_dirs, tmp_path_factory):
+    with KafkaBroker(jar_dirs[0], str(tmp_path_factory.mktemp("kafka"))) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def app(plugin_jar, jar_dirs, broker, tmp_path_factory):
+    from sparkcluster import Cluster
+
+    c = Cluster(
+        "test_streaming_sources",
+        {
+            "spark.jars": connector_jars(jar_dirs[1]),
+            "spark.task.maxFailures": str(TASK_ATTEMPTS),
+            "spark.regionRecovery.restart-strategy.type": "fixed-delay",
+            "spark.regionRecovery.restart-strategy.fixed-delay.attempts": "3",
+            "spark.regionRecovery.restart-strategy.fixed-delay.delay": "0 s",
+            "spark.regionRecovery.execution.checkpointing.during-recovery.enabled": "true",
+            "spark.regionRecovery.execution.checkpointing.interval-during-backlog": "20 s",
+            "spark.regionRecovery.streaming.recovery.initial-batch": str(INITIAL),
+            "spark.regionRecovery.streaming.max-batch": str(MAX_BATCH),
+        },
+    )
+    c.wait_executors(2)
+    yield c, tmp_path_factory.mktemp("streaming-sources")
+    c.close()
+
+
+def kafka_counts_query(
+    c, broker, checkpoint: str, *, sized: bool, fault_dir: str | None = None, starting: str = "earliest", **options
+):
+    """groupBy(key).count() of the topic's records into the memory table kafka_counts; AvailableNow if
+    ``available_now`` is among the options, else a 1 s trigger."""
+    from pyspark.sql.functions import col
+
+    available_now = options.pop("available_now", False)
+    reader = c.spark.readStream
+    reader = reader.format("region-recovery").option("delegate", "kafka") if sized else reader.format("kafka")
+    reader = reader.option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", TOPIC)
+    reader = reader.option("startingOffsets", starting)  # read by the query's first run only
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    value = col("value").cast("string").cast("long")  # Kafka's value is binary
+    records = reader.load().select(col("key").cast("string").alias("key"), value.alias("n"))
+    if fault_dir is not None:
+        records = records.where(sj.fault_gate(fault_dir)(col("n")) >= 0)
+    return (
+        records.groupBy("key")
+        .count()
+        .writeStream.outputMode("complete")
+        .format("memory")
+        .queryName("kafka_counts")
+        .option("checkpointLocation", checkpoint)
+        .trigger(**({"availableNow": True} if available_now else {"processingTime": "1 second"}))
+        .start()
+    )
+
+
+def counted(c, table: str) -> int:
+    if not c.spark.catalog.tableExists(table):
+        return -1
+    return sum(r["count"] for r in c.spark.table(table).collect())
+
+
+def wait_counted(c, active, table: str, rows: int, timeout: float = 300) -> None:
+    end = time.monotonic() + timeout
+    while counted(c, table) != rows:
+        assert active(), f"the query ended with {counted(c, table)} of {rows} rows counted"
+        assert time.monotonic() < end, f"{table} holds {counted(c, table)} rows, not {rows}, after {timeout} s"
+        time.sleep(0.3)
+
+
+def exact(c, table: str, per_key: int) -> bool:
+    return {r["key"]: r["count"] for r in c.spark.table(table).collect()} == {str(k): per_key for k in range(KEYS)}
+
+
+def batch_rows(progresses) -> list[int]:
+    return [rows for _, rows in sorted(executed_batches(progresses))]
+
+
+def sizings(progresses) -> list[BatchSizing]:
+    executed = {b for b, _ in executed_batches(progresses)}
+    return [s for s in map(BatchSizing.from_progress, progresses) if s is not None and s.batch_id in executed]
+
+
+@pytest.fixture(scope="module")
+def kafka_catch_up(app, broker):
+    """A backlog with a fault half-way, then an outage; what each run observed."""
+    c, root = app
+    # records from before the query, which it starts after (startingOffsets per partition): its first batch is
+    # counted from there, not from offset 0
+    broker.produce(c.spark, TOPIC, HISTORY_FROM, HISTORY, KEYS)
+    ends = (
+        c.spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", TOPIC)
+        .load()
+        .groupBy("partition")
+        .count()
+        .collect()
+    )
+    starting = json.dumps({TOPIC: {str(r["partition"]): r["count"] for r in ends}})
+    assert sum(r["count"] for r in ends) == HISTORY
+    broker.produce(c.spark, TOPIC, 0, BACKLOG, KEYS)
+    checkpoint, fault_dir = str(root / "cp-kafka"), str(root / "fault-kafka")
+    sj.arm_fault(fault_dir, FAULT_AT, TASK_ATTEMPTS)
+    seen: dict = {}
+    started = time.monotonic()
+
+    run = c.rr.stream(
+        lambda: kafka_counts_query(c, broker, checkpoint, sized=True, fault_dir=fault_dir, starting=starting), "kafka"
+    )
+    first_batch = None
+    end = time.monotonic() + 120
+    while first_batch is None and time.monotonic() < end:  # the first attempt's first batch, before the fault
+        query = run.query
+        first_batch = next(iter(sizings(query.recentProgress)), None) if query is not None else None
+        time.sleep(0.2)
+    wait_counted(c, run.is_active, "kafka_counts", BACKLOG)
+    seen["backlog"] = {
+        "exact": exact(c, "kafka_counts", BACKLOG // KEYS),
+        "progress": run.query.recentProgress,
+        "first_batch": first_batch,
+    }
+    run.stop()
+    seen["backlog"]["record"] = run.record.to_dict()
+    print(f"\n[kafka] backlog drained at {time.monotonic() - started:.0f} s")
+
+    broker.produce(c.spark, TOPIC, BACKLOG, BACKLOG, KEYS)  # an outage: the query is stopped
+    run = c.rr.stream(lambda: kafka_counts_query(c, broker, checkpoint, sized=True), "kafka-after-outage")
+    wait_counted(c, run.is_active, "kafka_counts", 2 * BACKLOG)
+    seen["outage"] = {"exact": exact(c, "kafka_counts", 2 * BACKLOG // KEYS), "progress": run.query.recentProgress}
+    run.stop()
+    print(f"\n[kafka] after the outage: drained at {time.monotonic() - started:.0f} s")
+    return seen
+
+
+def test_a_fault_during_the_kafka_backlog_redoes_one_bounded_batch(kafka_catch_up):
+    seen = kafka_catch_up["backlog"]
+    record = seen["record"]
+    assert seen["exact"], "every record counted once"
+    assert record["restarts"] == 1, record
+    assert 0 < record["rows_processed_twice"] <= MAX_BATCH, record
+    assert max(a["max_batch_rows"] for a in record["attempts"]) <= MAX_BATCH
+
+
+def test_the_first_batch_is_counted_from_the_starting_offsets(kafka_catch_up):
+    """Spark passes no start offset to a query's first batch: the source counts it from the startingOffsets
+    (4,000 records after offset 0), so the initial batch admits the initial size and says so."""
+    first = kafka_catch_up["backlog"]["first_batch"]
+    assert first is not None and first.mode == "recovery", first
+    assert first.admitted == first.input_rows == INITIAL, first
+    sizes = sizings(kafka_catch_up["backlog"]["progress"])
+    assert sizes[0].mode == "replay", [s.mode for s in sizes]  # the restarted run: the failed batch first
+    assert all(s.input_rows <= MAX_BATCH and s.unit == "records" for s in sizes), sizes
+
+
+def test_after_an_outage_the_first_kafka_batch_is_the_initial_one(kafka_catch_up):
+    seen = kafka_catch_up["outage"]
+    assert seen["exact"]
+    rows = batch_rows(seen["progress"])
+    assert rows[0] == INITIAL and max(rows) <= MAX_BATCH and sum(rows) == BACKLOG, rows
+
+
+def test_a_kafka_checkpoint_is_shared_with_spark_s_own_source_both_ways(app, broker, kafka_catch_up):
+    c, root = app
+    checkpoint = str(root / "cp-kafka")
+    broker.produce(c.spark, TOPIC, 2 * BACKLOG, 5_000, KEYS)
+    plain = kafka_counts_query(c, broker, checkpoint, sized=False, available_now=True)
+    assert plain.awaitTermination(240), "the AvailableNow run did not end"
+    assert plain.exception() is None
+    assert exact(c, "kafka_counts", (2 * BACKLOG + 5_000) // KEYS), "neither re-read nor skipped by Spark's source"
+    assert sum(batch_rows(plain.recentProgress)) == 5_000
+
+    broker.produce(c.spark, TOPIC, 2 * BACKLOG + 5_000, 5_000, KEYS)
+    sized = kafka_counts_query(
+        c, broker, checkpoint, sized=True, available_now=True, maxOffsetsPerTrigger=str(QUERY_MAX)
+    )
+    assert sized.awaitTermination(240), "the AvailableNow run did not end"
+    assert sized.exception() is None
+    assert exact(c, "kafka_counts", (2 * BACKLOG + 10_000) // KEYS)
+    rows = batch_rows(sized.recentProgress)
+    assert sum(rows) == 5_000 and max(rows) <= QUERY_MAX, f"the query's own limit lost to max-batch: {rows}"
+    assert all(s.max_batch == QUERY_MAX for s in sizings(sized.recentProgress))
+
+
+def test_a_file_checkpoint_is_shared_with_spark_s_own_source_both_ways_and_continuous_mode_is_refused(app):
+    c, root = app
+    data, checkpoint = str(root / "files"), str(root / "cp-files")
+    total = 0
+    for files, sized in ((30, True), (10, False), (10, True)):
+        sj.write_files(data, files, rows=100, first=total, spacing_s=1, end_age_s=5)
+        total += files
+        q = sj.counts_query(c.spark, data, checkpoint, name="file_counts", sized=sized, trigger_s=None)
+        assert q.awaitTermination(240) and q.exception() is None
+        assert sj.table_counts(c.spark, "file_counts") == sj.expected_counts(total, 100), (files, sized)
+        assert sum(batch_rows(q.recentProgress)) == files * 100, "each file read once, whichever source"
+
+    reader = c.spark.readStream.format("region-recovery").option("delegate", "json").schema(sj.SCHEMA).load(data)
+    with pytest.raises(Exception, match="(?i)continuous"):
+        reader.writeStream.format("console").trigger(continuous="1 second").start().stop()
+    assert os.path.isdir(checkpoint)

@@ -329,6 +329,9 @@ def _targets(
         one_batch = rec["extra"]["max_batch_rows_allowed"]
         backlog = runs["vanilla"]["extra"]["backlog_rows"]
         van = runs["vanilla"]["rows_redone"]
+        wall = ratios.get("wall_recovery_over_vanilla")
+        best = ratios.get("best_fixed_limit_within")
+        best_rows = runs[best]["rows_redone"] if best else None
         return [
             t("final counts == expected_counts(N) in every mode", exact, exact),
             t(
@@ -337,6 +340,16 @@ def _targets(
                 rec["restarts"] >= 1 and rec["rows_redone"] <= one_batch,
             ),
             t(f"vanilla redid >= 80% of the backlog ({backlog} rows)", van, van >= 0.8 * backlog),
+            t(
+                f"recovery's wall time <= {streaming_catch_up.WITHIN} x vanilla (no limit)",
+                wall,
+                wall is not None and wall <= streaming_catch_up.WITHIN,
+            ),
+            t(
+                f"recovery's rows redone <= the best fixed limit within {streaming_catch_up.WITHIN} x ({best})",
+                rec["rows_redone"],
+                best_rows is None or rec["rows_redone"] <= best_rows,
+            ),
         ]
     return []
 
@@ -659,4 +672,6 @@ def default_reps(scenario: str, scale: str) -> int:
         return _own_scale(driver_crash.SCALES, scale)["reps"]
     if scenario == "pod-loss":
         return scenarios.SCALES[scale]["pod_reps"]
+    if scenario == "streaming-catch-up":  # a fixed limit's wall time is compared with no limit's within 5%
+        return 3
     return 1

@@ -125,13 +125,13 @@ def _plot_tpch(plt, result: dict) -> str:
 
 
 def _plot_streaming(plt, result: dict) -> str:
-    """streaming-catch-up: wall time to drain the backlog and rows redone, per mode (three modes)."""
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    modes = [run["mode"] for run in result["runs"]]
+    """streaming-catch-up: wall time to drain the backlog and rows redone, per mode."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    modes = [run["mode"].replace("vanilla-limit-", "limit ") for run in result["runs"]]
     for ax, (metric, title) in zip(
         axes, (("wall_s", "Wall time to drain the backlog (s)"), ("rows_redone", "Rows redone after the restart"))
     ):
-        bars = ax.bar(modes, [run[metric] for run in result["runs"]], color=["C0", "C2", "C1"][: len(modes)])
+        bars = ax.bar(modes, [run[metric] for run in result["runs"]], color=[f"C{i}" for i in range(len(modes))])
         ax.bar_label(bars, fmt="%g", fontsize=8)
         ax.set_title(title, fontsize=10)
         ax.tick_params(axis="x", labelsize=8)

@@ -1,5 +1,5 @@
 """The streaming-catch-up scenario's pure parts: a mode's row from its child result, the ratios, the
-targets, the agreement of three modes and their table rows. No Spark; timings are never asserted.
+targets, the agreement of the modes and their table rows. No Spark; timings are never asserted.
 """
 
 from __future__ import annotations
@@ -72,37 +72,45 @@ def vanilla_child(**kw):
     return child([attempt(1, 0, 0, None, 0, 0, "failed"), attempt(2, 1, 360_000, 0, 360_000, 360_000, "stopped")], **kw)
 
 
-def fixed_limit_child(**kw):
-    """60 files a batch: the fifth (240-299) fails and is replayed."""
+def fixed_limit_child(files: int, **kw):
+    """``files`` a batch: the one reading file 288 fails and is replayed."""
+    failed = 288 // files
     return child(
         [
-            attempt(1, 4, 240_000, None, 0, 60_000, "failed"),
-            attempt(2, 2, 120_000, 4, 60_000, 60_000, "stopped"),
+            attempt(1, failed, failed * files * 1000, None, 0, files * 1000, "failed"),
+            attempt(2, 360 // files - failed, 360_000 - failed * files * 1000, failed, files * 1000, files * 1000, "x"),
         ],
         **kw,
     )
 
 
-def three_runs(**recovery_kw):
-    return {
-        "vanilla": assemble("vanilla", vanilla_child(wall=70.0), COUNTS, SPEC | {"mode": "vanilla"}),
-        "vanilla-fixed-limit": assemble(
-            "vanilla-fixed-limit", fixed_limit_child(wall=35.0), COUNTS, SPEC | {"mode": "vanilla-fixed-limit"}
-        ),
-        "recovery": assemble("recovery", recovery_child(**recovery_kw), COUNTS, SPEC),
-    }
+def all_runs(walls=None, **recovery_kw):
+    """vanilla 70 s, the fixed limits 20, 60 and 120 files in 80, 35 and 40 s (or ``walls``), recovery."""
+    walls = {"vanilla": 70.0, "vanilla-limit-20": 80.0, "vanilla-limit-60": 35.0, "vanilla-limit-120": 40.0} | (
+        walls or {}
+    )
+    runs = {"vanilla": assemble("vanilla", vanilla_child(wall=walls["vanilla"]), COUNTS, SPEC | {"mode": "vanilla"})}
+    for n in (20, 60, 120):
+        mode = f"vanilla-limit-{n}"
+        runs[mode] = assemble(mode, fixed_limit_child(n, wall=walls[mode]), COUNTS, SPEC | {"mode": mode})
+    runs["recovery"] = assemble("recovery", recovery_child(**recovery_kw), COUNTS, SPEC)
+    return runs
 
 
 def test_only_the_source_differs_between_the_modes():
     assert query_source("vanilla") == (False, {})
-    assert query_source("vanilla-fixed-limit") == (False, {"maxFilesPerTrigger": "60"})
+    assert query_source("vanilla-limit-20") == (False, {"maxFilesPerTrigger": "20"})
+    assert query_source("vanilla-limit-120") == (False, {"maxFilesPerTrigger": "120"})
     sized, options = query_source("recovery")
-    assert sized and options["streaming.max-batch"] == "60"
+    assert sized and options["streaming.max-batch"] == "60" and options["streaming.recovery.initial-batch"] == "20"
     assert options["execution.checkpointing.during-recovery.enabled"] == "true"
-    with pytest.raises(ValueError):
-        query_source("recovery-unsized")
-    assert harness.modes("streaming-catch-up") == MODES == ("vanilla", "vanilla-fixed-limit", "recovery")
+    for unknown in ("recovery-unsized", "vanilla-limit-7", "vanilla-fixed-limit"):
+        with pytest.raises(ValueError):
+            query_source(unknown)
+    assert harness.modes("streaming-catch-up") == MODES
+    assert MODES == ("vanilla", "vanilla-limit-20", "vanilla-limit-60", "vanilla-limit-120", "recovery")
     assert harness.modes("driver-crash") == ("vanilla", "recovery")
+    assert harness.default_reps("streaming-catch-up", "small") == 3
 
 
 def test_a_row_sums_the_attempts_and_keeps_the_record_s_rows_processed_twice():
@@ -124,40 +132,56 @@ def test_a_child_that_failed_before_its_query_started_gives_a_failed_row():
     assert (row["rows_redone"], row["batches_committed"], row["max_batch_rows"], row["restarts"]) == (0, 0, 0, 0)
 
 
-def test_ratios_of_wall_time_and_rows_redone_against_both_vanilla_modes():
-    r = ratios(three_runs(wall=28.0))
-    assert r["wall_recovery_over_vanilla"] == 0.4 and r["wall_recovery_over_vanilla_fixed_limit"] == 0.8
-    assert r["rows_redone"] == {"vanilla": 360_000, "vanilla-fixed-limit": 60_000, "recovery": 60_000}
+def test_ratios_against_no_limit_and_the_best_fixed_limit_within_five_percent():
+    r = ratios(all_runs(wall=28.0))
+    assert r["wall_recovery_over_vanilla"] == 0.4 and r["wall_recovery_over_vanilla_limit_60"] == 0.8
+    assert r["wall_over_vanilla"]["vanilla-limit-20"] == round(80 / 70, 3)
+    assert r["rows_redone"] == {
+        "vanilla": 360_000,
+        "vanilla-limit-20": 20_000,
+        "vanilla-limit-60": 60_000,
+        "vanilla-limit-120": 120_000,
+        "recovery": 60_000,
+    }
     assert r["rows_redone_recovery_over_vanilla"] == round(60_000 / 360_000, 3)
-    assert r["rows_redone_recovery_over_vanilla_fixed_limit"] == 1.0
-    runs = three_runs()
+    # 20 files took 80 s, over 1.05 x 70 s: the best limit within is 60 (fewer rows than 120)
+    assert r["best_fixed_limit_within"] == "vanilla-limit-60"
+    assert r["rows_redone_recovery_over_best_fixed_limit"] == 1.0
+    r = ratios(all_runs(walls={"vanilla-limit-20": 73.5}))  # exactly 1.05 x: it counts
+    assert r["best_fixed_limit_within"] == "vanilla-limit-20" and r["rows_redone_recovery_over_best_fixed_limit"] == 3.0
+    slow = {"vanilla-limit-20": 90.0, "vanilla-limit-60": 90.0, "vanilla-limit-120": 90.0}
+    r = ratios(all_runs(walls=slow))
+    assert r["best_fixed_limit_within"] is None and "rows_redone_recovery_over_best_fixed_limit" not in r
+    runs = all_runs()
     runs["vanilla"]["rows_redone"] = 0
     assert ratios(runs)["rows_redone_recovery_over_vanilla"] is None, "no division by zero"
-    del runs["vanilla-fixed-limit"]  # left out by --modes: so are its ratios
-    assert not [key for key in ratios(runs) if key.endswith("fixed_limit")]
+    del runs["vanilla-limit-60"]  # left out by --modes: so are its ratios
+    assert not [key for key in ratios(runs) if key.endswith("limit_60")]
 
 
 def test_targets():
     def met(runs):
-        return [t["met"] for t in harness._targets("streaming-catch-up", "small", runs, None)]
+        return [t["met"] for t in harness._targets("streaming-catch-up", "small", runs, None, ratios(runs))]
 
-    assert met(three_runs()) == [True, True, True]
-    wrong = three_runs(equals=False)
-    assert met(wrong) == [False, True, True]
-    runs = three_runs()
+    # recovery 70 s like vanilla (1.0 x), 60,000 rows redone like the best limit within 1.05 x (60 files)
+    assert met(all_runs(wall=70.0)) == [True] * 5
+    assert met(all_runs(wall=70.0, equals=False))[0] is False
+    runs = all_runs(wall=70.0)
     runs["recovery"]["rows_redone"] = 60_001
-    assert met(runs) == [True, False, True]
-    runs = three_runs(restarts=0)
-    assert met(runs)[1] is False, "no restart: the fault never hit, nothing was measured"
-    runs = three_runs()
+    assert met(runs) == [True, False, True, True, False]
+    assert met(all_runs(wall=70.0, restarts=0))[1] is False, "no restart: the fault never hit, nothing was measured"
+    runs = all_runs(wall=70.0)
     runs["vanilla"]["rows_redone"] = 287_999  # below 80% of 360,000
-    assert met(runs) == [True, True, False]
+    assert met(runs)[2] is False
+    assert met(all_runs(wall=73.6))[3] is False, "over 1.05 x vanilla's 70 s"
+    # the 20-file limit within 1.05 x: recovery's 60,000 rows are more than its 20,000
+    assert met(all_runs(wall=70.0, walls={"vanilla-limit-20": 72.0}))[4] is False
 
 
-def test_three_modes_agree_only_if_every_checksum_is_the_same():
-    runs = three_runs()
+def test_every_mode_agrees_only_if_every_checksum_is_the_same():
+    runs = all_runs()
     assert harness.checksums_agree(list(runs.values())) is True
-    runs["vanilla-fixed-limit"]["result_checksum"] = "c2"
+    runs["vanilla-limit-60"]["result_checksum"] = "c2"
     assert harness.checksums_agree(list(runs.values())) is False
     runs["vanilla"]["succeeded"] = False
     assert harness.checksums_agree(list(runs.values())) is None
@@ -166,22 +190,23 @@ def test_three_modes_agree_only_if_every_checksum_is_the_same():
 
 
 def test_the_table_has_a_row_per_vanilla_mode(monkeypatch):
-    runs = three_runs(wall=28.0)
+    runs = all_runs(wall=28.0)
     result = {
         "scenario": "streaming-catch-up",
         "scale": "small",
         "runs": [runs[m] for m in MODES],
-        "ratios": {"wall_recovery_over_vanilla": 0.4, **ratios(runs)},
+        "ratios": ratios(runs),
         "checksums_agree": True,
-        "targets": harness._targets("streaming-catch-up", "small", runs, 0.4),
+        "targets": harness._targets("streaming-catch-up", "small", runs, 0.4, ratios(runs)),
     }
     monkeypatch.setattr(table, "_load", lambda: [result])
-    header, rule, first, second = table.markdown().splitlines()
+    header, rule, first, *others = table.markdown().splitlines()
     # no failure-free run in this scenario: its columns say n/a
     assert first.startswith("| streaming-catch-up (small) | n/a | 70.0 / 28.0 | 0.4 | n/a | n/a |")
     assert "redid at most one" in first
-    assert second.startswith(
-        "| streaming-catch-up (small), vanilla-fixed-limit as vanilla | n/a | 35.0 / 28.0 | 0.8 | n/a | n/a |"
+    assert len(others) == 3
+    assert others[1].startswith(
+        "| streaming-catch-up (small), vanilla-limit-60 as vanilla | n/a | 35.0 / 28.0 | 0.8 | n/a | n/a |"
     )
-    assert "rows redone 60000 / 60000" in second
+    assert "rows redone 60000 / 60000" in others[1] and "rows redone 20000 / 60000" in others[0]
     assert streaming_catch_up.SCALES["small"]["files"] == 360 and streaming_catch_up.SCALES["medium"]["files"] == 720

@@ -8,7 +8,8 @@ counts them by key into a memory table (complete mode: state counted twice or lo
 - a backlog of 20,000 records with a fault at record 10,000: sized batches from the initial batch, one restart,
   one bounded batch redone, counts exact; the first batch's record count checked (Spark passes no start offset to a
   query's first batch: it is counted from the startingOffsets);
-- an outage (20,000 more records while stopped): the first batch after the start is the initial batch again;
+- an outage (20,000 more records while stopped), with a fault half-way too: the first batch after the start is the
+  initial batch again, one bounded batch redone;
 - the same checkpoint without the wrapper (Spark's kafka source) and back with it, where the query's own
   maxOffsetsPerTrigger wins over a larger max-batch, under Trigger.AvailableNow;
 - the same for the file source, and continuous processing refused.
@@ -35,7 +36,6 @@ TOPIC = "events"
 KEYS = 100
 BACKLOG = 20_000  # records
 HISTORY, HISTORY_FROM = 4_000, 1_000_000  # records before the query's startingOffsets
-FAULT_AT = BACKLOG // 2
 INITIAL = 1_000  # records: streaming.recovery.initial-batch
 MAX_BATCH = 4_000  # records: streaming.max-batch (session-wide)
 QUERY_MAX = 700  # records: the query's own maxOffsetsPerTrigger, below MAX_BATCH
@@ -155,42 +155,42 @@ def kafka_catch_up(app, broker):
     )
     starting = json.dumps({TOPIC: {str(r["partition"]): r["count"] for r in ends}})
     assert sum(r["count"] for r in ends) == HISTORY
-    broker.produce(c.spark, TOPIC, 0, BACKLOG, KEYS)
-    checkpoint, fault_dir = str(root / "cp-kafka"), str(root / "fault-kafka")
-    sj.arm_fault(fault_dir, FAULT_AT, TASK_ATTEMPTS)
+    checkpoint = str(root / "cp-kafka")
     seen: dict = {}
     started = time.monotonic()
-
-    run = c.rr.stream(
-        lambda: kafka_counts_query(c, broker, checkpoint, sized=True, fault_dir=fault_dir, starting=starting), "kafka"
-    )
-    first_batch = None
-    end = time.monotonic() + 120
-    while first_batch is None and time.monotonic() < end:  # the first attempt's first batch, before the fault
-        query = run.query
-        first_batch = next(iter(sizings(query.recentProgress)), None) if query is not None else None
-        time.sleep(0.2)
-    wait_counted(c, run.is_active, "kafka_counts", BACKLOG)
-    seen["backlog"] = {
-        "exact": exact(c, "kafka_counts", BACKLOG // KEYS),
-        "progress": run.query.recentProgress,
-        "first_batch": first_batch,
-    }
-    run.stop()
-    seen["backlog"]["record"] = run.record.to_dict()
-    print(f"\n[kafka] backlog drained at {time.monotonic() - started:.0f} s")
-
-    broker.produce(c.spark, TOPIC, BACKLOG, BACKLOG, KEYS)  # an outage: the query is stopped
-    run = c.rr.stream(lambda: kafka_counts_query(c, broker, checkpoint, sized=True), "kafka-after-outage")
-    wait_counted(c, run.is_active, "kafka_counts", 2 * BACKLOG)
-    seen["outage"] = {"exact": exact(c, "kafka_counts", 2 * BACKLOG // KEYS), "progress": run.query.recentProgress}
-    run.stop()
-    print(f"\n[kafka] after the outage: drained at {time.monotonic() - started:.0f} s")
+    # a backlog with a fault half-way; then an outage (as many records again while the query is stopped), with a
+    # fault half-way through it too
+    for phase, first in (("backlog", 0), ("outage", BACKLOG)):
+        broker.produce(c.spark, TOPIC, first, BACKLOG, KEYS)
+        fault_dir = str(root / f"fault-{phase}")
+        sj.arm_fault(fault_dir, first + BACKLOG // 2, TASK_ATTEMPTS)
+        run = c.rr.stream(
+            lambda fault_dir=fault_dir: kafka_counts_query(
+                c, broker, checkpoint, sized=True, fault_dir=fault_dir, starting=starting
+            ),
+            f"kafka-{phase}",
+        )
+        first_batch = None
+        end = time.monotonic() + 120
+        while first_batch is None and time.monotonic() < end:  # the first attempt's first batch, before the fault
+            query = run.query
+            first_batch = next(iter(sizings(query.recentProgress)), None) if query is not None else None
+            time.sleep(0.2)
+        wait_counted(c, run.is_active, "kafka_counts", first + BACKLOG)
+        seen[phase] = {
+            "exact": exact(c, "kafka_counts", (first + BACKLOG) // KEYS),
+            "progress": run.query.recentProgress,
+            "first_batch": first_batch,
+        }
+        run.stop()
+        seen[phase]["record"] = run.record.to_dict()
+        print(f"\n[kafka] {phase} drained at {time.monotonic() - started:.0f} s")
     return seen
 
 
-def test_a_fault_during_the_kafka_backlog_redoes_one_bounded_batch(kafka_catch_up):
-    seen = kafka_catch_up["backlog"]
+@pytest.mark.parametrize("phase", ["backlog", "outage"])
+def test_a_fault_during_a_kafka_backlog_redoes_one_bounded_batch(kafka_catch_up, phase):
+    seen = kafka_catch_up[phase]
     record = seen["record"]
     assert seen["exact"], "every record counted once"
     assert record["restarts"] == 1, record
@@ -210,10 +210,8 @@ def test_the_first_batch_is_counted_from_the_starting_offsets(kafka_catch_up):
 
 
 def test_after_an_outage_the_first_kafka_batch_is_the_initial_one(kafka_catch_up):
-    seen = kafka_catch_up["outage"]
-    assert seen["exact"]
-    rows = batch_rows(seen["progress"])
-    assert rows[0] == INITIAL and max(rows) <= MAX_BATCH and sum(rows) == BACKLOG, rows
+    first = kafka_catch_up["outage"]["first_batch"]
+    assert first is not None and first.mode == "recovery" and first.input_rows == first.admitted == INITIAL, first
 
 
 def test_a_kafka_checkpoint_is_shared_with_spark_s_own_source_both_ways(app, broker, kafka_catch_up):
@@ -254,3 +252,101 @@ def test_a_file_checkpoint_is_shared_with_spark_s_own_source_both_ways_and_conti
     with pytest.raises(Exception, match="(?i)continuous"):
         reader.writeStream.format("console").trigger(continuous="1 second").start().stop()
     assert os.path.isdir(checkpoint)
+
+
+def test_an_oversized_uncommitted_batch_is_planned_again_in_bounded_batches_and_the_sink_shows_each_row_once(app):
+    """Plain Spark plans a first batch of all 40 files, which fails. The restart reads through the region-recovery
+    source (bound: the session's max batch of 10 files), but Spark replays the logged batch whole, and it fails
+    again: the repeated failure of an oversized batch. Before the next restart its offsets and file log entry are
+    moved aside, so batch 0 is planned again: batches of at most 10 files. The file sink (append, no aggregation)
+    would show a row twice or not at all if the batch were split wrongly."""
+    from pyspark.sql.functions import col
+
+    c, root = app
+    data, out, checkpoint, fault_dir = (str(root / n) for n in ("replan-in", "replan-out", "cp-replan", "f-replan"))
+    sj.write_files(data, 40, rows=100, spacing_s=1, end_age_s=5)
+    sj.arm_fault(fault_dir, 30, 2 * TASK_ATTEMPTS)  # the first two attempts of the 40-file batch fail
+    session = c.spark.newSession()
+    session.conf.set("spark.regionRecovery.streaming.max-batch", "10")
+    attempts = []
+
+    def build():
+        attempts.append(len(attempts) + 1)
+        reader = session.readStream.schema(sj.SCHEMA)
+        if len(attempts) == 1:
+            reader = reader.format("json")
+        else:
+            reader = reader.format("region-recovery").option("delegate", "json")
+        rows = reader.load(data).where(sj.fault_gate(fault_dir)(col("file")) >= 0).select("file", "row")
+        return (
+            rows.writeStream.format("parquet")
+            .option("path", out)
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="1 second")
+            .start()
+        )
+
+    def written():  # what the file sink committed (its _spark_metadata log), once it exists
+        if not os.path.isdir(os.path.join(out, "_spark_metadata")):
+            return None
+        return session.read.schema("file long, row long").parquet(out)
+
+    run = c.rr.stream(build, "replan")
+    end = time.monotonic() + 240
+    while written() is None or written().count() < 4000:
+        assert run.is_active() and time.monotonic() < end, f"not written: {run.record.to_dict()}"
+        time.sleep(0.5)
+    run.stop()
+    record = run.record.to_dict()
+    rows = written()
+    assert rows is not None and rows.count() == 4000 and rows.distinct().count() == 4000, "a row twice, or lost"
+    second, third = record["attempts"][1:3]
+    # the first restart: the failed query read plain Spark's source, whose next run would plan the same batch
+    assert second["replayed_batch"] == 0 and second["pending_batch"]["reason"].startswith("no bound"), second
+    pending = third["pending_batch"]
+    assert pending["replan"] and pending["batch"] == 0 and pending["amount"] == 40 and pending["bound"] == 10, pending
+    assert third["replayed_batch"] is None and 0 < third["max_batch_rows"] <= 1000, third
+    replanned = os.path.join(checkpoint, "region-recovery", "replanned")
+    (kept,) = os.listdir(replanned)
+    assert {"offsets-0", "sources-0-0"} <= set(os.listdir(os.path.join(replanned, kept)))
+
+
+def test_an_oversized_batch_is_replayed_whole_when_the_sink_cannot_show_it_saw_nothing(app):
+    """The same with foreachBatch: what it wrote of the failed batch cannot be seen, so the oversized batch is replayed
+    whole (as plain Spark does) and the record says why."""
+    from pyspark.sql.functions import col
+
+    c, root = app
+    data, checkpoint, fault_dir = (str(root / n) for n in ("whole-in", "cp-whole", "f-whole"))
+    sj.write_files(data, 20, rows=100, spacing_s=1, end_age_s=5)
+    sj.arm_fault(fault_dir, 15, 2 * TASK_ATTEMPTS)
+    session = c.spark.newSession()
+    session.conf.set("spark.regionRecovery.streaming.max-batch", "5")
+    seen: list[tuple[int, int]] = []
+    attempts = []
+
+    def build():  # plain Spark's 20-file batch fails twice; the second time read through the region-recovery source
+        attempts.append(len(attempts) + 1)
+        reader = session.readStream.schema(sj.SCHEMA)
+        if len(attempts) == 1:
+            reader = reader.format("json")
+        else:
+            reader = reader.format("region-recovery").option("delegate", "json")
+        rows = reader.load(data)
+        rows = rows.where(sj.fault_gate(fault_dir)(col("file")) >= 0)
+        return (
+            rows.writeStream.foreachBatch(lambda df, batch_id: seen.append((batch_id, df.count())))
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="1 second")
+            .start()
+        )
+
+    run = c.rr.stream(build, "whole")
+    end = time.monotonic() + 240
+    while sum(n for _, n in seen) < 2000:
+        assert run.is_active() and time.monotonic() < end, f"not written: {run.record.to_dict()}"
+        time.sleep(0.5)
+    run.stop()
+    pending = run.record.to_dict()["attempts"][2]["pending_batch"]
+    assert not pending["replan"] and pending["amount"] == 20 and "ForeachBatchSink" in pending["reason"], pending
+    assert seen == [(0, 2000)], "the failed batch replayed whole, and written once"

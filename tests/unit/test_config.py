@@ -515,10 +515,9 @@ def test_docs_tables_are_generated_from_the_declarations():
 @pytest.mark.parametrize("key", [k.name for k in config.registered_keys()])
 def test_every_key_default_parses_to_its_default(key):
     declared = next(k for k in config.registered_keys() if k.name == key)
-    if declared is config.CHECKPOINTING_INTERVAL_DURING_BACKLOG:  # unset: the value of another key
-        assert declared.default == -1 and declared.default_text == config.CHECKPOINTING_INTERVAL.name.removeprefix(
-            config.PREFIX
-        )
+    if declared is config.CHECKPOINTING_INTERVAL_DURING_BACKLOG:  # unset: the value of another key, else 30 s
+        interval = config.CHECKPOINTING_INTERVAL.name.removeprefix(config.PREFIX)
+        assert declared.default == -1 and declared.default_text == f"{interval}, else 30 s"
     elif declared is config.RESTART_STRATEGY_TYPE:  # unset: rr.run and rr.stream restart, under exponential-delay
         assert declared.default == "none" and declared.default_text.startswith("unset: exponential-delay")
     elif declared.type not in ("path", "uri", "job-id", "setting-names"):  # defaults say where, or "unset"

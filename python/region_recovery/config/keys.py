@@ -586,15 +586,16 @@ CHECKPOINTING_INTERVAL = duration(
 CHECKPOINTING_INTERVAL_DURING_BACKLOG = register(
     ConfigKey(
         _CP + "interval-during-backlog",
-        -1,  # unset: execution.checkpointing.interval
+        -1,  # unset: execution.checkpointing.interval, else 30 s (read by the source)
         parse_duration_ms,
         DURATION_FORMS + "; 0 = no bound during backlog",
         (
             "While a region-recovery source is behind (FLIP-309's isProcessingBacklog), each batch is sized from "
-            "the measured throughput to take about this long; 0 means backlog batches take all available data (up "
-            "to `streaming.max-batch`). Unset: `execution.checkpointing.interval`."
+            "the measured throughput to take about this long, and no batch, fresh ones included, takes more than "
+            "this size times `streaming.recovery.ramp-factor`; 0 means backlog batches take all available data (up "
+            "to `streaming.max-batch`). Unset: `execution.checkpointing.interval`, else 30 s."
         ),
-        "execution.checkpointing.interval",
+        "execution.checkpointing.interval, else 30 s",
         type="duration",
         read_by="jvm",
         section=_STREAMING,
@@ -602,13 +603,14 @@ CHECKPOINTING_INTERVAL_DURING_BACKLOG = register(
 )
 CHECKPOINTING_DURING_RECOVERY = boolean(
     _CP + "during-recovery.enabled",
-    False,
+    True,
     (
-        "Commit during recovery (FLINK-35761's switch, off by default as in Flink): from the first batch a "
-        "region-recovery source plans after a start or restart, batches start at "
-        "`streaming.recovery.initial-batch` and grow by `streaming.recovery.ramp-factor` while the source is "
-        "behind, so a failure during catch-up loses at most one bounded batch. Off: the first batch takes all "
-        "available data (up to `streaming.max-batch`), as plain Spark does."
+        "Commit during recovery (FLINK-35761's switch): from the first batch a region-recovery source plans after "
+        "a start or restart, batches start at `streaming.recovery.initial-batch` and grow by "
+        "`streaming.recovery.ramp-factor` while the source is behind, so a failure during catch-up loses at most "
+        "one bounded batch. On by default: using the source is the opt-in (Flink's switch, off by default, "
+        "applies to every job). Off: the first batch takes all available data (up to `streaming.max-batch`), as "
+        "plain Spark does."
     ),
     read_by="jvm",
     section=_STREAMING,
@@ -645,7 +647,7 @@ STREAMING_MAX_BATCH = register(
         "an integer >= 1, or infinite / unlimited",
         (
             "No batch of a region-recovery source admits more than this, in the source's unit (files or records). "
-            "Unset: the delegate's own maxFilesPerTrigger / maxOffsetsPerTrigger if set, else unlimited."
+            "The query's own maxFilesPerTrigger / maxOffsetsPerTrigger is never raised by it: the smaller one caps."
         ),
         "unlimited",
         type="int-or-unlimited",

@@ -29,6 +29,7 @@ from ..jvm import checkpoint
 from ..model.stream_progress import BatchSizing, executed_batches
 from ..planner import restart
 from ..planner.classify import explain_spark_error
+from . import replay_bound
 from .job_restarts import RestartDecision, RestartRefusedError, RestartSupervisor, _first_line
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("region_recovery")
 
 POLL_SECONDS = 0.5
+MAX_BATCH_KEY = "spark.regionRecovery.streaming.max-batch"
 
 
 @dataclass
@@ -55,6 +57,9 @@ class StreamAttempt:
     ended: str  # running, failed, stopped, finished
     error: str | None = None
     max_batch_rows: int = 0  # the largest batch this attempt executed
+    # the failed run's uncommitted batch, when it was larger than the bound: planned again (replan True) or
+    # replayed whole, and why (control.replay_bound); None when no batch was pending
+    pending_batch: dict | None = None
 
 
 @dataclass
@@ -165,7 +170,12 @@ class StreamRun:
     def _run_attempt(self, number: int) -> BaseException | None:
         """Runs one attempt to its end; returns its failure, or None if it ended cleanly."""
         replayed = self._pending_batch() if number > 1 else None
-        attempt = StreamAttempt(number, None, None, None, 0, 0, replayed, 0, 0, "running")
+        pending = None
+        if replayed is not None:
+            pending = self._bound_pending(replayed)
+            if pending["replan"]:
+                replayed = None  # its id is planned anew: nothing is replayed
+        attempt = StreamAttempt(number, None, None, None, 0, 0, replayed, 0, 0, "running", pending_batch=pending)
         self.record.attempts.append(attempt)
         started = time.monotonic()
         seen: dict[int, int] = {}  # batch id -> input rows
@@ -179,6 +189,7 @@ class StreamRun:
                 )
             self._query = query
             self._checkpoint_root = checkpoint.checkpoint_root(query) or self._checkpoint_root
+            self._sink = checkpoint.sink_description(query) or self._sink
             attempt.query_id, attempt.run_id = str(query.id), str(query.runId)
             if self._stop.is_set():  # stop() came while the query was being built
                 query.stop()
@@ -194,6 +205,7 @@ class StreamRun:
             if query is not None:
                 try:
                     self._collect(query.recentProgress, seen)
+                    self._bound = self._bound_of(query)
                 except Exception as e:
                     log.debug("progress of '%s' unavailable: %s", self.name, e)
             self._query = None
@@ -231,6 +243,42 @@ class StreamRun:
         return latest if latest is not None and latest not in commits else None
 
     _checkpoint_root: str | None = None
+    _sink: str | None = None
+    _bound: int | None = None
+
+    @staticmethod
+    def _bound_of(query: StreamingQuery) -> int | None:
+        """The largest batch the next run may replay whole: the max batch of the region-recovery source the query
+        reads (which the query's own maxFilesPerTrigger lowers), or the session's streaming.max-batch if it failed
+        before reporting one. None for a query without the source: its next run would plan the same batch."""
+        sizings = [s for s in map(BatchSizing.from_progress, reversed(query.recentProgress)) if s is not None]
+        if sizings:
+            return sizings[0].max_batch
+        if not checkpoint.reads_through_region_recovery(query):
+            return None
+        value = checkpoint.session_conf(query, MAX_BATCH_KEY)
+        try:
+            return int(value) if value is not None else None
+        except ValueError:
+            return None
+
+    def _bound_pending(self, batch: int) -> dict:
+        """Plans the failed run's uncommitted batch again if it is larger than the bound and provably unseen by the
+        sink; what was done and why."""
+        root = self._checkpoint_root
+        assert root is not None  # _pending_batch found the batch in it
+        verdict = replay_bound.bound_pending_batch(self._supervisor.commands, root, batch, self._bound, self._sink)
+        oversized = verdict.amount is not None and self._bound is not None and verdict.amount > self._bound
+        if oversized and not verdict.replan:
+            log.warning(
+                "'%s': batch %d is replayed whole (%s %s): %s",
+                self.name,
+                batch,
+                verdict.amount,
+                verdict.unit,
+                verdict.reason,
+            )
+        return {"batch": batch, "bound": self._bound, "sink": self._sink, **asdict(verdict)}
 
     def _restart_after(self, number: int, failure: BaseException) -> bool:
         """Classifies the failure and waits the backoff; False if the query is not restarted."""

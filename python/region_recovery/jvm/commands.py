@@ -106,6 +106,17 @@ class JvmCommands:
         """The batch ids in ``<root>/<log_name>`` ("offsets" or "commits"), through the JVM's FileSystem."""
         return checkpoint.batch_ids(self._sc, root, log_name)
 
+    def checkpoint_exists(self, path: str) -> bool:
+        return checkpoint.exists(self._sc, path)
+
+    def checkpoint_read(self, path: str) -> str | None:
+        """A checkpoint log entry's text, or None if it does not exist."""
+        return checkpoint.read_text(self._sc, path)
+
+    def checkpoint_move(self, path: str, directory: str, name: str) -> None:
+        """Moves a checkpoint log entry (and its checksum file) into ``directory`` as ``name``."""
+        checkpoint.move_aside(self._sc, path, directory, name)
+
     # ---- the Spark UI ----------------------------------------------------------------------
     def publish_ui(self, kind: str, record: dict) -> None:
         """Posts a record (a closed recovery decision, a restart attempt or decision) to the driver JVM,

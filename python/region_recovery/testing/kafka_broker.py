@@ -131,11 +131,11 @@ class KafkaBroker:
 
     def produce(self, spark: SparkSession, topic: str, first: int, count: int, keys: int = 100) -> None:
         """Appends records ``first .. first+count-1`` to ``topic`` with Spark's Kafka sink: key ``str(n % keys)``,
-        value ``str(n)``, spread over the topic's partitions by key."""
+        value ``str(n)``, spread over the topic's partitions by key, in the order of n within each (one writer)."""
         from pyspark.sql.functions import col
 
         (
-            spark.range(first, first + count, numPartitions=2)
+            spark.range(first, first + count, numPartitions=1)
             .select((col("id") % keys).cast("string").alias("key"), col("id").cast("string").alias("value"))
             .write.format("kafka")
             .option("kafka.bootstrap.servers", self.bootstrap)

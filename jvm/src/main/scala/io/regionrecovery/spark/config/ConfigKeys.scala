@@ -291,18 +291,24 @@ object ConfigKeys {
       "interval-during-backlog must be 0 or at least this long.", ReadBy.Jvm)
 
   val CheckpointingIntervalDuringBacklog: ConfigKey[Long] = ConfigKey(CP + "interval-during-backlog",
-    DurationType(None), -1L, "execution.checkpointing.interval", DurationForms + "; 0 = no bound during backlog",
+    DurationType(None), -1L, "execution.checkpointing.interval, else 30 s",
+    DurationForms + "; 0 = no bound during backlog",
     "While a region-recovery source is behind (FLIP-309's isProcessingBacklog), each batch is sized from the " +
-      "measured throughput to take about this long; 0 means backlog batches take all available data (up to " +
-      "streaming.max-batch). Unset: execution.checkpointing.interval.", ReadBy.Jvm)
+      "measured throughput to take about this long, and no batch, fresh ones included, takes more than this " +
+      "size times streaming.recovery.ramp-factor; 0 means backlog batches take all available data (up to " +
+      "streaming.max-batch). Unset: execution.checkpointing.interval, else 30 s.", ReadBy.Jvm)
+
+  /** interval-during-backlog when neither it nor execution.checkpointing.interval is set. */
+  val DefaultBacklogIntervalMs: Long = 30000L
 
   val CheckpointingDuringRecovery: ConfigKey[Boolean] = ConfigKey(CP + "during-recovery.enabled", BooleanType,
-    false, "false", "true, false",
-    "Commit during recovery (FLINK-35761's switch, off by default as in Flink): from the first batch a " +
-      "region-recovery source plans after a start or restart, batches start at streaming.recovery.initial-batch " +
-      "and grow by streaming.recovery.ramp-factor while the source is behind, so a failure during catch-up loses " +
-      "at most one bounded batch. Off: the first batch takes all available data (up to streaming.max-batch), as " +
-      "plain Spark does.", ReadBy.Jvm)
+    true, "true", "true, false",
+    "Commit during recovery (FLINK-35761's switch): from the first batch a region-recovery source plans after a " +
+      "start or restart, batches start at streaming.recovery.initial-batch and grow by " +
+      "streaming.recovery.ramp-factor while the source is behind, so a failure during catch-up loses at most one " +
+      "bounded batch. On by default: using the source is the opt-in (Flink's switch, off by default, applies to " +
+      "every job). Off: the first batch takes all available data (up to streaming.max-batch), as plain Spark does.",
+    ReadBy.Jvm)
 
   val StreamingInitialBatch: ConfigKey[Int] = ConfigKey(Prefix + "streaming.recovery.initial-batch",
     IntType(Some(1L)), 10, "10", "an integer >= 1",
@@ -317,7 +323,8 @@ object ConfigKeys {
   val StreamingMaxBatch: ConfigKey[Option[Int]] = ConfigKey(Prefix + "streaming.max-batch", IntOrUnlimitedType,
     None, "unlimited", "an integer >= 1, or infinite / unlimited",
     "No batch of a region-recovery source admits more than this, in the source's unit (files or records). " +
-      "Unset: the delegate's own maxFilesPerTrigger / maxOffsetsPerTrigger if set, else unlimited.", ReadBy.Jvm)
+      "The query's own maxFilesPerTrigger / maxOffsetsPerTrigger is never raised by it: the smaller one caps.",
+    ReadBy.Jvm)
 
   val StreamingLagThreshold: ConfigKey[Long] = ConfigKey(Prefix + "streaming.backlog.lag-threshold",
     DurationType(None), 0L, "0", DurationForms + "; 0 = off",

@@ -70,7 +70,8 @@ object SizingSettings {
       // the query's own maximum always wins: a larger max-batch (in the session, say) never raises it
       maxBatch = (ConfigKeys.StreamingMaxBatch.read(lookup).map(_.toLong) ++ delegateMax).minOption,
       intervalMs = interval,
-      backlogIntervalMs = if (backlogSet < 0) interval else backlogSet,
+      backlogIntervalMs =
+        if (backlogSet >= 0) backlogSet else if (interval > 0) interval else ConfigKeys.DefaultBacklogIntervalMs,
       lagThresholdMs = ConfigKeys.StreamingLagThreshold.read(lookup))
   }
 }
@@ -85,7 +86,8 @@ object SizingSettings {
  *    factor while the source stays behind (a failure loses one bounded batch, never the backlog);
  *  - behind (the last batch hit its limit, or its newest data is older than the lag threshold),
  *    a batch is sized to take about interval-during-backlog at the measured rate;
- *  - caught up, a batch takes all available data;
+ *  - caught up, a batch takes all available data up to a ceiling: the backlog size times the ramp factor, once a
+ *    rate is measured (a burst does not make one long batch: the batch hits the ceiling, and the source is behind);
  *  - no batch is larger than max-batch.
  * Not thread-safe: the source calls it from its query's stream thread.
  */
@@ -123,7 +125,7 @@ final class BatchSizer(settings: SizingSettings) {
       if (planned == 0) {
         if (settings.duringRecovery) (Recovery, Some(settings.initialBatch)) else (Recovery, None)
       } else if (_admitted >= 0 && !behind) {
-        (Fresh, None)
+        (Fresh, backlogSize.map(ramp))
       } else if (_mode == Recovery && settings.duringRecovery) {
         val grown = ramp(_limit.getOrElse(settings.initialBatch))
         backlogSize match {

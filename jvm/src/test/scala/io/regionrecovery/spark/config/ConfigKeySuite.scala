@@ -103,7 +103,8 @@ class ConfigKeySuite extends AnyFunSuite {
       ConfigKeys.RestartStrategyType.defaultText.startsWith("unset: exponential-delay"))
     described.foreach(k => assert(k.default == "", k.name))
     assert(unsetMeansAnother.default == -1L &&
-      unsetMeansAnother.defaultText == ConfigKeys.CheckpointingInterval.name.stripPrefix(ConfigKeys.Prefix))
+      unsetMeansAnother.defaultText ==
+      ConfigKeys.CheckpointingInterval.name.stripPrefix(ConfigKeys.Prefix) + ", else 30 s")
   }
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {

@@ -141,4 +141,26 @@ class BatchSizerSuite extends AnyFunSuite {
     assert(KafkaOffsets.records(None, """{"t":{"0":7}}""") == 7)
     assert(KafkaOffsets.records(Some("not json"), "{}") == 0)
   }
+
+  test("defaults: the source sizes its batches with nothing set (commit during recovery on, 30 s backlog batches)") {
+    val s = SizingSettings.resolve(_ => None, _ => None, None)
+    assert(s.duringRecovery && s.backlogIntervalMs == 30000L && s.maxBatch.isEmpty && s.initialBatch == 10)
+    val withInterval = SizingSettings.resolve(_ => None,
+      Map("spark.regionRecovery.execution.checkpointing.interval" -> "45 s").get, None)
+    assert(withInterval.backlogIntervalMs == 45000L, "unset: execution.checkpointing.interval, as in Flink")
+  }
+
+  test("once a rate is measured, fresh batches have a ceiling: a burst is cut and the source is behind again") {
+    val sizer = new BatchSizer(settings(max = None, backlogMs = 1000))
+    sizer.plan(0)
+    sizer.recordAdmitted(10, None) // hit its limit of 10: behind
+    assert(sizer.plan(1000) == Some(10), "10 in 1 s is 10/s: a 1 s backlog batch is 10, below the ramp's 20")
+    sizer.recordAdmitted(5, None) // caught up
+    // 10 per second measured: a 1 s backlog batch is 10, the ceiling twice that
+    assert(sizer.plan(2000) == Some(20) && sizer.mode == Fresh)
+    sizer.recordAdmitted(20, None) // a burst: it hit the ceiling
+    assert(sizer.isProcessingBacklog)
+    sizer.plan(3000)
+    assert(sizer.mode == Backlog)
+  }
 }

@@ -132,7 +132,8 @@ class SizedSourceSuite extends AnyFunSuite {
     assert(q.batch() == 100L && q.batch() == 150L)
     q.kafka.available = 10000L
     assert(q.batch() == 9750L)
-    assert(q.limitsSeen == Seq(Some(100L), Some(200L), None))
+    // fresh: all available up to the ceiling, 100 records/s measured x 60 s x the ramp factor
+    assert(q.limitsSeen == Seq(Some(100L), Some(200L), Some(12000L)))
     assert(q.metric("mode") == "fresh")
   }
 

@@ -12,8 +12,9 @@ share a JVM), all with the plugin and the controller (``rr.stream`` needs them);
 - ``vanilla-limit-N``: Spark's json source with ``maxFilesPerTrigger`` = N, for each N of FIXED_LIMITS (what a user
   picks today to bound what a failure costs);
 - ``recovery``: the ``region-recovery`` source (json delegate) with commit during recovery on,
-  ``streaming.recovery.initial-batch`` = ``INITIAL_BATCH`` and ``streaming.max-batch`` = ``MAX_BATCH``: batches
-  start at the initial batch and grow to the max batch.
+  ``streaming.recovery.initial-batch`` = ``INITIAL_BATCH``, ``interval-during-backlog`` = ``BACKLOG_INTERVAL`` and
+  ``streaming.max-batch`` = ``MAX_BATCH``: batches start at the initial batch after each start or restart and grow
+  while behind to what the measured throughput drains in BACKLOG_INTERVAL, never above the max batch.
 
 The acceptance compares recovery with the best fixed limit: the one with the fewest rows redone among those that
 drained within WITHIN (1.05x) of plain Spark with no limit.
@@ -47,8 +48,9 @@ FIXED_LIMITS = (20, 60, 120)  # files: maxFilesPerTrigger of the vanilla-limit-N
 LIMIT_MODE = "vanilla-limit-"
 MODES = ("vanilla", *(f"{LIMIT_MODE}{n}" for n in FIXED_LIMITS), "recovery")
 ROWS_PER_FILE = 1000
-MAX_BATCH = 60  # files: recovery's streaming.max-batch
+MAX_BATCH = 120  # files: recovery's streaming.max-batch, the ceiling
 INITIAL_BATCH = 20  # files: recovery's streaming.recovery.initial-batch
+BACKLOG_INTERVAL = "6 s"  # recovery's execution.checkpointing.interval-during-backlog: backlog batches sized to it
 WITHIN = 1.05  # a fixed limit counts if its wall time is within this of plain Spark with no limit
 FAULT_AT = 0.8  # the fault is in the batch reading file int(FAULT_AT * N)
 TASK_MAX_FAILURES = 4  # spark.task.maxFailures (Spark's default), set explicitly: the fault needs it
@@ -83,6 +85,7 @@ def query_source(mode: str) -> tuple[bool, dict[str, str]]:
     if mode == "recovery":
         return True, {
             "execution.checkpointing.during-recovery.enabled": "true",
+            "execution.checkpointing.interval-during-backlog": BACKLOG_INTERVAL,
             "streaming.recovery.initial-batch": str(INITIAL_BATCH),
             "streaming.max-batch": str(MAX_BATCH),
         }

@@ -102,7 +102,8 @@ def test_only_the_source_differs_between_the_modes():
     assert query_source("vanilla-limit-20") == (False, {"maxFilesPerTrigger": "20"})
     assert query_source("vanilla-limit-120") == (False, {"maxFilesPerTrigger": "120"})
     sized, options = query_source("recovery")
-    assert sized and options["streaming.max-batch"] == "60" and options["streaming.recovery.initial-batch"] == "20"
+    assert sized and options["streaming.max-batch"] == "120" and options["streaming.recovery.initial-batch"] == "20"
+    assert options["execution.checkpointing.interval-during-backlog"] == "6 s"
     assert options["execution.checkpointing.during-recovery.enabled"] == "true"
     for unknown in ("recovery-unsized", "vanilla-limit-7", "vanilla-fixed-limit"):
         with pytest.raises(ValueError):
@@ -121,7 +122,7 @@ def test_a_row_sums_the_attempts_and_keeps_the_record_s_rows_processed_twice():
     assert row["succeeded"] and row["result_checksum"] == "c1" and row["tasks_launched"] == 40
     extra = row["extra"]
     assert extra["backlog_rows"] == 360_000 and extra["fault_file"] == 288
-    assert extra["max_batch_rows_allowed"] == 60_000 and extra["source"] == "region-recovery"
+    assert extra["max_batch_rows_allowed"] == 120_000 and extra["source"] == "region-recovery"
     assert [a["replayed_batch"] for a in extra["attempts"]] == [None, 7]
     json.dumps(row)
 
@@ -167,7 +168,7 @@ def test_targets():
     assert met(all_runs(wall=70.0)) == [True] * 5
     assert met(all_runs(wall=70.0, equals=False))[0] is False
     runs = all_runs(wall=70.0)
-    runs["recovery"]["rows_redone"] = 60_001
+    runs["recovery"]["rows_redone"] = 120_001  # more than one max batch, and than the 60-file limit's
     assert met(runs) == [True, False, True, True, False]
     assert met(all_runs(wall=70.0, restarts=0))[1] is False, "no restart: the fault never hit, nothing was measured"
     runs = all_runs(wall=70.0)

@@ -4,12 +4,12 @@ and backlog (FLINK-35761, FLIP-309), and executor loss inside a batch.
 One application serves the module (streaming faults are the query's, not the cluster's; the executor
 kill comes last). The catch-up scenario runs once and several tests read what it observed:
 
-- a backlog of 1 hour of input (360 JSON files of 1,000 rows, one per 10 s, modification times in
-  the past) counted by key into a checkpointed memory table, with one fault half-way through the backlog:
+- a backlog of half an hour of input (180 JSON files of 1,000 rows, one per 10 s, modification times in
+  the past) counted by key into a checkpointed memory table, with one fault a quarter of the way in:
   first through Spark's own file source with no limit, then through the region-recovery source with
   commit during recovery on and max-batch 60 files;
 - the sized query goes on: the backlog drains, three files arrive one at a time;
-- it is stopped, 360 more files arrive (an outage), and it is started again on its checkpoint.
+- it is stopped, 180 more files arrive (an outage), and it is started again on its checkpoint.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from region_recovery.testing import stream_job as sj
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # the module's scenario runs in one setup
 
-BACKLOG = 360  # files: 1 hour at one per 10 s
+BACKLOG = 180  # files: half an hour at one per 10 s
 ROWS = 1000
-FAULT_AT = BACKLOG // 2  # what follows the replayed batch is both recovery and backlog batches
+FAULT_AT = BACKLOG // 4  # in the third batch (40 files): what follows the replay is both recovery and backlog batches
 MAX_BATCH = 60  # files
 INITIAL = 10  # files
 FRESH_INTERVAL_S = 1.0  # the trigger: execution.checkpointing.interval

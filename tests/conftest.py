@@ -65,14 +65,14 @@ SECONDS: dict[str, float] = {
     "tests/integration/test_retained_lifecycle.py": 150,
     "tests/integration/test_job_recovery_limits.py": 130,
     "tests/integration/test_retention.py": 125,
-    "tests/integration/test_streaming.py": 120,
     "tests/integration/test_changed_outputs.py": 110,
     "tests/bench/test_chaos.py": 105,
     "tests/integration/test_defaults.py": 100,
     "tests/integration/test_installed_wheel.py": 100,
+    "tests/integration/test_streaming_sources.py": 100,
+    "tests/integration/test_streaming.py": 90,
     "tests/integration/test_reuse_correctness.py": 90,
     "tests/integration/test_job_recovery_s3.py": 90,
-    "tests/integration/test_streaming_sources.py": 80,
     "tests/bench/test_bench_smoke.py::test_tpch_query_killed_equals_its_failure_free_run": 50,
 }
 

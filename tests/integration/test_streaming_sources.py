@@ -27,7 +27,7 @@ import pytest
 
 from region_recovery.model.stream_progress import BatchSizing, executed_batches
 from region_recovery.testing import stream_job as sj
-from region_recovery.testing.kafka_broker import KafkaBroker, connector_jars
+from region_recovery.testing.kafka_broker import KafkaBroker, connector_jars, load_connector
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -75,6 +75,7 @@ def app(plugin_jar, jar_dirs, broker, tmp_path_factory):
             "spark.regionRecovery.streaming.max-batch": str(MAX_BATCH),
         },
     )
+    load_connector(c.spark, jar_dirs[1])  # a pytest worker's driver JVM may predate spark.jars
     c.wait_executors(2)
     yield c, tmp_path_factory.mktemp("streaming-sources")
     c.close()

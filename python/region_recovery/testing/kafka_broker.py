@@ -43,6 +43,20 @@ def connector_jars(directory: str) -> str:
     return ",".join(_jars(directory, "Kafka connector"))
 
 
+def load_connector(spark: SparkSession, directory: str) -> None:
+    """Makes the connector's classes visible to the driver of a running application.
+
+    ``spark.jars`` reaches the executors, and the driver only when its JVM starts with it: a Python process that
+    started an earlier application (a pytest worker) has its driver JVM already. The jars are then added to the
+    driver's class loader (spark-submit's ``MutableURLClassLoader``, the context class loader of every thread
+    py4j and the streaming queries run on); adding a jar it has already is harmless."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a running classic application
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    for jar in _jars(directory, "Kafka connector"):
+        loader.addURL(jvm.java.io.File(jar).toURI().toURL())
+
+
 class KafkaBroker:
     """One broker and controller in one JVM, listening on 127.0.0.1 only; ``stop()`` (or the ``with``) ends it."""
 

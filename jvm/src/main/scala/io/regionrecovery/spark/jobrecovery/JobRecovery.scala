@@ -392,6 +392,7 @@ object JobRecovery extends Logging {
       catch { case NonFatal(ex) => logWarning(s"region-recovery: unreadable identity part skipped: $ex"); None }
     }
     val now = System.currentTimeMillis()
+    coordinator.jobRecoveryDecidesEnd()
     val recovery = new JobRecovery(new SparkRecoveryActions(sc, coordinator), Clock.System, offer, jobId, dir, store,
       replay,
       shuffles.map(s => s.planDigest -> s).toMap, parts.map(p => p.digest -> p).toMap, apps,

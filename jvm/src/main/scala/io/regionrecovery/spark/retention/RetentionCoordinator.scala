@@ -123,8 +123,12 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     case p: LeasePing =>
       if (from != null && p.appKey == appKey) executorAt.put(from, p.executorId)
       if (fenced.contains(p.executorId)) LeaseFenced
-      else if (p.stopping && p.appKey == appKey && (stopped || actions.applicationStopping)) endDecided.future
-      else if (stopped && keepAtEnd.isEmpty) LeaseEnding
+      else if (p.stopping && p.appKey == appKey && (stopped || actions.applicationStopping)) {
+        // without job recovery the end always deletes: no need to wait for the listener's ApplicationEnd, which a
+        // busy listener bus may deliver after the executor stopped waiting
+        if (!endWaitsForJobRecovery) endDecided.trySuccess(ApplicationEnds.delete(Nil))
+        endDecided.future
+      } else if (stopped && keepAtEnd.isEmpty) LeaseEnding
       else LeaseRenewed
   }
 
@@ -604,6 +608,14 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   def keepAtApplicationEnd(until: Long, jobId: String): Unit =
     endDecided.trySuccess(ApplicationEnds.keep(until, jobId))
 
+  @volatile private var endWaitsForJobRecovery = false
+
+  /**
+   * Job recovery runs: it decides what this application's end means (keep the files for a resubmission, or
+   * delete them), and executors that stop wait for that decision. Without it the end always deletes.
+   */
+  def jobRecoveryDecidesEnd(): Unit = endWaitsForJobRecovery = true
+
   /** The decided end's keep, if the decision is to keep (None while undecided, or deleting). */
   private def keepAtEnd: Option[(Long, String)] =
     endDecided.future.value.flatMap(_.toOption).flatMap(ApplicationEnds.unapply).flatMap(_._1)
@@ -768,6 +780,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     // the listener decides at ApplicationEnd, which races with this stop: this host's files follow
     // the decision, once it is made. The endpoint stays until Spark's RpcEnv stops (after the
     // listener bus has drained): executors that stop after this still ask it what their files become.
+    if (!endWaitsForJobRecovery) endDecided.trySuccess(ApplicationEnds.delete(Nil))
     if (!endDecided.isCompleted && actions.applicationStopping)
       Try(Await.ready(endDecided.future, Duration(RetentionCoordinator.EndDecisionWaitMs, TimeUnit.MILLISECONDS)))
     stopped = true

@@ -255,13 +255,26 @@ def test_a_file_checkpoint_is_shared_with_spark_s_own_source_both_ways_and_conti
     assert os.path.isdir(checkpoint)
 
 
+def plain_then_sized(session, attempts: list[int], data: str, fault_dir: str):
+    """The rows of ``data`` through a fault gate: read by Spark's json source on the first attempt, through the
+    region-recovery source on the later ones (counted in ``attempts``)."""
+    from pyspark.sql.functions import col
+
+    attempts.append(len(attempts) + 1)
+    reader = session.readStream.schema(sj.SCHEMA)
+    if len(attempts) == 1:
+        reader = reader.format("json")
+    else:
+        reader = reader.format("region-recovery").option("delegate", "json")
+    return reader.load(data).where(sj.fault_gate(fault_dir)(col("file")) >= 0)
+
+
 def test_an_oversized_uncommitted_batch_is_planned_again_in_bounded_batches_and_the_sink_shows_each_row_once(app):
     """Plain Spark plans a first batch of all 40 files, which fails. The restart reads through the region-recovery
     source (bound: the session's max batch of 10 files), but Spark replays the logged batch whole, and it fails
     again: the repeated failure of an oversized batch. Before the next restart its offsets and file log entry are
     moved aside, so batch 0 is planned again: batches of at most 10 files. The file sink (append, no aggregation)
     would show a row twice or not at all if the batch were split wrongly."""
-    from pyspark.sql.functions import col
 
     c, root = app
     data, out, checkpoint, fault_dir = (str(root / n) for n in ("replan-in", "replan-out", "cp-replan", "f-replan"))
@@ -269,16 +282,10 @@ def test_an_oversized_uncommitted_batch_is_planned_again_in_bounded_batches_and_
     sj.arm_fault(fault_dir, 30, 2 * TASK_ATTEMPTS)  # the first two attempts of the 40-file batch fail
     session = c.spark.newSession()
     session.conf.set("spark.regionRecovery.streaming.max-batch", "10")
-    attempts = []
+    attempts: list[int] = []
 
     def build():
-        attempts.append(len(attempts) + 1)
-        reader = session.readStream.schema(sj.SCHEMA)
-        if len(attempts) == 1:
-            reader = reader.format("json")
-        else:
-            reader = reader.format("region-recovery").option("delegate", "json")
-        rows = reader.load(data).where(sj.fault_gate(fault_dir)(col("file")) >= 0).select("file", "row")
+        rows = plain_then_sized(session, attempts, data, fault_dir).select("file", "row")
         return (
             rows.writeStream.format("parquet")
             .option("path", out)
@@ -315,7 +322,6 @@ def test_an_oversized_uncommitted_batch_is_planned_again_in_bounded_batches_and_
 def test_an_oversized_batch_is_replayed_whole_when_the_sink_cannot_show_it_saw_nothing(app):
     """The same with foreachBatch: what it wrote of the failed batch cannot be seen, so the oversized batch is replayed
     whole (as plain Spark does) and the record says why."""
-    from pyspark.sql.functions import col
 
     c, root = app
     data, checkpoint, fault_dir = (str(root / n) for n in ("whole-in", "cp-whole", "f-whole"))
@@ -324,17 +330,10 @@ def test_an_oversized_batch_is_replayed_whole_when_the_sink_cannot_show_it_saw_n
     session = c.spark.newSession()
     session.conf.set("spark.regionRecovery.streaming.max-batch", "5")
     seen: list[tuple[int, int]] = []
-    attempts = []
+    attempts: list[int] = []
 
     def build():  # plain Spark's 20-file batch fails twice; the second time read through the region-recovery source
-        attempts.append(len(attempts) + 1)
-        reader = session.readStream.schema(sj.SCHEMA)
-        if len(attempts) == 1:
-            reader = reader.format("json")
-        else:
-            reader = reader.format("region-recovery").option("delegate", "json")
-        rows = reader.load(data)
-        rows = rows.where(sj.fault_gate(fault_dir)(col("file")) >= 0)
+        rows = plain_then_sized(session, attempts, data, fault_dir)
         return (
             rows.writeStream.foreachBatch(lambda df, batch_id: seen.append((batch_id, df.count())))
             .option("checkpointLocation", checkpoint)

@@ -29,7 +29,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # the module'
 
 BACKLOG = 180  # files: half an hour at one per 10 s
 ROWS = 1000
-FAULT_AT = BACKLOG // 4  # in the third batch (40 files): what follows the replay is both recovery and backlog batches
+# in the new query's first batch (max-batch: nothing to recover yet); after the replay come recovery batches
+# (from the initial batch) and backlog ones
+FAULT_AT = BACKLOG // 4
 MAX_BATCH = 60  # files
 INITIAL = 10  # files
 FRESH_INTERVAL_S = 1.0  # the trigger: execution.checkpointing.interval

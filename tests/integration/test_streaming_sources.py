@@ -201,10 +201,11 @@ def test_a_fault_during_a_kafka_backlog_redoes_one_bounded_batch(kafka_catch_up,
 
 def test_the_first_batch_is_counted_from_the_starting_offsets(kafka_catch_up):
     """Spark passes no start offset to a query's first batch: the source counts it from the startingOffsets
-    (4,000 records after offset 0), so the initial batch admits the initial size and says so."""
+    (4,000 records after offset 0), so the first batch, a new query's (a backlog batch of max-batch: nothing to
+    recover), admits max-batch and says so."""
     first = kafka_catch_up["backlog"]["first_batch"]
-    assert first is not None and first.mode == "recovery", first
-    assert first.admitted == first.input_rows == INITIAL, first
+    assert first is not None and first.mode == "backlog", first
+    assert first.admitted == first.input_rows == MAX_BATCH, first
     sizes = sizings(kafka_catch_up["backlog"]["progress"])
     assert sizes[0].mode == "replay", [s.mode for s in sizes]  # the restarted run: the failed batch first
     assert all(s.input_rows <= MAX_BATCH and s.unit == "records" for s in sizes), sizes

@@ -7,7 +7,7 @@ sealed abstract class SizingMode(val name: String)
 
 object SizingMode {
 
-  /** From the first batch after a start or restart while the source is behind (FLINK-35761). */
+  /** From the first batch after a restart, or a start from a checkpoint, while the source is behind (FLINK-35761). */
   case object Recovery extends SizingMode("recovery")
 
   /** Behind, batches sized to take about interval-during-backlog (FLIP-309). */
@@ -81,9 +81,12 @@ object SizingSettings {
  *
  * Flink commits a checkpoint every interval; a Spark query commits every micro-batch, so Flink's
  * intervals become batch sizes here:
- *  - the first batch after a start takes all available data, as plain Spark does, unless
- *    commit-during-recovery is on: then it takes initial-batch and the next ones grow by the ramp
- *    factor while the source stays behind (a failure loses one bounded batch, never the backlog);
+ *  - the first batch after a restart or a start from a checkpoint (recovery) takes all available data, as
+ *    plain Spark does, unless commit-during-recovery is on: then it takes initial-batch and the next ones grow
+ *    by the ramp factor while the source stays behind (a failure loses one bounded batch, never the backlog);
+ *  - a new query's first batch has nothing to recover: it is a backlog batch at a rate not measured yet, so it
+ *    takes max-batch (the user's bound), or initial-batch when none is set (a probe of the rate), or all
+ *    available data when interval-during-backlog is 0;
  *  - behind (the last batch hit its limit, or its newest data is older than the lag threshold),
  *    a batch is sized to take about interval-during-backlog at the measured rate;
  *  - caught up, a batch takes all available data up to a ceiling: the backlog size times the ramp factor, once a
@@ -118,12 +121,19 @@ final class BatchSizer(settings: SizingSettings) {
       (_limit.exists(_admitted >= _)
         || settings.lagThresholdMs > 0 && _lagMs.exists(_ > settings.lagThresholdMs))
 
-  /** The limit of the batch planned at `nowMs` (None: all available), and the mode it is planned in. */
-  def plan(nowMs: Long): Option[Long] = {
+  /**
+   * The limit of the batch planned at `nowMs` (None: all available), and the mode it is planned in.
+   * `resumed`: the query runs from offsets an earlier run committed (a restart, or a start from a checkpoint);
+   * only the first plan reads it.
+   */
+  def plan(nowMs: Long, resumed: Boolean = true): Option[Long] = {
     measure(nowMs)
     val (mode, limit) =
-      if (planned == 0) {
+      if (planned == 0 && resumed) {
         if (settings.duringRecovery) (Recovery, Some(settings.initialBatch)) else (Recovery, None)
+      } else if (planned == 0) {
+        if (settings.backlogIntervalMs <= 0) (Backlog, None)
+        else (Backlog, Some(settings.maxBatch.getOrElse(settings.initialBatch)))
       } else if (_admitted >= 0 && !behind) {
         (Fresh, backlogSize.map(ramp))
       } else if (_mode == Recovery && settings.duringRecovery) {

@@ -191,7 +191,8 @@ private[streaming] final class SizedSource(
     }
     forcedByTrigger = false
     val previous = sizer.mode
-    val size = sizer.plan(clock.millis())
+    // no start: the query's first batch (a new checkpoint), nothing to recover
+    val size = sizer.plan(clock.millis(), resumed = start != null)
     val end = delegate.latestOffset(start, own.withSize(size, unit))
     // Spark passes no start to a query's first batch: the delegate starts at its initial offsets (Kafka's
     // startingOffsets), which only it knows

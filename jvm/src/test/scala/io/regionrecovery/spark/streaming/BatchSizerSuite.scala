@@ -88,6 +88,15 @@ class BatchSizerSuite extends AnyFunSuite {
     assert(out.map(_._2) == Seq(Some(10), Some(20), Some(40), Some(80), Some(100), Some(100)))
   }
 
+  test("a new query's first batch is a backlog batch of max-batch: there is nothing to recover") {
+    val sizer = new BatchSizer(settings(max = Some(60), backlogMs = 60000))
+    assert(sizer.plan(0, resumed = false) == Some(60) && sizer.mode == Backlog)
+    sizer.recordAdmitted(60, None)
+    assert(sizer.plan(1000, resumed = false) == Some(60) && sizer.mode == Backlog, "60 units/s x 60 s: the cap")
+    val off = new BatchSizer(settings(duringRecovery = false, max = Some(60), backlogMs = 60000))
+    assert(off.plan(0, resumed = false) == Some(60), "commit during recovery has nothing to do with a first start")
+  }
+
   test("a restart starts over: a new sizer plans initial-batch again") {
     val first = drive(settings(), available = 720, batches = 5)
     assert(first.last._2 == Some(60))

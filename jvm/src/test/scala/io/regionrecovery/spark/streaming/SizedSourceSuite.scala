@@ -50,13 +50,18 @@ class SizedSourceSuite extends AnyFunSuite {
     SizingSettings(duringRecovery, initialBatch = 100L, rampFactor = 2.0, maxBatch = maxBatch, intervalMs = 1000L,
       backlogIntervalMs = backlogIntervalMs, lagThresholdMs = 0L)
 
-  private final class Query(s: SizingSettings, own: QueryLimits = QueryLimits.Unset, val initial: Long = 0L) {
+  /** A query's run; `resumed`: from a checkpoint at `initial` (a restart), else the query's first run. */
+  private final class Query(
+      s: SizingSettings,
+      own: QueryLimits = QueryLimits.Unset,
+      val initial: Long = 0L,
+      resumed: Boolean = true) {
     val clock = new ManualClock()
     val kafka = new FakeKafka
     kafka.initial = initial
     // the delegate's initial offsets, as Kafka's source writes them at its metadata path
     val source = new SizedSource(kafka, SourceUnit.Records, s, "kafka", own, () => Some(offset(initial).json), clock)
-    private var committed: OffsetV2 = _
+    private var committed: OffsetV2 = if (resumed) offset(initial) else null
     /** Plans the next batch `tookMs` after the last one and commits it; what it admitted. */
     def batch(tookMs: Long = 1000L): Long = {
       clock.advance(tookMs)
@@ -155,11 +160,27 @@ class SizedSourceSuite extends AnyFunSuite {
   }
 
   test("the first batch counts from the delegate's initial offsets: Spark passes no start to it") {
-    val q = new Query(settings(duringRecovery = true), initial = 3000L)
+    val q = new Query(settings(duringRecovery = true), initial = 3000L, resumed = false)
     q.kafka.available = 10000L
-    assert(q.batch() == 100L)
-    assert(q.metric("admitted") == "100", "counted from startingOffsets (3000), not from offset 0")
+    assert(q.batch() == 1000L)
+    assert(q.metric("admitted") == "1000", "counted from startingOffsets (3000), not from offset 0")
     assert(q.metric("isProcessingBacklog") == "true")
+  }
+
+  test("a new query's first batch recovers nothing: it takes max-batch, or initial-batch when none is set") {
+    val bounded = new Query(settings(duringRecovery = true), resumed = false)
+    bounded.kafka.available = 100000L
+    assert(Seq(bounded.batch(), bounded.batch()) == Seq(1000L, 1000L))
+    assert(bounded.metric("mode") == "backlog")
+    val probe = new Query(settings(duringRecovery = true, maxBatch = None), resumed = false)
+    probe.kafka.available = 100000L
+    // 100 records in 1 s: 100/s x 60 s is 6000, reached from the probe by the ramp factor
+    assert((1 to 3).map(_ => probe.batch()) == Seq(100L, 200L, 400L))
+    assert(probe.metric("mode") == "backlog")
+    val unbounded = new Query(settings(duringRecovery = true, backlogIntervalMs = 0L, maxBatch = None),
+      resumed = false)
+    unbounded.kafka.available = 100000L
+    assert(unbounded.batch() == 100000L, "interval-during-backlog 0: backlog batches are not bounded")
   }
 
   test("the query's own maximum wins over a larger max-batch from the session, and a smaller one still caps") {

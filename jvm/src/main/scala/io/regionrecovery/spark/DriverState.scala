@@ -24,14 +24,42 @@ final class DriverState(val capacity: Int, val installedBy: String) {
   /** Who reads which shuffle, fed by the listener; the changed-output guard's view of the running jobs. */
   val consumers = new ConsumerGraph
   private val executorsReporting = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+  // the buffers of Spark Connect clients (connect.ConnectClients), each fed every event from its start
+  private val clientBuffers = new java.util.concurrent.CopyOnWriteArrayList[EventBuffer]()
+  // what a buffer that starts late needs first: the application's start and its live executors
+  @volatile private var appStart: Option[AppStartEvent] = None
+  private val roster = new java.util.concurrent.ConcurrentHashMap[String, Seq[Event]]()
 
+  /** O(1) per event and per Connect client (a handful at most): Spark's threads call it. */
   def offer(e: Event): Unit = {
     e match {
-      case s: ExecutorPluginStartedEvent => executorsReporting.add(s.executorId)
+      case s: AppStartEvent => appStart = Some(s)
+      case a: ExecutorAddedEvent => roster.put(a.executorId, Seq(a))
+      case s: ExecutorPluginStartedEvent =>
+        executorsReporting.add(s.executorId)
+        roster.merge(s.executorId, Seq(s),
+          (known, started) => known.filterNot(_.isInstanceOf[ExecutorPluginStartedEvent]) ++ started)
+      case r: ExecutorRemovedEvent => roster.remove(r.executorId)
       case _ =>
     }
     buffer.offer(e)
+    if (!clientBuffers.isEmpty) clientBuffers.forEach(_.offer(e))
   }
+
+  /**
+   * A new buffer for a Spark Connect client, fed every event from now on. It starts with the application's start
+   * and, for each live executor, its addition and plugin start, so that the client's model knows the executors
+   * that came before it.
+   */
+  def addClientBuffer(capacity: Int): EventBuffer = {
+    val b = new EventBuffer(capacity)
+    clientBuffers.add(b)
+    appStart.foreach(b.offer)
+    roster.values.forEach(_.foreach(b.offer))
+    b
+  }
+
+  def removeClientBuffer(b: EventBuffer): Unit = clientBuffers.remove(b)
 
   /** Called by Python's drain thread: waits at most `timeoutMs` for the first event. */
   def drain(maxEvents: Int, timeoutMs: Long): Array[Byte] = buffer.drainBatch(maxEvents, timeoutMs)

@@ -96,18 +96,47 @@ object ExchangeReuse extends Logging {
   private val countedOutside = ConcurrentHashMap.newKeySet[(String, Int)]()
 
   /** Opens a scope and returns its id (unique in this JVM). */
-  def beginScope(): String = {
+  def beginScope(): String = beginScope(None)
+
+  /**
+   * Opens a scope owned by a Spark Connect session (`owner`): only that session's queries, carrying the scope as
+   * an operation tag ([[ConnectTagPrefix]]), belong to it.
+   */
+  def beginScope(owner: Option[String]): String = {
     val id = s"reuse-scope-${scopeIds.incrementAndGet()}"
     scopes.put(id, new Scope(id))
+    owner.foreach(owners.put(id, _))
     id
   }
 
   /** Closes a scope and forgets what it recorded; a later query carrying its id is outside any scope. */
   def endScope(id: String): Boolean = {
     val found = scopes.remove(id) != null
+    owners.remove(id)
     if (scopes.isEmpty) countedOutside.clear()
     found
   }
+
+  /** The user tag a Spark Connect client adds to the operations of a scope: this prefix, then the scope id. */
+  val ConnectTagPrefix = "region-recovery-"
+
+  // Spark Connect turns a client's tag into the job tag SparkConnect_SessionTag_User_<user>_Session_<session>_Tag_<tag>
+  private val ConnectScopeTag =
+    ("SparkConnect_SessionTag_User_.*_Session_(.+)_Tag_" +
+      java.util.regex.Pattern.quote(ConnectTagPrefix) + "(reuse-scope-\\d+)").r
+  private val owners = new ConcurrentHashMap[String, String]()
+
+  /**
+   * The scope of a query: the thread's scope property (a classic session's `rr.run`), else the scope a Spark Connect
+   * client tagged its operation with (`jobTags`: the thread's job tags), if the scope belongs to that client's
+   * session. A scope named by another session's query is not its scope: runs never share shuffles.
+   */
+  def scopeOf(property: String, jobTags: Iterable[String]): String =
+    if (property != null) property
+    else
+      jobTags.iterator.collectFirst {
+        case ConnectScopeTag(session, id) if Option(owners.get(id)).contains(session) => id
+      }.orNull
 
   def scope(id: String): Option[Scope] = Option(id).flatMap(i => Option(scopes.get(i)))
 

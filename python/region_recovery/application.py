@@ -13,18 +13,20 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._version import __version__
 from .control.changed_outputs import ChangedOutputGuard, guard_state
 from .control.job_restarts import Attempt, RestartSupervisor
 from .control.recovery_decisions import DecisionRecorder
 from .control.retention_policy import RetentionPolicy
 from .control.stream_restarts import StreamRun, supervise
-from .errors import AlreadyAttachedError, NotEnabledError
+from .errors import AlreadyAttachedError, NotEnabledError, SparkConnectNotSupportedError
 from .jobrecovery import code_identity
-from .jvm import packaging
+from .jvm import connect, packaging
 from .jvm.commands import JvmCommands
+from .jvm.connect import ConnectContext
 from .jvm.drain import Drain
 from .jvm.events import Batch
-from .jvm.gateway import jvm_bridge, spark_context
+from .jvm.gateway import is_connect, jvm_bridge, spark_context
 from .model.live import LiveModel
 from .reporting.report import RecoveryReport, build_report
 
@@ -53,6 +55,11 @@ def _executor_losses(m: LiveModel) -> list[dict[str, Any]]:
     ]
 
 
+def _connect_key(spark: SparkSession) -> str:
+    """What a Spark Connect session's attachment is known by in this process (classic ones: the app id)."""
+    return f"connect:{getattr(spark, 'session_id', id(spark))}"
+
+
 def configure(
     builder: SparkSession.Builder, use_packages: bool = False, shuffle_io: bool = True
 ) -> SparkSession.Builder:
@@ -75,13 +82,18 @@ class RegionRecovery:
     _attached: dict[str, RegionRecovery] = {}
     _attached_lock = threading.Lock()
 
-    def __init__(self, sc: SparkContext, bridge: Any, state: Any, max_batch: int, wait_ms: int) -> None:
+    def __init__(
+        self, sc: SparkContext | ConnectContext, bridge: Any, state: Any, max_batch: int, wait_ms: int
+    ) -> None:
         self._sc = sc
         self._bridge = bridge
         self._state = state
         self.app_id: str = sc.applicationId
+        # over Spark Connect (jvm.connect) the same calls reach the server's plugin through its extension
+        self.connect = isinstance(sc, ConnectContext)
+        self._key = self.app_id  # in _attached; a Spark Connect attachment is known by its session
         self.model = LiveModel()
-        self._drain = Drain(state, self.model, self.app_id, max_batch, wait_ms)
+        self._drain = Drain(state, self.model, self.app_id, max_batch, wait_ms, spool=not self.connect)
         # the controllers act on the driver JVM through this port only, never through this object
         self._commands = JvmCommands(sc, bridge, state, self._drain, on_shuffle_unregistered=self.model.lose_shuffle)
         conf = dict(sc.getConf().getAll())
@@ -104,7 +116,14 @@ class RegionRecovery:
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
     def attach(cls, spark: SparkSession, *, max_batch: int = 50_000, wait_ms: int = 100) -> RegionRecovery:
-        """Connects to the plugin of `spark`'s application and starts draining its events."""
+        """Connects to the plugin of `spark`'s application and starts draining its events.
+
+        On a Spark Connect session it attaches to the plugin on the server through the plugin's Connect extension
+        (docs/connect.md): the model follows the application's events from now on, with the executors already
+        running.
+        """
+        if is_connect(spark):
+            return cls._attach_connect(spark, max_batch)
         sc = spark_context(spark)
         bridge = jvm_bridge(sc)
         with cls._attached_lock:
@@ -147,17 +166,41 @@ class RegionRecovery:
         return rr
 
     @classmethod
+    def _attach_connect(cls, spark: SparkSession, max_batch: int) -> RegionRecovery:
+        key = _connect_key(spark)
+        with cls._attached_lock:
+            existing = cls._attached.get(key)
+            if existing is not None and not existing._drain.stopped:
+                raise AlreadyAttachedError(
+                    "region-recovery is already attached to this Spark Connect session: use "
+                    "RegionRecovery.get(spark) for the existing instance, or detach() it first"
+                )
+            sc, bridge, state = connect.attach(spark)
+            rr = cls(sc, bridge, state, max_batch, connect.DRAIN_WAIT_MS)
+            rr._key = key
+            cls._attached[key] = rr
+        rr._drain.start()
+        server = rr.status().get("version")
+        if server != __version__:
+            log.warning("region-recovery %s here, %s on the Spark Connect server", __version__, server)
+        log.info("region-recovery attached to %s over Spark Connect", rr.app_id)
+        return rr
+
+    @classmethod
     def get(cls, spark: SparkSession) -> RegionRecovery | None:
-        sc = spark_context(spark)
-        rr = cls._attached.get(sc.applicationId)
+        key = _connect_key(spark) if is_connect(spark) else spark_context(spark).applicationId
+        rr = cls._attached.get(key)
         return rr if rr is not None and not rr._drain.stopped else None
 
     def detach(self, timeout: float = 5.0) -> None:
-        """Stops the drain thread (the JVM side keeps buffering, bounded, until the app ends)."""
+        """Stops the drain thread (the JVM side keeps buffering, bounded, until the app ends; a Spark Connect
+        client's own buffer on the server is dropped)."""
         self._drain.stop(timeout)
+        if isinstance(self._state, connect.ConnectState):
+            self._state.detach()
         with self._attached_lock:
-            if self._attached.get(self.app_id) is self:
-                del self._attached[self.app_id]
+            if self._attached.get(self._key) is self:
+                del self._attached[self._key]
 
     # ---- job-level restarts ---------------------------------------------------------------
     def run(self, action: Callable[[], T], name: str = "action") -> T:
@@ -176,6 +219,12 @@ class RegionRecovery:
         stops it for good, ``run.record`` says what every attempt committed and replayed (see
         control.stream_restarts).
         """
+        if self.connect:
+            raise SparkConnectNotSupportedError(
+                "rr.stream is not available on a Spark Connect session yet: it reads and re-plans the query's "
+                "checkpoint through the driver JVM. Run the query on the server's classic session, or start it "
+                "without rr.stream (the region-recovery source sizes its batches on the server either way)"
+            )
         return supervise(self._restart_supervisor, build_query, name)
 
     def report(self) -> RecoveryReport:

@@ -15,11 +15,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..errors import SparkConnectNotSupportedError
 from . import checkpoint
 from .drain import Drain
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+
+    from .connect import ConnectContext
 
 log = logging.getLogger("region_recovery")
 
@@ -29,8 +32,8 @@ class JvmCommands:
 
     def __init__(
         self,
-        sc: SparkContext,
-        bridge: Any,  # the plugin's py4j entry point (gateway.jvm_bridge)
+        sc: SparkContext | ConnectContext,  # a Spark Connect client's stand-in (jvm.connect) serves the same calls
+        bridge: Any,  # the plugin's py4j entry point (gateway.jvm_bridge), or jvm.connect.ConnectBridge
         state: Any,  # the application's state object in the driver JVM (bridge.attach)
         drain: Drain,
         on_shuffle_unregistered: Callable[[int, str], None] | None = None,
@@ -102,20 +105,28 @@ class JvmCommands:
         return int(self._bridge.mapOutputRowChecksum(shuffle_id, map_index, map_id))
 
     # ---- streaming checkpoints -------------------------------------------------------------
+    def _classic(self) -> SparkContext:
+        """The SparkContext, for what reads files through the driver JVM (a Spark Connect client has none)."""
+        from .connect import ConnectContext
+
+        if isinstance(self._sc, ConnectContext):
+            raise SparkConnectNotSupportedError("reading a streaming checkpoint needs the driver JVM (py4j)")
+        return self._sc
+
     def checkpoint_batch_ids(self, root: str, log_name: str) -> set[int]:
         """The batch ids in ``<root>/<log_name>`` ("offsets" or "commits"), through the JVM's FileSystem."""
-        return checkpoint.batch_ids(self._sc, root, log_name)
+        return checkpoint.batch_ids(self._classic(), root, log_name)
 
     def checkpoint_exists(self, path: str) -> bool:
-        return checkpoint.exists(self._sc, path)
+        return checkpoint.exists(self._classic(), path)
 
     def checkpoint_read(self, path: str) -> str | None:
         """A checkpoint log entry's text, or None if it does not exist."""
-        return checkpoint.read_text(self._sc, path)
+        return checkpoint.read_text(self._classic(), path)
 
     def checkpoint_move(self, path: str, directory: str, name: str) -> None:
         """Moves a checkpoint log entry (and its checksum file) into ``directory`` as ``name``."""
-        checkpoint.move_aside(self._sc, path, directory, name)
+        checkpoint.move_aside(self._classic(), path, directory, name)
 
     # ---- the Spark UI ----------------------------------------------------------------------
     def publish_ui(self, kind: str, record: dict) -> None:

@@ -35,8 +35,11 @@ class BatchSink(Protocol):
 class Drain:
     """The drain thread of one application and the subscribers it feeds."""
 
-    def __init__(self, state: Any, model: BatchSink, app_id: str, max_batch: int, wait_ms: int) -> None:
+    def __init__(
+        self, state: Any, model: BatchSink, app_id: str, max_batch: int, wait_ms: int, spool: bool = True
+    ) -> None:
         self._state = state
+        self._spool = spool  # False: the JVM is on another host (a Spark Connect server), never try a shared file
         self._model = model
         self._app_id = app_id
         self._max_batch = max_batch
@@ -91,6 +94,8 @@ class Drain:
     # ---- the thread ----------------------------------------------------------------------
     def _open_spool(self) -> str | None:
         """A private file the JVM writes batches to, or None when it cannot share one with us."""
+        if not self._spool:
+            return None
         base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
         try:
             self._spool_dir = tempfile.mkdtemp(prefix="region-recovery-", dir=base)  # mode 0700

@@ -25,9 +25,9 @@ def spark_context(spark: SparkSession | SparkContext | None) -> SparkContext:
         raise SparkNotStartedError("no Spark session: build one (SparkSession.builder...getOrCreate()) first")
     if is_connect(spark):
         raise SparkConnectNotSupportedError(
-            "this is a Spark Connect session, which has no py4j gateway to the driver JVM: region-recovery's "
-            "controller needs a classic PySpark session (the plugin itself can still run on the Connect "
-            f"server with spark.plugins={packaging.PLUGIN_CLASS})"
+            "this is a Spark Connect session, which has no py4j gateway to the driver JVM: this call needs a "
+            "classic PySpark session. RegionRecovery.attach(spark) reaches the plugin on the Connect server "
+            "through its extension instead (docs/connect.md)"
         )
     sc = getattr(spark, "sparkContext", spark)
     if getattr(sc, "_jsc", None) is None:

@@ -38,8 +38,16 @@ RETAINED_CAP_KEY = RETAINED_MAX_BYTES.name
 # file; the cap bounds what adopted outputs of lost executors (whose own copies are gone) can hold.
 DEFAULT_RETAINED_CAP = "2g"
 
+# Spark Connect: the plugin's extension (jvm.connect), and where a local server's plugins go (pyspark overwrites
+# spark.plugins with Connect's own when it starts one for builder.remote("local...")).
+CONNECT_EXTENSION_KEY = "spark.connect.extensions.relation.classes"
+CONNECT_EXTENSION_CLASS = "io.regionrecovery.spark.connect.RegionRecoveryRelationPlugin"
+PLUGINS_DEFAULT_LIST = "spark.plugins.defaultList"
+
 _LIST_KEYS = {
     "spark.plugins": ",",
+    PLUGINS_DEFAULT_LIST: ",",
+    CONNECT_EXTENSION_KEY: ",",
     "spark.jars": ",",
     "spark.jars.packages": ",",
     "spark.sql.extensions": ",",
@@ -118,6 +126,28 @@ def spark_settings(existing: dict[str, str], use_packages: bool = False, shuffle
     return out
 
 
+def connect_settings(
+    existing: dict[str, str], use_packages: bool = False, local_server: bool = False
+) -> dict[str, str]:
+    """``spark_settings`` for a Spark Connect server, plus the plugin's Connect extension.
+
+    local_server: the server pyspark starts in this process for ``builder.remote("local...")``, which replaces
+    spark.plugins with Connect's own: the plugin goes into spark.plugins.defaultList, which Spark prepends.
+    """
+    out = spark_settings(existing, use_packages=use_packages)
+    current = existing.get(CONNECT_EXTENSION_KEY)
+    items = [x.strip() for x in current.split(",") if x.strip()] if current else []
+    if CONNECT_EXTENSION_CLASS not in items:
+        out[CONNECT_EXTENSION_KEY] = ",".join([*items, CONNECT_EXTENSION_CLASS])
+    if local_server and "spark.plugins" in out:
+        out.pop("spark.plugins")
+        current = existing.get(PLUGINS_DEFAULT_LIST)
+        items = [x.strip() for x in current.split(",") if x.strip()] if current else []
+        if PLUGIN_CLASS not in items:
+            out[PLUGINS_DEFAULT_LIST] = ",".join([*items, PLUGIN_CLASS])
+    return out
+
+
 def add_plugin_settings(
     builder: SparkSession.Builder, use_packages: bool = False, shuffle_io: bool = True
 ) -> SparkSession.Builder:
@@ -134,16 +164,24 @@ def add_plugin_settings(
     options = getattr(builder, "_options", None)
     if options is None or not hasattr(builder, "config"):
         raise TypeError(f"configure() takes a SparkSession.Builder, got {type(builder).__name__}")
-    if "spark.remote" in options or os.environ.get("SPARK_REMOTE"):
-        from ..errors import SparkConnectNotSupportedError
-
-        raise SparkConnectNotSupportedError(
-            "configure() was given a Spark Connect builder: the plugin must be configured on the Connect "
-            "server (spark.plugins=" + PLUGIN_CLASS + "), and the Python controller needs a classic session"
-        )
     # what Spark applies beneath the builder (spark-defaults.conf, --conf): a list-valued key set on the
     # builder replaces it, so ours is appended to the effective value, not to the builder's alone
     existing = {**inherited_settings(), **{k: str(v) for k, v in options.items()}}
-    for key, value in spark_settings(existing, use_packages=use_packages, shuffle_io=shuffle_io).items():
+    remote = str(options.get("spark.remote") or os.environ.get("SPARK_REMOTE") or "")
+    if remote:
+        if not remote.startswith("local"):
+            from ..errors import SparkConnectNotSupportedError
+
+            raise SparkConnectNotSupportedError(
+                f"configure() was given a builder for the Spark Connect server {remote}: a client cannot enable a "
+                "plugin on a server that runs already. Start the server with the flags of `region-recovery "
+                "submit-args --connect`; RegionRecovery.attach(spark) then works from this client (docs/connect.md)"
+            )
+        if not shuffle_io:
+            raise ValueError("a local Spark Connect server is configured with the shuffle IO hook only")
+        settings = connect_settings(existing, use_packages=use_packages, local_server=True)
+    else:
+        settings = spark_settings(existing, use_packages=use_packages, shuffle_io=shuffle_io)
+    for key, value in settings.items():
         builder.config(key, value)
     return builder

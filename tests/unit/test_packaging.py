@@ -338,18 +338,38 @@ def test_configure_rejects_a_builder_class_instead_of_an_instance(jar):
         configure(SparkSession.Builder)
 
 
-def test_spark_connect_builder_is_refused(jar):
-    b = SparkSession.builder.remote("sc://localhost:15002")
+def test_a_builder_for_a_running_connect_server_is_refused_and_pointed_at_the_server_flags(jar):
+    b = SparkSession.Builder().remote("sc://localhost:15002")
     with pytest.raises(SparkConnectNotSupportedError) as info:
         configure(b)
-    assert PLUGIN_CLASS in str(info.value)
-    assert "spark.plugins" not in b._options  # nothing half-configured
+    assert "submit-args --connect" in str(info.value) and "docs/connect.md" in str(info.value)
+    assert "spark.plugins" not in b._options and "spark.jars" not in b._options  # nothing half-configured
 
 
 def test_spark_remote_env_is_refused(jar, monkeypatch):
     monkeypatch.setenv("SPARK_REMOTE", "sc://localhost:15002")
     with pytest.raises(SparkConnectNotSupportedError):
-        configure(SparkSession.builder.appName("x"))
+        configure(SparkSession.Builder().appName("x"))
+
+
+def test_a_local_connect_server_gets_the_plugin_where_pyspark_keeps_it_and_the_extension(jar):
+    # pyspark replaces spark.plugins with Connect's own when it starts a local server: the plugin goes into
+    # spark.plugins.defaultList, which Spark prepends, and the extension lets clients attach
+    opts = configure(SparkSession.Builder().remote("local-cluster[2,1,1024]"))._options
+    assert "spark.plugins" not in opts and opts[packaging.PLUGINS_DEFAULT_LIST] == PLUGIN_CLASS
+    assert opts[packaging.CONNECT_EXTENSION_KEY] == packaging.CONNECT_EXTENSION_CLASS
+    assert opts["spark.shuffle.sort.io.plugin.class"] == packaging.SHUFFLE_IO_CLASS
+    assert opts[packaging.RETAINED_KEY] == "auto"
+
+
+def test_connect_server_flags_append_to_extensions_already_set(jar):
+    out = packaging.connect_settings({packaging.CONNECT_EXTENSION_KEY: "io.delta.connect.DeltaRelationPlugin"})
+    assert out[packaging.CONNECT_EXTENSION_KEY] == (
+        "io.delta.connect.DeltaRelationPlugin," + packaging.CONNECT_EXTENSION_CLASS
+    )
+    assert out["spark.plugins"] == PLUGIN_CLASS, "a server started by spark-submit keeps spark.plugins"
+    again = packaging.connect_settings({packaging.CONNECT_EXTENSION_KEY: packaging.CONNECT_EXTENSION_CLASS})
+    assert packaging.CONNECT_EXTENSION_KEY not in again
 
 
 # ---- settings beneath the builder (spark-defaults.conf, spark-submit --conf) ----------------------

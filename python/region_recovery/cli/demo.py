@@ -71,6 +71,17 @@ def _first_shuffle_holder(m: LiveModel) -> tuple[int, str, int]:
     return shuffle.shuffle_id, victim, held[victim]
 
 
+def _second_stage_running(m: LiveModel) -> bool:
+    """The first shuffle (8 maps) is complete and the 4-task stage reading it runs: the moment to kill."""
+    firsts = [s for s in m.shuffles.values() if s.num_maps == 8 and s.available_count() == 8]
+    return bool(firsts) and any(
+        a.status == "running"
+        for st in m.stages.values()
+        if st.shuffle_id is not None and st.num_tasks == 4
+        for a in st.attempts.values()
+    )
+
+
 def _loss_outcome(m: LiveModel, shuffle_id: int, victim: str) -> dict[str, Any]:
     """What the kill cost in the first shuffle: outputs adopted, and map tasks Spark ran again."""
     shuffle = m.shuffles[shuffle_id]
@@ -100,6 +111,113 @@ def _describe_loss(loss: dict[str, Any], victim: str) -> str:
     )
 
 
+def _demo_settings(builder: Any) -> Any:
+    """The demo's settings on a builder: the driver on SPARK_LOCAL_IP (else 127.0.0.1), no UI, and the executors'
+    interpreter for Python functions: the driver's own (the one with this package) unless PYSPARK_PYTHON names
+    another, as on a cluster of other hosts."""
+    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    driver_host = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
+    return (
+        builder.config("spark.driver.host", driver_host)
+        .config("spark.driver.bindAddress", driver_host)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.pyspark.python", python)
+    )
+
+
+def _collect_while_killing(
+    rr: RegionRecovery, collect: Callable[[], dict[Any, Any]], kill: Callable[[str], int | None]
+) -> tuple[dict[Any, Any], int, str, int, int | None]:
+    """Runs `collect` on a thread; once the first shuffle is complete and the stage reading it runs, kills the executor
+    holding the most of its outputs (`kill` returns its pid, or None) and waits for the result.
+    (result, the first shuffle, the victim, the outputs it held, its pid)."""
+    result: dict[Any, Any] = {}
+    failure: list[Exception] = []
+
+    def action() -> None:
+        try:
+            result.update(collect())
+        except Exception as e:  # raised below, on the caller's thread
+            failure.append(e)
+
+    runner = threading.Thread(target=action, name="demo-action")
+    runner.start()
+    if not rr.model.wait_for(_second_stage_running, 180):
+        raise RuntimeError("the pipeline did not reach its second stage within 180 s")
+    first_shuffle, victim, held = rr.model.read(_first_shuffle_holder)
+    time.sleep(0.5)
+    pid = kill(victim)
+    runner.join(600)
+    if failure:
+        raise failure[0]
+    return result, first_shuffle, victim, held, pid
+
+
+def _part_one_outcome(
+    rr: RegionRecovery,
+    verified: bool,
+    keys: int,
+    first_shuffle: int,
+    victim: str,
+    held: int,
+    out: Callable[[str], None],
+) -> tuple[bool, dict[str, Any]]:
+    """Prints what part 1's kill did (the model, the result, the outputs adopted); (result verified, the loss)."""
+    rr.sync()
+    out("")
+    out(describe_model(rr.model))
+    out("")
+    out(f"Result: {keys} keys, {'identical to' if verified else 'DIFFERENT FROM'} the expected result")
+    loss = rr.model.read(lambda m: _loss_outcome(m, first_shuffle, victim))
+    loss["outputs_on_killed_executor"] = held
+    out(_describe_loss(loss, victim))
+    out("")
+    out("Part 2: in the first run, one task of the last stage fails on each of its spark.task.maxFailures=2")
+    out("tries. Plain Spark aborts the action; the restart strategy runs it again, reusing the finished shuffles.")
+    return verified, loss
+
+
+def _finish(
+    rr: RegionRecovery,
+    summary: dict[str, Any],
+    verified: bool,
+    restarted: dict[Any, Any],
+    records: int,
+    t0: float,
+    report_path: str | None,
+    history_dir: str | None,
+    out: Callable[[str], None],
+) -> dict[str, Any]:
+    """Checks part 2's result (counts of (x % 89) % 11 over the records), prints the report, writes the summary
+    and the history if asked, detaches; the summary. Raises if either part's result was wrong."""
+    expected: dict[int, int] = {}
+    for x in range(records):
+        expected[(x % 89) % 11] = expected.get((x % 89) % 11, 0) + 1
+    report = rr.report()
+    out(describe_report(report))
+    out(f"Result: {'identical to' if restarted == expected else 'DIFFERENT FROM'} the expected result")
+    verified = verified and restarted == expected
+    summary.update(
+        result_verified=verified,
+        wall_s=round(time.monotonic() - t0, 1),
+        status=rr.status(),
+        report=report,
+        model=rr.model.snapshot(),
+    )
+    if report_path:
+        with open(report_path, "w") as f:
+            json.dump(summary, f, indent=2, default=str)
+        out(f"Model written to {report_path}")
+    if history_dir:
+        tables = rr.history().save(history_dir)
+        out(f"Recovery history written to {history_dir} ({len(tables)} Parquet tables)")
+    rr.detach()
+    if not verified:
+        raise RuntimeError("the demo's result differs from the expected result")
+    return summary
+
+
 def run_demo(
     master: str = DEFAULT_MASTER,
     records: int = 20_000,
@@ -111,20 +229,10 @@ def run_demo(
     recovery history saved as Parquet in history_dir if given)."""
     from pyspark.sql import SparkSession
 
-    # the executors' interpreter for Python functions: the driver's own (the one with this package) unless
-    # PYSPARK_PYTHON names another, as on a cluster of other hosts; the driver listens on SPARK_LOCAL_IP if set
-    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    driver_host = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
     t0 = time.monotonic()
     out(f"Starting Spark on {master} with the region-recovery plugin ...")
     builder = (
-        SparkSession.builder.master(master)
-        .appName("region-recovery-demo")
-        .config("spark.driver.host", driver_host)
-        .config("spark.driver.bindAddress", driver_host)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.pyspark.python", python)
+        _demo_settings(SparkSession.builder.master(master).appName("region-recovery-demo"))
         # part 2: two task failures abort a job; rr.run's default strategy then reruns the action.
         # Nothing else is set: retained outputs and the restart strategy are configure()'s defaults.
         .config("spark.task.maxFailures", "2")
@@ -148,56 +256,19 @@ def run_demo(
         for x in range(records):
             expected[(x % 97) % 7] = expected.get((x % 97) % 7, 0) + 1
 
-        result: dict[Any, Any] = {}
-        failure: list[Exception] = []
-
-        def action() -> None:
+        def kill(victim: str) -> int | None:
             try:
-                result.update(regrouped.collectAsMap())
-            except Exception as e:  # reported below
-                failure.append(e)
+                pid = kill_executor(rr, victim)
+                at = time.monotonic() - t0
+                out(f"[{at:6.1f}s] >>> SIGKILL executor {victim} (pid {pid}) while it holds map outputs")
+                return pid
+            except FaultError as e:  # an executor on another host or in a container: not ours to signal
+                out(f"[{time.monotonic() - t0:6.1f}s] >>> {e}; asking the driver to kill executor {victim} instead")
+                sc._jsc.sc().killExecutor(victim)
+                return None
 
-        runner = threading.Thread(target=action, name="demo-action")
-        runner.start()
-
-        # Wait until the first shuffle is complete and the stage reading it is running, then kill.
-        def second_stage_running(m: LiveModel) -> bool:
-            firsts = [s for s in m.shuffles.values() if s.num_maps == 8 and s.available_count() == 8]
-            return bool(firsts) and any(
-                a.status == "running"
-                for st in m.stages.values()
-                if st.shuffle_id is not None and st.num_tasks == 4
-                for a in st.attempts.values()
-            )
-
-        if not rr.model.wait_for(second_stage_running, 180):
-            raise RuntimeError("the pipeline did not reach its second stage within 180 s")
-        first_shuffle, victim, held = rr.model.read(_first_shuffle_holder)
-        time.sleep(0.5)
-        try:
-            pid = kill_executor(rr, victim)
-            out(f"[{time.monotonic() - t0:6.1f}s] >>> SIGKILL executor {victim} (pid {pid}) while it holds map outputs")
-        except FaultError as e:  # an executor on another host or in a container: not ours to signal
-            pid = None
-            out(f"[{time.monotonic() - t0:6.1f}s] >>> {e}; asking the driver to kill executor {victim} instead")
-            sc._jsc.sc().killExecutor(victim)
-
-        runner.join(600)
-        if failure:
-            raise failure[0]
-        rr.sync()
-        verified = result == expected
-        out("")
-        out(describe_model(rr.model))
-        out("")
-        out(f"Result: {len(result)} keys, {'identical to' if verified else 'DIFFERENT FROM'} the expected result")
-        loss = rr.model.read(lambda m: _loss_outcome(m, first_shuffle, victim))
-        loss["outputs_on_killed_executor"] = held
-        out(_describe_loss(loss, victim))
-
-        out("")
-        out("Part 2: in the first run, one task of the last stage fails on each of its spark.task.maxFailures=2")
-        out("tries. Plain Spark aborts the action; the restart strategy runs it again, reusing the finished shuffles.")
+        result, first_shuffle, victim, held, pid = _collect_while_killing(rr, regrouped.collectAsMap, kill)
+        verified, loss = _part_one_outcome(rr, result == expected, len(result), first_shuffle, victim, held, out)
         shuffled = (
             sc.parallelize(range(records), 8)
             .map(lambda x: (x % 89, 1))
@@ -223,36 +294,8 @@ def run_demo(
             return dict(shuffled.mapPartitionsWithIndex(fault).collect())
 
         restarted = rr.run(run_once, name="demo-transient-failure")
-        expected2: dict[int, int] = {}
-        for x in range(records):
-            expected2[(x % 89) % 11] = expected2.get((x % 89) % 11, 0) + 1
-        verified2 = restarted == expected2
-        report = rr.report()
-        out(describe_report(report))
-        out(f"Result: {'identical to' if verified2 else 'DIFFERENT FROM'} the expected result")
-        verified = verified and verified2
-        summary = {
-            "master": master,
-            "killed_executor": victim,
-            "executor_loss": loss,
-            "killed_pid": pid,
-            "result_verified": verified,
-            "wall_s": round(time.monotonic() - t0, 1),
-            "status": rr.status(),
-            "report": report,
-            "model": rr.model.snapshot(),
-        }
-        if report_path:
-            with open(report_path, "w") as f:
-                json.dump(summary, f, indent=2, default=str)
-            out(f"Model written to {report_path}")
-        if history_dir:
-            tables = rr.history().save(history_dir)
-            out(f"Recovery history written to {history_dir} ({len(tables)} Parquet tables)")
-        rr.detach()
-        if not verified:
-            raise RuntimeError("the demo's result differs from the expected result")
-        return summary
+        summary = {"master": master, "killed_executor": victim, "executor_loss": loss, "killed_pid": pid}
+        return _finish(rr, summary, verified, restarted, records, t0, report_path, history_dir, out)
     finally:
         spark.stop()
 

@@ -150,3 +150,36 @@ def run_python(code: str, env: dict | None = None, timeout: int = 300) -> subpro
         timeout=timeout,
         cwd=str(ROOT),
     )
+
+
+def kill_during_sql_queries(spark, rr) -> dict:
+    """A groupBy-join-aggregate query run once, then six times while one executor is SIGKILLed (1 s in); the
+    victim, the executors' pids, whether every result was right, and the outputs the client's model saw adopted.
+    Works on a classic session and on a Spark Connect one (a driver script's helper: run_python)."""
+    import signal
+    import threading
+    import time
+
+    from pyspark.sql import functions as F
+
+    facts = spark.range(0, 400_000).withColumn("k", F.col("id") % 1000)
+    dims = spark.range(0, 1000).withColumnRenamed("id", "k2")
+
+    def query():
+        joined = facts.groupBy("k").agg(F.sum("id").alias("s")).join(dims, F.col("k") == F.col("k2"))
+        return joined.agg(F.sum("s")).collect()[0][0]
+
+    expected = sum(range(400_000))
+    assert query() == expected
+    pids = rr.executor_pids()
+    victim = sorted(pids)[0]
+
+    def kill():
+        time.sleep(1.0)
+        os.kill(pids[victim], signal.SIGKILL)
+
+    threading.Thread(target=kill).start()
+    results = [query() for _ in range(6)]
+    rr.sync()
+    adopted = rr.model.read(lambda m: sum(len(s.adoptions) for s in m.shuffles.values()))
+    return {"victim": victim, "pids": pids, "results_ok": all(r == expected for r in results), "adopted": adopted}

@@ -30,39 +30,17 @@ SPARK_LOSS_ERRORS = (
 )
 
 SQL_KILL = """
-import json, os, signal, sys, threading, time
+import json, sys, time
 sys.path.insert(0, "tests/integration")
-from sparkcluster import base_builder
+from sparkcluster import base_builder, kill_during_sql_queries
 import region_recovery
-from pyspark.sql import functions as F
 
 spark = region_recovery.configure(base_builder("defaults-sql-kill", **CONF)).getOrCreate()
 rr = region_recovery.RegionRecovery.attach(spark)
 sc = spark.sparkContext
 while len(sc.statusTracker().getExecutorInfos()) < 3:  # the driver and two executors
     time.sleep(0.2)
-facts = spark.range(0, 400_000).withColumn("k", F.col("id") % 1000)
-dims = spark.range(0, 1000).withColumnRenamed("id", "k2")
-
-def query():
-    joined = facts.groupBy("k").agg(F.sum("id").alias("s")).join(dims, F.col("k") == F.col("k2"))
-    return joined.agg(F.sum("s")).collect()[0][0]
-
-expected = sum(range(400_000))
-assert query() == expected
-pids = rr.executor_pids()
-victim = sorted(pids)[0]
-
-def kill():
-    time.sleep(1.0)
-    os.kill(pids[victim], signal.SIGKILL)
-
-threading.Thread(target=kill).start()
-results = [query() for _ in range(6)]
-rr.sync()
-adopted = rr.model.read(lambda m: sum(len(s.adoptions) for s in m.shuffles.values()))
-print("SUMMARY " + json.dumps({"victim": victim, "results_ok": all(r == expected for r in results),
-                               "adopted": adopted, "status": rr.status()}))
+print("SUMMARY " + json.dumps({**kill_during_sql_queries(spark, rr), "status": rr.status()}))
 rr.detach()
 spark.stop()
 """

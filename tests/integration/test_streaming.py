@@ -102,6 +102,15 @@ def sizings(query) -> list[BatchSizing]:
     return [s for s in out if s is not None and s.batch_id in executed]
 
 
+def drain_sizings(query, rows: int, timeout: float = 60) -> list[BatchSizing]:
+    """The sizings of the query's executed batches once they add up to `rows` input rows (the whole backlog)."""
+    end = time.monotonic() + timeout
+    while sum(s.input_rows for s in sizings(query)) < rows:
+        assert time.monotonic() < end, f"the batches' progress adds up to fewer than {rows} rows: {sizings(query)}"
+        time.sleep(0.2)
+    return sizings(query)
+
+
 @pytest.fixture(scope="module")
 def catch_up(app):
     """Runs the catch-up scenario once; returns what it observed."""
@@ -134,7 +143,8 @@ def catch_up(app):
             run.stop()
             seen[mode]["record"] = run.record.to_dict()
             continue
-        seen[mode]["drain_sizings"] = sizings(run.query)
+        # the memory table shows the last batch's rows before its progress is reported: wait for that progress
+        seen[mode]["drain_sizings"] = drain_sizings(run.query, BACKLOG * ROWS)
         # fresh: files arrive one at a time; each is counted by the batch that runs when it lands or the next
         latencies, lags, fresh_batches = [], [], []
         for i in range(3):

@@ -18,10 +18,11 @@ object ConnectOps {
   final case class Reply(json: String, data: Array[Byte] = Array.emptyByteArray)
 
   // Spark Connect may plan a relation more than once (to analyze it, then to execute it): a request's reply is kept
-  // by its id, so that a drain never loses a batch to a second planning
+  // by its id, so that a drain never loses a batch to a second planning. The plannings of one request follow each
+  // other at once: a few replies (a drained batch can be megabytes) are enough
   private val recent = new ConcurrentHashMap[String, Reply]()
   private val recentOrder = new java.util.concurrent.ConcurrentLinkedQueue[String]()
-  private val RecentMax = 64
+  private val RecentMax = 16
 
   /** Runs `request` for Connect session `session` on the application of `sc`, once per request id. */
   def run(request: ConnectRequest, session: String, sc: SparkContext): Reply =

@@ -103,9 +103,6 @@ class ConnectBridge:
     def __init__(self, call: ConnectCall) -> None:
         self._call = call
 
-    def version(self) -> str:
-        return str(self._call.json("version")["version"])
-
     def reuseScopeProperty(self) -> str:
         return SCOPE_PROPERTY
 
@@ -213,9 +210,6 @@ class _Conf:
 
     def getAll(self) -> list[tuple[str, str]]:
         return list(self._conf.items())
-
-    def get(self, key: str, default: str | None = None) -> str | None:
-        return self._conf.get(key, default)
 
 
 class _Jobs:

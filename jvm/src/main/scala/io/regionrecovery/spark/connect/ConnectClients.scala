@@ -51,6 +51,4 @@ object ConnectClients {
     if (c != null) c.state.removeClientBuffer(c.buffer)
     c != null
   }
-
-  def attached: Int = clients.size
 }

@@ -47,7 +47,6 @@ object ConnectOps {
   private def nullable(json: String): String = Option(json).getOrElse("null")
 
   private def reply(r: ConnectRequest, session: String, sc: SparkContext): Reply = r.op match {
-    case "version" => Reply(Json.obj("version" -> Json.str(RegionRecoveryBridge.version())))
     case "attach" =>
       val s = state()
       val client = ConnectClients.attach(s, session)

@@ -48,7 +48,6 @@ SLOW = (
     "tests/containers/",
     "tests/integration/test_job_recovery.py",
     "tests/integration/test_job_recovery_limits.py",
-    "tests/integration/test_job_recovery_shuffle_service.py",
     "tests/integration/test_job_recovery_s3.py",
     "tests/integration/test_job_identity.py",
     "tests/integration/test_installed_wheel.py",

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hosts import LOCAL_DIR
 
 from region_recovery.jobrecovery import RecordWatch
 from region_recovery.testing import batch_job
@@ -115,8 +116,13 @@ def test_a_resubmitted_driver_recovers_the_job_from_the_host_beside_the_service(
     while host.java_pids("CoarseGrainedExecutorBackend") and time.monotonic() < deadline:
         time.sleep(0.5)  # the Master ends the application, the Worker kills its executors
     assert not host.java_pids("CoarseGrainedExecutorBackend"), "the crashed application's executors still run"
+    # Spark's own cleanup: the Worker deletes the ended application's directories, shuffle files included
+    deadline = time.monotonic() + 60
+    while [p for p in host.files(LOCAL_DIR) if "/shuffle_" in p] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [p for p in host.files(LOCAL_DIR) if "/shuffle_" in p], "the Worker kept the crashed app's shuffle files"
     retained = [p for p in host.files() if p.endswith(".data")]
-    assert retained, "nothing retained for job recovery beside the service"
+    assert retained, "the retained copies did not survive the Worker's cleanup"
     report_path = root / "report.json"
     with open(root / "resubmitted.log", "w") as log:
         done = subprocess.run(job("out", "--report", str(report_path), "--slow", "0"), env=env, stdout=log,

@@ -232,30 +232,28 @@ def test_shuffle_cleanup_releases_retained_files_including_adopted_ones(shared_c
 
 
 # ---------------------------------------------------------------------------------------------------
-# scope="module": pytest runs the retained cases together, then the vanilla ones (one application each)
-@pytest.mark.parametrize("retained", [True, False], ids=["retained", "vanilla"], scope="module")
-def test_sigkill_after_map_stage_before_consumers(shared_cluster, shared_root, retained):
+# Only with retention: plain Spark recomputing every output of a killed executor (the premise) is checked by the
+# benchmark's smoke runs (executor-crash, pod-loss), in their vanilla modes; an application less here.
+def test_sigkill_after_map_stage_before_consumers(shared_cluster, shared_root):
     """Kill the executor holding most map outputs between two jobs reading the shuffle."""
     root = shared_root
-    c = shared_cluster(**retention_conf(root, retained))
+    c = shared_cluster(**retention_conf(root, True))
     # job 1: the map stage and a first consumer (failure-free run)
     pairs, expected, sid, victim, lost = run_and_pick_victim(c)
-    if retained:
-        sh = c.model.shuffles[sid]
-        assert all(o.retained_bytes and o.retained_bytes > 0 for o in sh.outputs.values()), (
-            "every committed output was reported retained, with its size"
-        )
-        assert all(o.retained_checksum for o in sh.outputs.values())
-        assert len(retained_files(root, c.sc.applicationId, victim, sid)) == 3 * len(lost)  # data, index, checksum
-        assert os.path.dirname(app_dir(c)) == root
-        assert re.fullmatch(re.escape(c.sc.applicationId) + r"\.[0-9a-f]{16}", os.path.basename(app_dir(c)))
-        assert oct(os.stat(app_dir(c)).st_mode & 0o777) == "0o700"
+    sh = c.model.shuffles[sid]
+    assert all(o.retained_bytes and o.retained_bytes > 0 for o in sh.outputs.values()), (
+        "every committed output was reported retained, with its size"
+    )
+    assert all(o.retained_checksum for o in sh.outputs.values())
+    assert len(retained_files(root, c.sc.applicationId, victim, sid)) == 3 * len(lost)  # data, index, checksum
+    assert os.path.dirname(app_dir(c)) == root
+    assert re.fullmatch(re.escape(c.sc.applicationId) + r"\.[0-9a-f]{16}", os.path.basename(app_dir(c)))
+    assert oct(os.stat(app_dir(c)).st_mode & 0o777) == "0o700"
 
     pid = faults.kill_executor(c.rr, victim)
     assert faults.wait_gone(pid)
     assert c.model.wait_for(lambda m: not m.executors[victim].alive, 60), "executor removal not seen"
-    if retained:
-        assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60), "no adoption decision"
+    assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60), "no adoption decision"
 
     before = c.model.map_tasks_started
     got = sorted(pairs.collect())  # job 2: consumers only, if the outputs survived
@@ -264,41 +262,37 @@ def test_sigkill_after_map_stage_before_consumers(shared_cluster, shared_root, r
     assert got == expected
     sh = c.model.shuffles[sid]
     counts = {"victim_outputs": len(lost), "map_tasks_reexecuted": reexecuted}
-    if retained:
-        adoptions = [a for a in sh.adoptions if a.from_executor == victim]
-        counts["adopted"] = len(adoptions)
-        counts["adoption_latency_ms"] = max(a.time - a.loss_time for a in adoptions) if adoptions else None
-        counts["jvm"] = c.rr.retention()
-        (loss,) = [r for r in counts["jvm"] if r["executor_id"] == victim]
-        # on local-cluster the Worker reports the exit within milliseconds too: either may be first
-        early = loss["reason"].startswith("Executor process gone")
-        assert early or loss["reason"] == "Command exited with code 137", loss
-        counts["handled_on"] = "closed connection" if early else "Spark's report"
-        assert sorted(a.map_index for a in adoptions) == lost
-        assert reexecuted == 0, f"map tasks re-executed: {reexecuted}"
-        assert c.jvm_available_outputs(sid) == N_MAPS
-        for i in lost:
-            out = sh.outputs[i]
-            assert out.available and out.adopted_from == victim and out.executor_id != victim
-        # The coordinator purges the lost executor's directory and writes its fence after the adoption
-        # events settled() waited for; its RetainedFilesDeleted event follows the fence.
-        assert c.model.wait_for(lambda m: any(d.executor_id == victim for d in m.retained_deletions), 30), (
-            "no RetainedFilesDeleted event for the lost executor"
-        )
-        assert retained_files(root, c.sc.applicationId, victim) == [], "the lost executor's directory is gone"
-        assert os.path.exists(os.path.join(app_dir(c), f"{victim}.fenced"))
-    else:
-        assert reexecuted == len(lost), "vanilla Spark recomputes every map output of the lost executor"
-    record(f"sigkill-between-jobs/{'retained' if retained else 'vanilla'}", **counts)
+    adoptions = [a for a in sh.adoptions if a.from_executor == victim]
+    counts["adopted"] = len(adoptions)
+    counts["adoption_latency_ms"] = max(a.time - a.loss_time for a in adoptions) if adoptions else None
+    counts["jvm"] = c.rr.retention()
+    (loss,) = [r for r in counts["jvm"] if r["executor_id"] == victim]
+    # on local-cluster the Worker reports the exit within milliseconds too: either may be first
+    early = loss["reason"].startswith("Executor process gone")
+    assert early or loss["reason"] == "Command exited with code 137", loss
+    counts["handled_on"] = "closed connection" if early else "Spark's report"
+    assert sorted(a.map_index for a in adoptions) == lost
+    assert reexecuted == 0, f"map tasks re-executed: {reexecuted}"
+    assert c.jvm_available_outputs(sid) == N_MAPS
+    for i in lost:
+        out = sh.outputs[i]
+        assert out.available and out.adopted_from == victim and out.executor_id != victim
+    # The coordinator purges the lost executor's directory and writes its fence after the adoption
+    # events settled() waited for; its RetainedFilesDeleted event follows the fence.
+    assert c.model.wait_for(lambda m: any(d.executor_id == victim for d in m.retained_deletions), 30), (
+        "no RetainedFilesDeleted event for the lost executor"
+    )
+    assert retained_files(root, c.sc.applicationId, victim) == [], "the lost executor's directory is gone"
+    assert os.path.exists(os.path.join(app_dir(c), f"{victim}.fenced"))
+    record("sigkill-between-jobs/retained", **counts)
     nothing_left_at_its_end(c, root)
 
 
 # ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("retained", [True, False], ids=["retained", "vanilla"], scope="module")
-def test_sigkill_while_consumer_stage_runs(shared_cluster, shared_root, retained):
+def test_sigkill_while_consumer_stage_runs(shared_cluster, shared_root):
     """Kill the executor holding most map outputs while the consuming stage's tasks are running."""
     root = shared_root
-    c = shared_cluster(**retention_conf(root, retained))
+    c = shared_cluster(**retention_conf(root, True))
     c.wait_executors(2)
 
     def slow(it):
@@ -349,16 +343,13 @@ def test_sigkill_while_consumer_stage_runs(shared_cluster, shared_root, retained
         "map_tasks_reexecuted": reexecuted,
         "fetch_failures": sum(1 for f in job.failures if f.kind == "fetch-failed"),
     }
-    if retained:
-        # adoption events come from the coordinator's thread: wait for them, not for one sync
-        assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60), "no adoption decision"
-        counts["adopted"] = sum(1 for a in sh.adoptions if a.from_executor == victim)
-        counts["jvm"] = c.rr.retention()
-        assert counts["adopted"] == len(lost)
-        assert reexecuted == 0, f"map tasks re-executed: {reexecuted} ({counts})"
-    else:
-        assert reexecuted == len(lost)
-    record(f"sigkill-during-consumer/{'retained' if retained else 'vanilla'}", **counts)
+    # adoption events come from the coordinator's thread: wait for them, not for one sync
+    assert c.model.wait_for(lambda m: settled(m, sid, victim, len(lost)), 60), "no adoption decision"
+    counts["adopted"] = sum(1 for a in sh.adoptions if a.from_executor == victim)
+    counts["jvm"] = c.rr.retention()
+    assert counts["adopted"] == len(lost)
+    assert reexecuted == 0, f"map tasks re-executed: {reexecuted} ({counts})"
+    record("sigkill-during-consumer/retained", **counts)
     nothing_left_at_its_end(c, root)
 
 

@@ -188,9 +188,23 @@ def module_graphs(draw):
     return n, edges, draw(st.integers(0, n - 1))
 
 
+@pytest.fixture(scope="module")
+def distributions_scanned_once():
+    """Every ModuleDigests scans the installed distributions once (0.3 s); the property below builds three per
+    example, and nothing is installed while it runs: the scan is done once for it."""
+    names = importlib.metadata.packages_distributions()
+    dists = list(importlib.metadata.distributions())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(importlib.metadata, "packages_distributions", lambda: names)
+        patch.setattr(importlib.metadata, "distributions", lambda: iter(dists))
+        yield
+
+
 @settings(max_examples=25, deadline=None)
 @given(graph=module_graphs())
-def test_the_identity_changes_exactly_when_a_reached_module_changes(tmp_path_factory, graph):
+def test_the_identity_changes_exactly_when_a_reached_module_changes(
+    tmp_path_factory, distributions_scanned_once, graph
+):
     n, edges, changed = graph
     root = tmp_path_factory.mktemp("graph")
     prefix = _unique("g")

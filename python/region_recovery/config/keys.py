@@ -382,6 +382,20 @@ RETAINED_REDIRECT_FETCHES = boolean(
     read_by="jvm",
     section=_RETAINED,
 )
+RETAINED_PREPARE_ADOPTION = boolean(
+    PREFIX + "retained.prepare-adoption",
+    True,
+    (
+        "Prepare each executor's retained outputs at the executor on its node that would adopt them, while "
+        "nothing is wrong: shortly after each commit that executor checks them (index, lengths, commit digest) and "
+        "hard-links them into its block manager's directories, so that when the executor is lost only the "
+        "relocation is left. Hard links only (no bytes are copied); only where Spark's reader detects a corrupt "
+        "block (compressed LZ4 shuffle blocks, spark.shuffle.detectCorrupt). false: the adopter checks and links "
+        "the outputs after the loss."
+    ),
+    read_by="jvm",
+    section=_RETAINED,
+)
 LOCAL_DISK_SHUFFLE_IO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
 KUBERNETES_SHUFFLE_IO = "org.apache.spark.shuffle.KubernetesLocalDiskShuffleDataIO"
 SHUFFLE_IO_DELEGATE = choice(

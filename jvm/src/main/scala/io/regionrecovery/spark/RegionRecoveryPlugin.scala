@@ -63,7 +63,8 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
       val incarnation = RetainedStore.newIncarnation()
       val deployment = RetentionDeployment(settings.retention.reattachTimeoutMs,
         RetentionPreconditions.shuffleService(settings.spark), settings.retention.earlyLossDetection,
-        adopterReadsData = !RetainedVerification.readerDetectsCorruption(settings.spark))
+        adopterReadsData = !RetainedVerification.readerDetectsCorruption(settings.spark),
+        prepareAdoption = settings.retention.prepareAdoption)
       val coordinator = new RetentionCoordinator(new SparkCoordinatorActions(sc), new RetainedStore(root), state.offer,
         new UiRetentionRecords(sc), RetentionPolicy.fromSettings(settings.retention), incarnation, Clock.System,
         deployment)

@@ -190,6 +190,15 @@ object ConfigKeys {
       "wraps its block manager's block store client to do this (off beside the external shuffle service). " +
       "false: leave fetches to Spark.", ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.redirectFetches"))
 
+  val RetainedPrepareAdoption: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.prepare-adoption", BooleanType,
+    true, "true", "true, false",
+    "Prepare each executor's retained outputs at the executor on its node that would adopt them, while nothing " +
+      "is wrong: shortly after each commit that executor checks them (index, lengths, commit digest) and " +
+      "hard-links them into its block manager's directories, so that when the executor is lost only the " +
+      "relocation is left. Hard links only (no bytes are copied); only where Spark's reader detects a corrupt " +
+      "block (compressed LZ4 shuffle blocks, spark.shuffle.detectCorrupt). false: the adopter checks and links " +
+      "the outputs after the loss.", ReadBy.Jvm)
+
   val ShuffleIoDelegate: ConfigKey[String] = ConfigKey(Prefix + "shuffle-io.delegate",
     ChoiceType(Seq(LocalDiskShuffleIo.toLowerCase(Locale.ROOT) -> LocalDiskShuffleIo,
       "local-disk" -> LocalDiskShuffleIo,
@@ -338,7 +347,7 @@ object ConfigKeys {
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
     RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
     RetainedRelease, RetainedLeaseTimeout, RetainedNodeEnv, RetainedReattachTimeout, RetainedEarlyLoss,
-    RetainedRedirectFetches, ShuffleIoDelegate,
+    RetainedRedirectFetches, RetainedPrepareAdoption, ShuffleIoDelegate,
     JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
     JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryDir, JobRecoveryWorkerTimeout, JobRecoveryWindow,
     JobRecoveryLeaseTimeout,

@@ -59,6 +59,7 @@ final class RetentionSettings private[config] (lookup: String => Option[String])
   lazy val reattachTimeoutMs: Long = RetainedReattachTimeout.read(lookup)
   lazy val earlyLossDetection: Boolean = RetainedEarlyLoss.read(lookup)
   lazy val redirectFetches: Boolean = RetainedRedirectFetches.read(lookup)
+  lazy val prepareAdoption: Boolean = RetainedPrepareAdoption.read(lookup)
 }
 
 /** The job-recovery keys beyond `job-recovery.enabled`; each is parsed once, when first read. */

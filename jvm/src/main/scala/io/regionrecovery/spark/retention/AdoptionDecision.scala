@@ -23,10 +23,13 @@ object AdoptionDecision {
    * policy's avoided host names it) has none; executors of the node that the policy avoids are never
    * chosen; the first preferred one that is left wins; otherwise the one holding the fewest retained
    * bytes (`load`: so successive losses spread over the node's executors instead of piling onto one,
-   * which then serves them all), the lowest executor id (string order) among equals.
+   * which then serves them all), the lowest executor id (string order) among equals. A `standby` (the
+   * executor the lost one's outputs were prepared at, [[PrepareAdoption]]) that is left comes before the
+   * load: it was chosen by this rule when they were prepared, and only the relocation is left there.
    */
   def chooseAdopter(policy: RetentionPolicy, lostExecutor: String, node: String,
-      live: Seq[AgentInfo], load: String => Long = _ => 0L): Either[String, (AgentInfo, String)] = {
+      live: Seq[AgentInfo], load: String => Long = _ => 0L,
+      standby: Option[String] = None): Either[String, (AgentInfo, String)] = {
     if (node == null) return Left("the lost executor's node is unknown")
     if (policy.avoidedHosts.contains(node)) return Left(RetentionPolicy.avoidedHostReason(node))
     val onNode = live.filter(a => a.node == node && a.executorId != lostExecutor).sortBy(_.executorId)
@@ -37,6 +40,9 @@ object AdoptionDecision {
     else
       policy.preferredExecutors.iterator.flatMap(id => allowed.find(_.executorId == id)).nextOption() match {
         case Some(a) => Right(a -> s"executor ${a.executorId} is preferred by policy")
+        case None if standby.exists(id => allowed.exists(_.executorId == id)) =>
+          val a = allowed.find(a => standby.contains(a.executorId)).get
+          Right(a -> s"executor ${a.executorId} prepared the adoption before the loss (chosen then by this rule)")
         case None =>
           val loads = allowed.map(a => math.max(0L, load(a.executorId)))
           val least = loads.min
@@ -76,7 +82,7 @@ object AdoptionDecision {
    * named first); the others are refused when unsafe, then offered to the adopter.
    */
   def decide[O](policy: RetentionPolicy, lostExecutor: String, node: String, live: Seq[AgentInfo], outputs: Seq[O],
-      load: String => Long = _ => 0L)(shuffleOf: O => Int,
+      load: String => Long = _ => 0L, standby: Option[String] = None)(shuffleOf: O => Int,
       unsafe: O => Option[String] = (_: O) => None): AdoptionDecision[O] = {
     if (outputs.isEmpty) return AdoptionDecision(None, "nothing to adopt: no registered outputs", Nil, Nil)
     val (eligible, refusals) = this.eligible(policy, outputs)(shuffleOf, unsafe)
@@ -86,7 +92,7 @@ object AdoptionDecision {
         if (excluded.size == outputs.size) "nothing to adopt: every output belongs to a shuffle excluded from retention"
         else "nothing to adopt: every output is excluded or unsafe to adopt", Nil, refusals)
     else
-      chooseAdopter(policy, lostExecutor, node, live, load) match {
+      chooseAdopter(policy, lostExecutor, node, live, load, standby) match {
         case Right((a, why)) => AdoptionDecision(Some(a), why, eligible, refusals)
         case Left(why) =>
           AdoptionDecision(None, why, Nil, refusals ++ eligible.map(_ -> ("not adopted: " + why)))

@@ -37,6 +37,10 @@ trait AgentActions {
   def inBackground(task: () => Unit): Unit
   /** Runs `task` on one of a few threads of the agent that adopt outputs side by side. */
   def inParallel(task: () => Unit): java.util.concurrent.Future[_]
+  /** Runs `task` on the agent's thread that prepares adoptions, after the tasks given to it before. */
+  def preparing(task: () => Unit): Unit
+  /** Runs `task` on the agent's thread that keeps adopted outputs retained, after the tasks given to it before. */
+  def keeping(task: () => Unit): java.util.concurrent.Future[_]
   /** A one-way message to the driver's lease endpoint (dropped when there is none). */
   def tellDriver(message: AnyRef): Unit
 }
@@ -77,6 +81,12 @@ final class SparkAgentActions extends AgentActions with Logging {
   override def inBackground(task: () => Unit): Unit = background.execute(() => task())
   private lazy val adopters = SparkInternals.newDaemonPool("region-recovery-adopt", AgentActions.AdoptThreads)
   override def inParallel(task: () => Unit): java.util.concurrent.Future[_] = adopters.submit(new Runnable {
+    def run(): Unit = task()
+  })
+  private lazy val preparer = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-prepare")
+  override def preparing(task: () => Unit): Unit = preparer.execute(() => task())
+  private lazy val keeper = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-keep")
+  override def keeping(task: () => Unit): java.util.concurrent.Future[_] = keeper.submit(new Runnable {
     def run(): Unit = task()
   })
   override def tellDriver(message: AnyRef): Unit = if (driverRef != null) SparkInternals.send(driverRef, message)

@@ -48,6 +48,11 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   def ask(a: AgentInfo, request: AgentRequest, timeoutMs: Long = RetentionProtocol.AskTimeoutMs): AnyRef =
     rpc.ask(a.ref, request, timeoutMs)
 
+  /** A one-way request to one agent (best effort: lost if the agent is gone). */
+  def send(a: AgentInfo, request: AgentRequest): Unit =
+    try rpc.send(a.ref, request)
+    catch { case NonFatal(_) => }
+
   /**
    * Tells every live executor that outputs of a lost executor moved ([[OutputsMoved]]): they drop the
    * cached map statuses and send fetches still waiting on the lost executor to the new location.

@@ -139,6 +139,9 @@ object RetentionAgent extends Logging {
   }
 }
 
+/** An output of another executor of its node, checked and linked by an agent before any loss ([[PrepareAdoption]]). */
+private[retention] final case class PreparedOutput(from: String, digest: Long, files: VerifiedOutput)
+
 /**
  * One executor's agent; `appKey` names its application incarnation's retained directory on this
  * host; `node` is where its retained files are shared (its host unless the environment names a node). `jobRecovery` is (job id, window ms) when job recovery is on: a lost driver's files are then
@@ -395,6 +398,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   }
 
   private def deleteAtEnd(app: String, whose: String): Unit = {
+    awaitMoves()
     val (files, bytes) = store.deleteApp(app) // and its lease and keep mark
     if (files > 0)
       logInfo(
@@ -433,6 +437,8 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
 
   def handle(request: AgentRequest): AnyRef = request match {
     case r: AdoptRequest => adopt(r)
+    case p: PrepareAdoption => executor.preparing(() => prepare(p)); null
+    case f: ForgetPrepared => executor.preparing(() => forget(f)); null
     case r: RecoverRequest => recover(r)
     case k: KeepApplication =>
       if (Files.isDirectory(store.appDir(k.appKey))) store.markKept(k.appKey, k.until, k.jobId)
@@ -440,6 +446,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
         java.time.Instant.ofEpochMilli(k.until))
       null
     case p: PurgeRequest =>
+      awaitMoves()
       // the driver deletes its ending application's files: a stop that finds it gone later is no driver loss
       if (p.executorId == null && p.appKey == appKey) applicationEnded = true
       val (files, bytes) =
@@ -464,12 +471,17 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       redirects.outputsMoved(m.fromExecutor, m.to, m.shuffleIds, m.mapIds, m.complete, m.batches)
       null
     case r: ReleaseShuffle =>
+      awaitMoves()
       redirects.forgetShuffle(r.shuffleId)
       val (files, bytes) = store.releaseShuffle(r.appKey, r.shuffleId)
       PurgeReply(files, bytes)
     case r: ReleaseOutputs =>
+      awaitMoves()
       if (r.served && r.executorId == executorId)
-        r.outputs.foreach(o => executor.removeMapOutputFiles(o.shuffleId, o.mapId))
+        r.outputs.foreach { o =>
+          prepared.remove(o.shuffleId -> o.mapId)
+          executor.removeMapOutputFiles(o.shuffleId, o.mapId)
+        }
       val (files, bytes) = store.releaseOutputs(r.appKey, r.executorId, r.outputs.toSeq)
       PurgeReply(files, bytes)
   }
@@ -495,7 +507,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     }
     val checkData = !executor.readerDetectsCorruption
     val started = System.nanoTime()
-    val phases = new java.util.concurrent.atomic.AtomicLongArray(3) // ns checking, linking into Spark's dirs, moving
+    val phases = new java.util.concurrent.atomic.AtomicLongArray(2) // ns checking, linking into Spark's dirs
     // Reducers wait for the last output of the batch: the outputs are independent files, so several
     // threads check them and link them into Spark's directories (spread over its subdirectories), and a
     // pause of one (a page fault, a busy core) does not delay the rest. The moves into this executor's
@@ -505,31 +517,129 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       val o = r.outputs(i)
       val digest = if (r.digests == null) 0L else r.digests(i)
       executor.inParallel { () =>
-        try served(i) = adoptOne(r.appKey, r.fromExecutor, o, digest, checkData, phases)
+        val key = o.shuffleId -> o.mapId
+        try lockOf(key).synchronized { // after a preparation of this output in progress, never beside it
+            adoptedHere.add(key)
+            served(i) = takePrepared(r.fromExecutor, o, digest, checkData)
+              .getOrElse(adoptOne(r.appKey, r.fromExecutor, o, digest, checkData, phases))
+          }
         catch { case NonFatal(e) => failures(i) = e.getMessage }
       }
     }
     work.foreach(_.get())
-    val movesStarted = System.nanoTime()
-    val mine = store.executorDir(r.appKey, executorId)
-    if (served.exists(_ != null)) store.ensureDir(mine)
-    served.indices.filter(served(_) != null).foreach { i =>
-      try bytes(i) = keep(mine, served(i))
-      catch { case NonFatal(e) => failures(i) = e.getMessage }
+    val kept = served.indices.filter(served(_) != null).map { i =>
+      bytes(i) = served(i).files.map(_.length()).sum; served(i)
     }
-    phases.addAndGet(2, System.nanoTime() - movesStarted)
+    // The reply does not wait for the moves into this executor's retained directory (what a later loss of this
+    // executor adopts from): whatever deletes retained files here waits for them (awaitMoves).
+    if (kept.nonEmpty) pendingMoves = executor.keeping { () =>
+      val movesStarted = System.nanoTime()
+      val mine = store.executorDir(r.appKey, executorId)
+      store.ensureDir(mine)
+      val failed = kept.flatMap(v =>
+        try { keep(mine, v); None }
+        catch { case NonFatal(e) => Some(e.getMessage) })
+      if (failed.nonEmpty)
+        logWarning(s"region-recovery: ${failed.size} adopted outputs of ${r.fromExecutor} are served but not kept " +
+          s"retained here (a loss of this executor recomputes them): ${failed.take(3).mkString("; ")}")
+      logInfo(s"region-recovery: kept the adopted outputs of ${r.fromExecutor} in this executor's retained " +
+        s"directory in ${(System.nanoTime() - movesStarted) / 1000000} ms")
+    }
     if (!checkData) {
       val unchecked = r.outputs.indices.filter(failures(_) == null).map(i => (r.outputs(i), r.digests(i)))
-      if (unchecked.nonEmpty) executor.inBackground(() => checkAdopted(r.appKey, unchecked))
+      if (unchecked.nonEmpty) executor.inBackground { () => awaitMoves(); checkAdopted(r.appKey, unchecked) }
     }
     val adopted = failures.count(_ == null)
     val notAdopted = failures.filter(_ != null).distinct
     def ms(ns: Long) = ns / 1000000
+    val wasPrepared = preparedTaken.getAndSet(0)
     logInfo(s"region-recovery: adopted $adopted of ${r.outputs.length} map outputs of lost executor " +
-      s"${r.fromExecutor} in ${ms(System.nanoTime() - started)} ms (thread time: checks ${ms(phases.get(0))} ms, " +
-      s"links ${ms(phases.get(1))} ms, moves ${ms(phases.get(2))} ms)" +
+      s"${r.fromExecutor} ($wasPrepared prepared before the loss) in ${ms(System.nanoTime() - started)} ms " +
+      s"(thread time: checks ${ms(phases.get(0))} ms, links ${ms(phases.get(1))} ms; the moves follow the reply)" +
       (if (notAdopted.isEmpty) "" else s"; not adopted: ${notAdopted.mkString("; ")}"))
     AdoptReply(me, failures, bytes)
+  }
+
+  /** The last moves of adopted outputs into this executor's retained directory (one thread: earlier ones are done). */
+  @volatile private var pendingMoves: java.util.concurrent.Future[_] = _
+
+  /** Waits (up to half the ask timeout) for the moves of adoptions already answered: their files are retained here. */
+  private def awaitMoves(): Unit = Option(pendingMoves).foreach { f =>
+    try f.get(RetentionProtocol.AskTimeoutMs / 2, TimeUnit.MILLISECONDS)
+    catch { case NonFatal(e) => logWarning(s"region-recovery: moves of adopted outputs not done: $e") }
+  }
+
+  // ---- adoption prepared while nothing is wrong ---------------------------------------------------
+
+  /** (shuffle id, map id) -> its preparation; entries go when adopted, forgotten or released. */
+  private val prepared = new java.util.concurrent.ConcurrentHashMap[(Int, Long), PreparedOutput]()
+  /** Executors whose preparations here were forgotten: nothing more is prepared for them. */
+  private val forgotten = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+  /** Outputs an adoption here took: never prepared again (their files are served, then moved). */
+  private val adoptedHere = java.util.concurrent.ConcurrentHashMap.newKeySet[(Int, Long)]()
+  /** One output is prepared or adopted at a time: both link the same files into place. */
+  private val outputLocks = Array.fill(64)(new Object)
+  private def lockOf(key: (Int, Long)): Object = outputLocks((key.hashCode & Int.MaxValue) % outputLocks.length)
+  /** Prepared outputs taken by the adoption running now (for its log line). */
+  private val preparedTaken = new java.util.concurrent.atomic.AtomicInteger()
+
+  /**
+   * On the preparing thread (so never beside [[forget]]): checks each output as an adoption would and
+   * links it into Spark's directories by hard link only (a copy would double the bytes of every
+   * commit). An output that fails is left to the adoption at the loss, which checks it again and says why.
+   */
+  private def prepare(p: PrepareAdoption): Unit = if (p.appKey == appKey && notServing() == null) {
+    val phases = new java.util.concurrent.atomic.AtomicLongArray(2)
+    var refused = 0
+    p.outputs.indices.foreach { i =>
+      val o = p.outputs(i)
+      val key = o.shuffleId -> o.mapId
+      lockOf(key).synchronized {
+        if (!forgotten.contains(p.fromExecutor) && !adoptedHere.contains(key) && !prepared.containsKey(key))
+          try {
+            val v = adoptOne(appKey, p.fromExecutor, o, p.digests(i), checkData = false, phases, linkOnly = true)
+            prepared.put(key, PreparedOutput(p.fromExecutor, p.digests(i), v))
+          } catch { case NonFatal(_) => refused += 1 }
+      }
+    }
+    if (refused > 0)
+      logInfo(s"region-recovery: $refused of ${p.outputs.length} outputs of executor ${p.fromExecutor} not " +
+        "prepared for adoption here (checked again if it is lost)")
+  }
+
+  private def forget(f: ForgetPrepared): Unit = if (f.appKey == appKey) {
+    if (f.fromExecutor != null) forgotten.add(f.fromExecutor)
+    val listed = f.outputs.map(o => o.shuffleId -> o.mapId).toSet
+    prepared.forEach { (key, p) =>
+      if (p.from == f.fromExecutor || key._1 == f.shuffleId || listed.contains(key)) unprepare(key)
+    }
+  }
+
+  /** Deletes a preparation's links from Spark's directories, unless an adoption took it meanwhile. */
+  private def unprepare(key: (Int, Long)): Unit = lockOf(key).synchronized {
+    if (prepared.remove(key) != null) executor.removeMapOutputFiles(key._1, key._2)
+  }
+
+  /**
+   * The prepared output `o` of `from`, if it was checked against the same digest and as thoroughly as
+   * this adoption asks, and the files served here are still the very files (the same inodes) retained
+   * for it: then its checks hold and it is served already. Otherwise the adoption checks it anew.
+   */
+  private def takePrepared(from: String, o: OutputRef, digest: Long, checkData: Boolean): Option[VerifiedOutput] =
+    if (checkData) None
+    else
+      Option(prepared.remove(o.shuffleId -> o.mapId))
+        .filter(p => p.from == from && p.digest == digest && stillLinked(p.files, o))
+        .map { p => preparedTaken.incrementAndGet(); p.files }
+
+  private def stillLinked(v: VerifiedOutput, o: OutputRef): Boolean = {
+    val (ownData, ownIndex, ownChecksum) = executor.shuffleFiles(o.shuffleId, o.mapId)
+    def same(retained: java.io.File, own: java.io.File): Boolean = {
+      val served = own != null && own.isFile
+      served == retained.isFile && (!served || Files.isSameFile(retained.toPath, own.toPath))
+    }
+    try v.index.isFile && same(v.index, ownIndex) && same(v.data, ownData) && same(v.checksum, ownChecksum)
+    catch { case _: IOException => false }
   }
 
   /**
@@ -610,11 +720,14 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * finds a map output by file name in its own directories. The index goes last (it is what makes
    * the output readable); an empty output has neither data nor checksum file.
    */
-  private def serve(v: VerifiedOutput, shuffleId: Int, mapId: Long): Unit = {
+  private def serve(v: VerifiedOutput, shuffleId: Int, mapId: Long, linkOnly: Boolean = false): Unit = {
     val (ownData, ownIndex, ownChecksum) = executor.shuffleFiles(shuffleId, mapId)
-    if (v.data.isFile) store.linkOrCopy(v.data.toPath, ownData.toPath)
-    if (v.checksum.isFile) store.linkOrCopy(v.checksum.toPath, ownChecksum.toPath)
-    store.linkOrCopy(v.index.toPath, ownIndex.toPath)
+    def place(from: java.io.File, to: java.io.File): Unit =
+      if (linkOnly) { Files.deleteIfExists(to.toPath); Files.createLink(to.toPath, from.toPath) }
+      else store.linkOrCopy(from.toPath, to.toPath)
+    if (v.data.isFile) place(v.data, ownData)
+    if (v.checksum.isFile) place(v.checksum, ownChecksum)
+    place(v.index, ownIndex)
     executor.ownMapOutput(shuffleId, mapId)
   }
 
@@ -624,13 +737,13 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
    * its verified files or throws.
    */
   private def adoptOne(appKey: String, from: String, o: OutputRef, digest: Long, checkData: Boolean,
-      phases: java.util.concurrent.atomic.AtomicLongArray): VerifiedOutput = {
+      phases: java.util.concurrent.atomic.AtomicLongArray, linkOnly: Boolean = false): VerifiedOutput = {
     val t0 = System.nanoTime()
     requireChecksums(executor.shuffleFiles(o.shuffleId, o.mapId)._3)
     val v = RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
       executor.checksumAlgorithm, digest, checkData)
     val t1 = System.nanoTime()
-    serve(v, o.shuffleId, o.mapId)
+    serve(v, o.shuffleId, o.mapId, linkOnly)
     phases.addAndGet(0, t1 - t0); phases.addAndGet(1, System.nanoTime() - t1)
     v
   }

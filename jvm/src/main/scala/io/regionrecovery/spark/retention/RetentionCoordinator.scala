@@ -152,12 +152,15 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   /** Asks agents whether an executor is gone (up to a second each), off the coordinator's worker thread. */
   @volatile private var confirmThread: java.util.concurrent.ScheduledExecutorService = _
 
-  private def confirming(what: String)(body: => Unit): Unit = if (!stopped) {
+  private def confirming(what: String)(body: => Unit): Unit = later(0L, what)(body)
+
+  /** Runs `body` after `delayMs` on the coordinator's timer thread (never the worker's). */
+  private def later(delayMs: Long, what: String)(body: => Unit): Unit = if (!stopped) {
     synchronized { if (confirmThread == null) confirmThread = actions.newTimer() }
     val task: Runnable = () =>
       try body
       catch { case NonFatal(e) => logWarning(s"region-recovery: $what failed: $e", e) }
-    try confirmThread.schedule(task, 0L, TimeUnit.MILLISECONDS)
+    try confirmThread.schedule(task, delayMs, TimeUnit.MILLISECONDS)
     catch { case _: RejectedExecutionException => } // stopping
   }
 
@@ -309,6 +312,15 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       }
 
   private def handleLoss(executorId: String, reason: String, lossTime: Long): Unit = {
+    val preparedAt = standby.remove(executorId)
+    standby.filterInPlace((_, at) => at != executorId) // prepared here: chosen again at their next preparation
+    toPrepare.remove(executorId)
+    try handleLoss(executorId, reason, lossTime, preparedAt)
+    finally // what was prepared and not adopted goes (none of it is served: nothing was relocated there)
+      preparedAt.flatMap(agents.get).foreach(a => agents.send(a, ForgetPrepared(appKey, executorId)))
+  }
+
+  private def handleLoss(executorId: String, reason: String, lossTime: Long, preparedAt: Option[String]): Unit = {
     val startedAt = now
     executorAt.values().removeIf(_ == executorId) // a ping handled after its disconnection left it there
     val lost = agents.remove(executorId)
@@ -334,8 +346,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       return
     }
     val load = ledger.synchronized(ledger.bytesByExecutor).withDefaultValue(0L)
-    val decision =
-      AdoptionDecision.decide(currentPolicy, executorId, node, agents.live, outputs, load)(_._1, unsafeToAdopt)
+    val decision = AdoptionDecision.decide(currentPolicy, executorId, node, agents.live, outputs, load,
+      preparedAt)(_._1, unsafeToAdopt)
     val noneOnNode = !agents.live.exists(a => a.node == node && a.executorId != executorId)
     if (decision.adopter.isEmpty && noneOnNode && deployment.reattachTimeoutMs > 0) {
       val (eligible, refusals) = AdoptionDecision.eligible(currentPolicy, outputs)(_._1, unsafeToAdopt)
@@ -667,6 +679,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    */
   private def deleteRetainedCopies(shuffleId: Int): Unit = {
     ledger.synchronized(ledger.dropShuffle(shuffleId))
+    forgetPreparedShuffle(shuffleId)
     val (files, bytes) = agents.releaseShuffle(shuffleId)
     offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, RetentionPolicy.excludedReason(shuffleId)))
   }
@@ -692,12 +705,73 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       val (files, bytes) = agents.releaseOutputs(e.executorId, e.host, Array(ref), served = false)
       offer(RetainedFilesDeletedEvent(now, null, e.host, files, bytes,
         RetentionPolicy.excludedReason(e.shuffleId)))
-    } else
+    } else {
       release(ledger.synchronized(ledger.retained(e.shuffleId, e.mapId, e.mapIndex, e.executorId, e.host, e.bytes,
         e.checksum)),
         s"${ConfigKeys.RetainedMaxBytes.name}=${ledger.maxBytesPerHost} exceeded on ${e.host}: least recently used")
+      if (deployment.prepares) queuePreparation(e.executorId, OutputRef(e.shuffleId, e.mapId, e.mapIndex))
+    }
     postRetained(force = false)
   }
+
+  // ---- adoption prepared while nothing is wrong (worker thread) -------------------------------------
+
+  /** Outputs retained since the last preparation, by executor. */
+  private val toPrepare = mutable.LinkedHashMap[String, mutable.ArrayBuffer[OutputRef]]()
+  /** Each live executor's standby: the executor of its node its outputs are prepared at, chosen as an adopter is. */
+  private val standby = mutable.HashMap[String, String]()
+  private var preparationDue = false
+
+  /** Outputs committed within [[RetentionCoordinator.PrepareDelayMs]] go to their standby together. */
+  private def queuePreparation(executorId: String, o: OutputRef): Unit = {
+    toPrepare.getOrElseUpdate(executorId, mutable.ArrayBuffer()) += o
+    if (!preparationDue) {
+      preparationDue = true
+      later(RetentionCoordinator.PrepareDelayMs, "adoption preparation")(onWorker("adoption preparation")(prepare()))
+    }
+  }
+
+  /**
+   * Sends each executor's newly retained outputs to its standby ([[PrepareAdoption]]), those still
+   * retained there that an adoption could take (a digest, a deterministic stage). The standby is chosen
+   * by the adopter rule and kept while the rule allows it; a standby replaced forgets what it prepared.
+   */
+  private def prepare(): Unit = {
+    preparationDue = false
+    val batches = toPrepare.toSeq
+    toPrepare.clear()
+    lazy val load = ledger.synchronized(ledger.bytesByExecutor).withDefaultValue(0L)
+    batches.foreach { case (from, refs) =>
+      agents.get(from).foreach { holder =>
+        val previous = standby.get(from)
+        AdoptionDecision.chooseAdopter(currentPolicy, from, holder.node, agents.live, load(_), previous) match {
+          case Right((at, _)) =>
+            if (!previous.contains(at.executorId)) {
+              previous.flatMap(agents.get).foreach(q => agents.send(q, ForgetPrepared(appKey, from)))
+              standby(from) = at.executorId
+            }
+            val ready = refs.filter { o =>
+              ledger.synchronized(ledger.entry(o.shuffleId, o.mapId)).exists(_.executorId == from) &&
+              determinism.get(o.shuffleId).exists(_ != AdoptionRules.Indeterminate) &&
+              digestOf(o.shuffleId, o.mapId) != 0L
+            }
+            if (ready.nonEmpty)
+              agents.send(at,
+                PrepareAdoption(appKey, from, ready.toArray,
+                  ready.map(o => digestOf(o.shuffleId, o.mapId)).toArray))
+          case Left(_) => // no adopter on its node now: adopted (or not) as decided at the loss
+        }
+      }
+    }
+  }
+
+  /** The standby of `holder` deletes what it prepared of these outputs (released, excluded). */
+  private def forgetPrepared(holder: String, refs: Array[OutputRef]): Unit =
+    standby.get(holder).flatMap(agents.get).foreach(a => agents.send(a, ForgetPrepared(appKey, outputs = refs)))
+
+  /** Every standby deletes what it prepared of a shuffle (removed, excluded). */
+  private def forgetPreparedShuffle(shuffleId: Int): Unit =
+    if (deployment.prepares) agents.live.foreach(a => agents.send(a, ForgetPrepared(appKey, shuffleId = shuffleId)))
 
   override def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
     stages.foreach(m => if (m.shuffleId >= 0) determinism(m.shuffleId) = m.determinism)
@@ -730,8 +804,9 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           .foreach(loc => actions.unregisterIfCurrent(e.shuffleId, e.mapIndex, e.mapId, loc))
       }
       val host = es.head.host
-      agents.releaseOutputs(executorId, host, es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray,
-        served = true)
+      val refs = es.map(e => OutputRef(e.shuffleId, e.mapId, e.mapIndex)).toArray
+      agents.releaseOutputs(executorId, host, refs, served = true)
+      forgetPrepared(executorId, refs)
       es.foreach(e =>
         offer(MapOutputReleasedEvent(now, e.shuffleId, e.mapId, e.mapIndex, executorId, host,
           e.bytes, reason)))
@@ -744,6 +819,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   override def shuffleRemoved(shuffleId: Int): Unit = onWorker(s"removal of shuffle $shuffleId") {
     determinism.remove(shuffleId)
     ledger.synchronized(ledger.shuffleRemoved(shuffleId))
+    forgetPreparedShuffle(shuffleId)
     val (files, bytes) = agents.releaseShuffle(shuffleId)
     offer(RetainedFilesDeletedEvent(now, null, null, files, bytes, s"shuffle $shuffleId removed"))
   }
@@ -815,6 +891,9 @@ object RetentionCoordinator {
 
   /** Driver JVM system property, for tests only: milliseconds to wait between adoption and relocation. */
   val TestDelayProperty = "regionrecovery.test.delayRelocationMs"
+
+  /** Outputs retained within this many ms are prepared at their standby in one message. */
+  val PrepareDelayMs = 50L
 
   /**
    * How long the driver plugin's shutdown waits for the listener's decision at the application's end

@@ -61,9 +61,15 @@ object RetentionDecision {
  * @param adopterReadsData  an adopter reads every byte before it answers (Spark's reader would not detect a
  *                          corrupt block: [[RetainedVerification.readerDetectsCorruption]]), so one ask
  *                          carries at most [[AdoptionBatches.MaxBytes]]; otherwise only its output count is bounded
+ * @param prepareAdoption   `retained.prepare-adoption`: each executor's outputs are prepared at the executor that
+ *                          would adopt them ([[PrepareAdoption]]) while nothing is wrong; only where the adopter
+ *                          does not read every byte (it would read the data of every commit again)
  */
 final case class RetentionDeployment(reattachTimeoutMs: Long = 0L, shuffleService: Boolean = false,
-    earlyLossDetection: Boolean = true, adopterReadsData: Boolean = true)
+    earlyLossDetection: Boolean = true, adopterReadsData: Boolean = true, prepareAdoption: Boolean = false) {
+  /** Whether outputs are prepared at their standby adopter at all. */
+  def prepares: Boolean = prepareAdoption && !adopterReadsData && !shuffleService
+}
 
 object RetentionDeployment {
   val ShuffleServiceReason: String =

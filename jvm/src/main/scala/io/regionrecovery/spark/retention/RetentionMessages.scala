@@ -22,6 +22,9 @@ import org.apache.spark.storage.BlockManagerId
  *    lost executor with the same map id (SparkInternals.relocateIfCurrent, under the ShuffleStatus
  *    lock), unregisters the rest (Spark recomputes exactly those), and moves the map output epoch
  *    so that executors drop cached locations. Outputs of non-deterministic stages are never adopted.
+ *  - Shortly after each commit, the executor of the same node that would adopt an output (its
+ *    standby) checks it and links it into its own block manager directories ([[PrepareAdoption]]),
+ *    so that at a loss only the relocation is left; what is never adopted is forgotten ([[ForgetPrepared]]).
  *  - A heartbeat timeout is different: the process may still exist (frozen, partitioned), so its
  *    outputs are not trusted. They are unregistered at once, its retained files deleted and the
  *    executor fenced, so that if it comes back its hook retains nothing more.
@@ -58,6 +61,24 @@ sealed trait AgentRequest
  */
 final case class AdoptRequest(appKey: String, fromExecutor: String, outputs: Array[OutputRef], digests: Array[Long])
     extends AgentRequest
+
+/**
+ * Prepare to adopt `outputs` of `fromExecutor`, a live executor of this node, should it be lost: check
+ * each the way an adoption does (where the reader detects a corrupt block: the cheap checks, against
+ * `digests(i)`) and hard-link its retained files into this executor's block manager directories, so that
+ * at the loss only the relocation is left. Nothing reads them here before the driver relocates an output
+ * here; what is never adopted goes with [[ForgetPrepared]], a release, or the shuffle. Sent, no reply.
+ */
+final case class PrepareAdoption(appKey: String, fromExecutor: String, outputs: Array[OutputRef],
+    digests: Array[Long]) extends AgentRequest
+
+/**
+ * Delete the links prepared here ([[PrepareAdoption]]) that were not adopted: those of `fromExecutor`
+ * (its loss was handled, or another executor prepares for it now; nothing more is prepared for it here),
+ * of shuffle `shuffleId` (Spark removed it), or the `outputs` listed (released). Sent, no reply.
+ */
+final case class ForgetPrepared(appKey: String, fromExecutor: String = null, shuffleId: Int = -1,
+    outputs: Array[OutputRef] = Array.empty) extends AgentRequest
 
 /**
  * Delete the retained directory of `executorId` on this host (of the whole application when it is

@@ -30,6 +30,18 @@ class AdoptionDecisionSuite extends AnyFunSuite {
     assert(AdoptionDecision.nextAdopter(base, "1", "a", live, Set("2"), load).map(_._1.executorId) == Right("4"))
   }
 
+  test("the standby an executor's outputs were prepared at comes before the load, after the policy's preferences") {
+    val load = Map("10" -> 500L, "2" -> 100L).withDefaultValue(0L)
+    def pick(p: RetentionPolicy, standby: String): String =
+      AdoptionDecision.chooseAdopter(p, "1", "a", live, load, Some(standby)).map(_._1.executorId).toOption.get
+    assert(pick(base, "10") == "10", "the most loaded, but prepared")
+    val Right((_, why)) = AdoptionDecision.chooseAdopter(base, "1", "a", live, load, Some("10"))
+    assert(why == "executor 10 prepared the adoption before the loss (chosen then by this rule)")
+    assert(pick(base.copy(preferredExecutors = Seq("2")), "10") == "2", "a preferred executor wins")
+    assert(pick(base.copy(avoidedExecutors = Set("10")), "10") == "4", "an avoided standby is passed over")
+    assert(pick(base, "3") == "4", "a standby on another node (or not live) is passed over: the load decides")
+  }
+
   test("adoption stays on the host: no live agent there means no adopter") {
     assert(chosen(base, lost = "3", host = "b") == Left("no live executor with a retention agent on node b"))
     assert(chosen(base, host = "c") == Left("no live executor with a retention agent on node c"))

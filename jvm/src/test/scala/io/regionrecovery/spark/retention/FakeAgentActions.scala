@@ -50,6 +50,12 @@ final class FakeAgentActions(blockDir: Path, executorId: String = "1", host: Str
   /** Adoption runs on real threads, as in an executor: the outputs of one request side by side. */
   override def inParallel(task: () => Unit): java.util.concurrent.Future[_] =
     FakeAgentActions.adopters.submit(new Runnable { def run(): Unit = task() })
+  /** Preparations run at once, on the caller's thread. */
+  override def preparing(task: () => Unit): Unit = task()
+  /** Moves of adopted outputs run at once too. */
+  override def keeping(task: () => Unit): java.util.concurrent.Future[_] = {
+    task(); java.util.concurrent.CompletableFuture.completedFuture(null)
+  }
   val told = mutable.Buffer[AnyRef]()
   override def tellDriver(message: AnyRef): Unit = told += message
 }

@@ -301,6 +301,71 @@ class RetentionAgentSuite extends AnyFunSuite {
     }
   }
 
+  test("a prepared output is linked before the loss and adopted without another check; unprepared ones are checked") {
+    withFixture() { f =>
+      f.executor.detectsCorruption = true
+      val digests = Array(retainedOf2(f, 1L, corrupt = false), retainedOf2(f, 2L, corrupt = false))
+      val outputs = Array(OutputRef(0, 1L, 0), OutputRef(0, 2L, 1))
+      assert(f.agent.handle(PrepareAdoption(App, "2", outputs.take(1), digests.take(1))) == null)
+      assert(f.executor.owned.toSet == Set(0 -> 1L) && f.executor.shuffleFiles(0, 1L)._2.isFile,
+        "linked into the block manager's directory before any loss")
+      val lost = f.store.executorDir(App, "2")
+      // a prepared output's checks are not made again; an unprepared one's are
+      Files.delete(lost.resolve(RetainedStore.fileBase(0, 2L) + ".checksum.ADLER32"))
+      val r = f.agent.handle(AdoptRequest(App, "2", outputs, digests)).asInstanceOf[AdoptReply]
+      assert(r.failures(0) == null && r.failures(1).contains("retained checksum file missing"), r.failures.toSeq)
+      val mine = f.store.executorDir(App, f.agent.executorId)
+      assert(Files.isRegularFile(mine.resolve(RetainedStore.fileBase(0, 1L) + ".data")), "kept as its own")
+      f.agent.handle(ForgetPrepared(App, "2"))
+      assert(f.executor.removed.isEmpty, "an adopted output is served: forgetting the executor leaves it")
+    }
+  }
+
+  test("a prepared output whose retained files were replaced since is checked again: another run's are refused") {
+    withFixture() { f =>
+      f.executor.detectsCorruption = true
+      val digest = retainedOf2(f, 1L, corrupt = false)
+      f.agent.handle(PrepareAdoption(App, "2", Array(OutputRef(0, 1L, 0)), Array(digest)))
+      val index = f.store.executorDir(App, "2").resolve(RetainedStore.fileBase(0, 1L) + ".index")
+      Files.delete(index) // another file under the same name (an earlier run's), not the one prepared
+      val b = java.nio.ByteBuffer.allocate(24); Seq(0L, 6L, 11L).foreach(b.putLong)
+      FakeAgentActions.write(index, b.array())
+      val r = f.agent.handle(AdoptRequest(App, "2", Array(OutputRef(0, 1L, 0)), Array(digest))).asInstanceOf[AdoptReply]
+      assert(r.failures(0).contains("digest mismatch"), r.failures.toSeq)
+    }
+  }
+
+  test("what is prepared and never adopted goes: forgotten by executor, shuffle or output, or released") {
+    withFixture() { f =>
+      f.executor.detectsCorruption = true
+      val ids = (1L to 4L).toArray
+      val digests = ids.map(id => retainedOf2(f, id, corrupt = false))
+      val outputs = ids.zipWithIndex.map { case (id, i) => OutputRef(0, id, i) }
+      f.agent.handle(PrepareAdoption(App, "2", outputs, digests))
+      assert(f.executor.owned.size == 4)
+      f.agent.handle(ForgetPrepared(App, outputs = outputs.take(1)))
+      f.agent.handle(ReleaseOutputs(App, f.agent.executorId, outputs.slice(1, 2), served = true))
+      assert(f.executor.removed.toSeq == Seq(0 -> 1L, 0 -> 2L))
+      f.agent.handle(ForgetPrepared(App, shuffleId = 0))
+      assert(f.executor.removed.toSet == ids.map(0 -> _).toSet)
+      f.agent.handle(ForgetPrepared(App, "2"))
+      f.agent.handle(PrepareAdoption(App, "2", outputs, digests))
+      assert(f.executor.owned.size == 4, "nothing more is prepared for a forgotten executor")
+      val r = f.agent.handle(AdoptRequest(App, "2", outputs, digests)).asInstanceOf[AdoptReply]
+      assert(r.failures.forall(_ == null), "an adoption checks and links them as if nothing had been prepared")
+    }
+  }
+
+  test("an output that is not retained (or not a hard link away) is not prepared, and the adoption says why") {
+    withFixture() { f =>
+      f.executor.detectsCorruption = true
+      f.agent.handle(PrepareAdoption(App, "2", Array(OutputRef(0, 5L, 0)), Array(9L)))
+      assert(f.executor.owned.isEmpty)
+      val r = f.agent.handle(AdoptRequest(App, "2", Array(OutputRef(0, 5L, 0)), Array(9L))).asInstanceOf[AdoptReply]
+      assert(r.failures(0).contains("retained index file missing"))
+    }
+  }
+
   test("where the reader does not detect corruption, adoption reads every byte and refuses a corrupt output") {
     withFixture() { f =>
       val digests = Array(retainedOf2(f, 1L, corrupt = false), retainedOf2(f, 2L, corrupt = true))

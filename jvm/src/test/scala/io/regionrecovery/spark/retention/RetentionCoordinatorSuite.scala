@@ -57,6 +57,79 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     def adopted: Seq[MapOutputAdoptedEvent] = events.toSeq.collect { case e: MapOutputAdoptedEvent => e }
     def deleted: Seq[RetainedFilesDeletedEvent] = events.toSeq.collect { case e: RetainedFilesDeletedEvent => e }
     def ping(executorId: String): AnyRef = spark.endpoint(LeasePing(coordinator.appKey, executorId))
+    /** Runs the preparations the coordinator scheduled (outputs retained within a short delay go together). */
+    def runPreparation(): Unit = {
+      val due = spark.timeouts.filter(_._2 == RetentionCoordinator.PrepareDelayMs)
+      spark.timeouts --= due
+      due.foreach(_._1.run())
+    }
+    def sent[T <: AgentRequest](implicit ct: scala.reflect.ClassTag[T]): Seq[(AnyRef, T)] =
+      spark.sent.toSeq.collect { case (ref, r: T) => ref -> r }
+  }
+
+  private val Preparing = RetentionDeployment(adopterReadsData = false, prepareAdoption = true)
+
+  test("retained outputs are prepared at the executor that would adopt them, which adopts them at the loss") {
+    val f = new Fixture(deployment = Preparing)
+    f.agent("1")(); f.agent("2")(); f.agent("3")()
+    f.stage(0)
+    val m0 = f.output(0, 0, "1", digest = 11L); val m1 = f.output(0, 1, "1", digest = 12L)
+    f.output(0, 2, "3", bytes = 5L)
+    assert(f.sent[PrepareAdoption].isEmpty, "outputs committed close together are prepared together, a bit later")
+    f.runPreparation()
+    val prepared = f.sent[PrepareAdoption].map { case (ref, p) =>
+      (ref, p.fromExecutor, p.outputs.toSeq, p.digests.toSeq)
+    }
+    assert(prepared.toSet == Set( // by the adopter rule: 2 holds no bytes, 3 five, 1 two hundred
+      ("agent-2", "1", Seq(OutputRef(0, m0, 0), OutputRef(0, m1, 1)), Seq(11L, 12L)),
+      ("agent-2", "3", Seq(OutputRef(0, 2L, 2)), Seq(77L))))
+
+    f.agent("0")() // the lowest id, no bytes: without the standby it would adopt
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(f.asks[AdoptRequest].map(_._1) == Seq("agent-2"))
+    assert(f.lossRecords.head.contains("executor 2 prepared the adoption before the loss"), f.lossRecords.head)
+    assert(f.spark.registered((0, 0)) == ((m0, f.spark.location("2", "host-a"))))
+    assert(f.sent[ForgetPrepared].map { case (ref, r) =>
+        (ref, r.appKey, r.fromExecutor, r.shuffleId, r.outputs.size)
+      } ==
+        Seq(("agent-2", f.coordinator.appKey, "1", -1, 0)),
+      "after the loss the standby deletes what it prepared and did not adopt")
+
+    f.coordinator.executorRemoved("2", "Command exited with code 137", f.clock.millis())
+    f.output(0, 3, "3"); f.runPreparation()
+    assert(f.sent[PrepareAdoption].last._1 == "agent-0", "3's standby was lost: the rule chooses another")
+  }
+
+  test("a released output is forgotten by its standby; a removed shuffle by every executor; no standby, nothing") {
+    val f = new Fixture(RetentionPolicy(ReleasePolicy.ShuffleCleanup, 250L), Preparing)
+    f.agent("1")(); f.agent("2")(); f.agent("9", host = "host-b")()
+    f.stage(0); f.stage(1)
+    f.output(0, 0, "1"); f.output(0, 1, "1"); f.output(1, 0, "9", host = "host-b")
+    f.runPreparation()
+    assert(f.sent[PrepareAdoption].map(_._1) == Seq("agent-2"), "host-b has no other executor: nothing is prepared")
+    f.coordinator.jobEnded(0, succeeded = true); f.coordinator.jobEnded(1, succeeded = true) // out of use
+    f.output(1, 1, "1") // 300 bytes on host-a: the cap releases one output there
+    val released = events(f).collect { case e: MapOutputReleasedEvent => OutputRef(e.shuffleId, e.mapId, e.mapIndex) }
+    assert(released.size == 1)
+    assert(f.sent[ForgetPrepared].map { case (ref, r) => (ref, r.outputs.toSeq) } == Seq("agent-2" -> released))
+    f.coordinator.shuffleRemoved(0)
+    assert(f.sent[ForgetPrepared].drop(1).map { case (ref, r) => (ref, r.shuffleId) }.toSet ==
+      Set("agent-1" -> 0, "agent-2" -> 0, "agent-9" -> 0))
+    f.runPreparation()
+    assert(
+      f.sent[PrepareAdoption].size == 2 && f.sent[PrepareAdoption].last._2.outputs.toSeq ==
+        Seq(OutputRef(1, 101L, 1)).filterNot(released.contains), "only what is still retained is prepared")
+  }
+
+  test("without prepare-adoption, or where the adopter reads every byte, nothing is prepared") {
+    for (d <- Seq(RetentionDeployment(adopterReadsData = false), RetentionDeployment(prepareAdoption = true))) {
+      val f = new Fixture(deployment = d)
+      f.agent("1")(); f.agent("2")()
+      f.stage(0); f.output(0, 0, "1")
+      assert(!f.spark.timeouts.exists(_._2 == RetentionCoordinator.PrepareDelayMs), d)
+      f.runPreparation()
+      assert(f.sent[PrepareAdoption].isEmpty, d)
+    }
   }
 
   test(

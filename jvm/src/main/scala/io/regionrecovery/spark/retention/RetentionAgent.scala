@@ -599,7 +599,12 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
           try {
             val v = adoptOne(appKey, p.fromExecutor, o, p.digests(i), checkData = false, phases, linkOnly = true)
             prepared.put(key, PreparedOutput(p.fromExecutor, p.digests(i), v))
-          } catch { case NonFatal(_) => refused += 1 }
+          } catch {
+            case NonFatal(_) =>
+              refused += 1
+              try executor.removeMapOutputFiles(o.shuffleId, o.mapId) // a link made before the failure
+              catch { case NonFatal(_) => }
+          }
       }
     }
     if (refused > 0)

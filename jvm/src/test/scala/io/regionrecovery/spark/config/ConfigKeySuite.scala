@@ -109,12 +109,12 @@ class ConfigKeySuite extends AnyFunSuite {
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
     val names = ConfigKeys.all.map(_.name)
-    assert(names == names.sorted && names.distinct == names && names.size == 44)
+    assert(names == names.sorted && names.distinct == names && names.size == 45)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
     assert(jvm == Set("event-buffer.capacity", "retained.enabled", "retained.dir", "retained.max-bytes",
       "retained.release", "retained.lease-timeout", "retained.node-env", "retained.reattach-timeout",
-      "retained.early-loss-detection", "retained.redirect-fetches", "shuffle-io.delegate",
+      "retained.early-loss-detection", "retained.redirect-fetches", "retained.prepare-adoption", "shuffle-io.delegate",
       "job-recovery.previous-worker.recovery.timeout",
       "job-recovery.window", "job-recovery.lease-timeout", "job-recovery.code-version", "job-recovery.input-digest",
       "job-recovery.ignored-settings",

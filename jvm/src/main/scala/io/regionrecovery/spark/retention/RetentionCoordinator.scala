@@ -750,15 +750,14 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
               previous.flatMap(agents.get).foreach(q => agents.send(q, ForgetPrepared(appKey, from)))
               standby(from) = at.executorId
             }
-            val ready = refs.filter { o =>
-              ledger.synchronized(ledger.entry(o.shuffleId, o.mapId)).exists(_.executorId == from) &&
-              determinism.get(o.shuffleId).exists(_ != AdoptionRules.Indeterminate) &&
-              digestOf(o.shuffleId, o.mapId) != 0L
+            // the cheap part of unsafeToAdopt: the rest is decided at the loss, and what is not adopted is forgotten
+            val ready = ledger.synchronized {
+              refs.flatMap(o => ledger.entry(o.shuffleId, o.mapId).filter(_.executorId == from).map(o -> _.digest))
+            }.filter { case (o, digest) =>
+              digest != 0L && determinism.get(o.shuffleId).exists(_ != AdoptionRules.Indeterminate)
             }
             if (ready.nonEmpty)
-              agents.send(at,
-                PrepareAdoption(appKey, from, ready.toArray,
-                  ready.map(o => digestOf(o.shuffleId, o.mapId)).toArray))
+              agents.send(at, PrepareAdoption(appKey, from, ready.map(_._1).toArray, ready.map(_._2).toArray))
           case Left(_) => // no adopter on its node now: adopted (or not) as decided at the loss
         }
       }

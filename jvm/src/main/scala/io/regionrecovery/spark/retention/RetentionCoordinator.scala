@@ -322,6 +322,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   private def handleLoss(executorId: String, reason: String, lossTime: Long, preparedAt: Option[String]): Unit = {
     val startedAt = now
+    val startedCpuNs = RetentionCoordinator.threadCpuNs()
     executorAt.values().removeIf(_ == executorId) // a ping handled after its disconnection left it there
     val lost = agents.remove(executorId)
     val outputs = actions.outputsOnExecutor(executorId)
@@ -363,7 +364,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     }
     unregister(executorId, decision.refused)
     val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size,
-      sparkDirs),
+      sparkDirs, startedCpuNs),
       decision.adopter, decision.reason,
       failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed, load))
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
@@ -408,6 +409,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       ledger.synchronized(ledger.entry(o._1, o._3).map(_.bytes)).getOrElse(0L))
       .foreach { batch =>
         val askStart = now
+        val cpuMs =
+          if (loss.startedCpuNs < 0) -1L else (RetentionCoordinator.threadCpuNs() - loss.startedCpuNs) / 1000000L
         val refs = batch.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
         val digests = batch.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
         // The adopter may be lost too (two executors of a node die at once, its loss not handled yet): the
@@ -431,10 +434,14 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           agents.outputsMoved(OutputsMoved(executorId, reply.get.location, moved.map(_.shuffleId).toArray,
             moved.map(_.mapId).toArray))
           movedBatches += 1
+          if (deployment.prepares) prepareAdopted(reply.get.location.executorId, moved)
         }
         adopted += moved.size
         timings += Json.obj("outputs" -> batch.size.toString,
           "asked_after_loss_ms" -> (askStart - loss.lossTime).toString,
+          // the worker thread's CPU time from the start of the handling to this ask: against the wall time since
+          // then, whether the wait before the ask is work or a thread waiting for a core
+          "cpu_before_ask_ms" -> cpuMs.toString,
           "ask_ms" -> (askEnd - askStart).toString, "relocate_ms" -> (now - askEnd).toString,
           "done_after_loss_ms" -> (now - loss.lossTime).toString)
       }
@@ -764,6 +771,15 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     }
   }
 
+  /**
+   * Outputs an executor adopted are prepared at its own standby like its commits, so a loss of the adopter
+   * in turn finds them prepared too. Once its moves into its retained directory are likely done (they follow
+   * its reply): one not moved yet is not prepared, and is checked at that loss.
+   */
+  private def prepareAdopted(holder: String, moved: Seq[OutputRef]): Unit =
+    later(RetentionCoordinator.AdoptedPrepareDelayMs, "preparation of adopted outputs")(
+      onWorker("preparation of adopted outputs")(moved.foreach(queuePreparation(holder, _))))
+
   /** The standby of `holder` deletes what it prepared of these outputs (released, excluded). */
   private def forgetPrepared(holder: String, refs: Array[OutputRef]): Unit =
     standby.get(holder).flatMap(agents.get).foreach(a => agents.send(a, ForgetPrepared(appKey, outputs = refs)))
@@ -888,11 +904,20 @@ object RetentionCoordinator {
   /** How an executor loss found by [[RetentionCoordinator.connectionClosed]] is reported to Spark and Python. */
   val ProcessGone = "Executor process gone"
 
+  private val threads = java.lang.management.ManagementFactory.getThreadMXBean
+
+  /** The calling thread's CPU time in ns, or -1 where the JVM does not measure it. */
+  private[retention] def threadCpuNs(): Long =
+    if (threads.isCurrentThreadCpuTimeSupported) threads.getCurrentThreadCpuTime else -1L
+
   /** Driver JVM system property, for tests only: milliseconds to wait between adoption and relocation. */
   val TestDelayProperty = "regionrecovery.test.delayRelocationMs"
 
   /** Outputs retained within this many ms are prepared at their standby in one message. */
   val PrepareDelayMs = 50L
+
+  /** Outputs adopted are prepared at the adopter's standby this many ms after their relocation. */
+  val AdoptedPrepareDelayMs = 1000L
 
   /**
    * How long the driver plugin's shutdown waits for the listener's decision at the application's end

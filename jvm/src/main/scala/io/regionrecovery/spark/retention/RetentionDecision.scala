@@ -83,4 +83,4 @@ object RetentionDeployment {
  */
 private[retention] final case class LostOutputs(executorId: String, reason: String, lossTime: Long,
     startedAt: Long, node: String, offered: Seq[(Int, Int, Long, org.apache.spark.storage.BlockManagerId)],
-    total: Int, sparkDirs: Seq[String])
+    total: Int, sparkDirs: Seq[String], startedCpuNs: Long = -1L)

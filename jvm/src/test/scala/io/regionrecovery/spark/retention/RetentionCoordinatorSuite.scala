@@ -100,6 +100,32 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.sent[PrepareAdoption].last._1 == "agent-0", "3's standby was lost: the rule chooses another")
   }
 
+  test("outputs an executor adopted are prepared at its own standby, after its moves, and adopted prepared again") {
+    val f = new Fixture(deployment = Preparing)
+    f.agent("1")(); f.agent("2")(); f.agent("3")(); f.stage(0)
+    val m0 = f.output(0, 0, "1", digest = 11L); val m1 = f.output(0, 1, "1", digest = 12L)
+    f.output(0, 2, "3", bytes = 500L)
+    f.runPreparation()
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(f.adopted.map(_.toExecutor).toSet == Set("2"))
+    val before = f.sent[PrepareAdoption].size
+    f.runPreparation()
+    assert(f.sent[PrepareAdoption].size == before, "not before the adopter moved them into its retained directory")
+    val due = f.spark.timeouts.filter(_._2 == RetentionCoordinator.AdoptedPrepareDelayMs)
+    assert(due.size == 1)
+    f.spark.timeouts --= due; due.foreach(_._1.run())
+    f.runPreparation()
+    val second = f.sent[PrepareAdoption].drop(before).map { case (ref, p) =>
+      (ref, p.fromExecutor,
+        p.outputs.toSeq.map(_.mapId).toSet, p.digests.toSeq.toSet)
+    }
+    assert(second == Seq(("agent-3", "2", Set(m0, m1), Set(11L, 12L))), "2's standby is the other executor left")
+    f.coordinator.executorRemoved("2", "Command exited with code 137", f.clock.millis())
+    assert(f.asks[AdoptRequest].last._1 == "agent-3")
+    assert(f.lossRecords.last.contains("executor 3 prepared the adoption before the loss"), f.lossRecords.last)
+    assert(f.adopted.filter(_.toExecutor == "3").map(_.mapId).toSet == Set(m0, m1))
+  }
+
   test("a released output is forgotten by its standby; a removed shuffle by every executor; no standby, nothing") {
     val f = new Fixture(RetentionPolicy(ReleasePolicy.ShuffleCleanup, 250L), Preparing)
     f.agent("1")(); f.agent("2")(); f.agent("9", host = "host-b")()

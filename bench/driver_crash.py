@@ -45,7 +45,7 @@ MIN_V = 100  # the job's filter constant (batch_job's default)
 # reps: crashes per mode, in the order vanilla, recovery, recovery, vanilla, ...: each process's start-up
 # (JVM, executors) is a large part of the figure and varied between 19 and 42 s on a busy 2-core machine.
 SCALES = {
-    "small": {"rows": 200_000, "keys": 1000, "files": 4, "slow": 2.0, "map_work": 40.0, "reps": 3},
+    "small": {"rows": 200_000, "keys": 1000, "files": 4, "slow": 2.0, "map_work": 40.0, "reps": 5},
     "medium": {"rows": 2_000_000, "keys": 1000, "files": 8, "slow": 2.0, "map_work": 40.0, "reps": 3},
 }
 
@@ -119,6 +119,59 @@ def read_stages(lines) -> AppStages:
                 stage.tasks += 1
                 stage.map_tasks += e.get("Task Type") == "ShuffleMapTask"
     return app
+
+
+def phases(lines, started: float, ended: float, executors: int = 2) -> dict[str, float | None]:
+    """Where an application's wall time went, in seconds, from its event log and its process's start and end
+    (epoch seconds): the process's start until Spark's ApplicationStart (Python, the driver JVM, the
+    SparkContext), until `executors` executors were added, until the first job, the jobs (first start to last
+    end; `between_stages_s` is the part of it with no stage running: the driver's planning, AQE, job recovery's
+    restore), and the last job's end until the process exited (stopping, the report)."""
+    app_start = None
+    added: list[float] = []
+    job_starts: list[float] = []
+    job_ends: list[float] = []
+    stages: list[tuple[float, float]] = []
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        kind = e.get("Event")
+        if kind == "SparkListenerApplicationStart":
+            app_start = e["Timestamp"] / 1000
+        elif kind == "SparkListenerExecutorAdded":
+            added.append(e["Timestamp"] / 1000)
+        elif kind == "SparkListenerJobStart":
+            job_starts.append(e["Submission Time"] / 1000)
+        elif kind == "SparkListenerJobEnd":
+            job_ends.append(e["Completion Time"] / 1000)
+        elif kind == "SparkListenerStageCompleted":
+            info = e["Stage Info"]
+            if info.get("Submission Time") and info.get("Completion Time"):
+                stages.append((info["Submission Time"] / 1000, info["Completion Time"] / 1000))
+    first_job = min(job_starts, default=None)
+    last_end = max(job_ends, default=None)
+    ready = sorted(added)[executors - 1] if len(added) >= executors else None
+    busy, reach = 0.0, None  # the union of the stages' intervals within the jobs
+    for lo, hi in sorted(stages):
+        lo = max(lo, reach) if reach is not None else lo
+        if hi > lo:
+            busy += hi - lo
+        reach = hi if reach is None else max(reach, hi)
+
+    def span(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else round(b - a, 1)
+
+    jobs = span(first_job, last_end)
+    return {
+        "to_app_start_s": span(started, app_start),
+        "to_executors_s": span(app_start, ready),
+        "to_first_job_s": span(ready, first_job),
+        "jobs_s": jobs,
+        "between_stages_s": None if jobs is None else round(jobs - busy, 1),
+        "after_last_job_s": span(last_end, ended),
+    }
 
 
 def _log_lines(event_dir: Path) -> list[str]:
@@ -270,6 +323,7 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
     with open(log_path, "a") as log:
         log.write(f"==== driver-crash {mode}: first attempt\n")
         log.flush()
+        first_epoch = time.time()
         first = Attempt([*command, "--event-log", str(events_first)], env, log)
         from region_recovery.jobrecovery import RecordWatch
 
@@ -308,6 +362,7 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         log.flush()
         pidfile.unlink(missing_ok=True)
         progress_file.unlink(missing_ok=True)
+        resub_epoch = time.time()
         resub = Attempt([*command, "--event-log", str(events), "--report", str(report_file)], env, log)
         try:
             code = resub.proc.wait(timeout=1800)
@@ -328,7 +383,8 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
     row["retained_bytes_end"] = shuffle_bytes_on_disk(str(retained))
     row["shuffle_bytes_left"] = shuffle_bytes_on_disk(str(local))
 
-    first_app = read_stages(_log_lines(events_first))
+    first_lines = _log_lines(events_first)
+    first_app = read_stages(first_lines)
     resub_lines = _log_lines(events) if events.exists() else []
     resub_stages = read_stages(resub_lines)
     again = reexecuted(first_app, resub_stages)
@@ -358,6 +414,8 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         "first_attempt_log_torn_lines": first_app.torn,
         "first_attempt_map_stage_s": first_app.map_stage_seconds(),  # the stage it was killed in is cut off
         "resubmission_map_stage_s": resub_stages.map_stage_seconds(),
+        "first_attempt_phases": phases(first_lines, first_epoch, first_epoch + first_s),
+        "resubmission_phases": phases(resub_lines, resub_epoch, resub_epoch + resub_s),
         "equals_expected": equals_expected,
         "rows": cfg["rows"],
         "slow_s": cfg["slow"],
@@ -399,6 +457,8 @@ def combine(rows: list[dict]) -> dict:
         values = [r["extra"][key] for r in rows]
         extra[f"{key}_runs"] = values
         extra[key] = round(statistics.median(values), 3) if None not in values else None
+    for key in ("first_attempt_phases", "resubmission_phases"):
+        extra[f"{key}_runs"] = [r["extra"].get(key) for r in rows]
     for key in ("equals_expected", "cross_check_agrees"):
         if key in extra:
             extra[key] = all(r["extra"].get(key) for r in rows)

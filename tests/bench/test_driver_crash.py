@@ -120,6 +120,37 @@ def test_a_failed_stage_is_not_finished_work():
     assert len(read_stages(events).completed_map_signatures()) == 2
 
 
+def test_phases_split_a_resubmission_s_wall_time_by_its_event_log():
+    def at(kind, seconds, **more):
+        key = {"SparkListenerJobStart": "Submission Time", "SparkListenerJobEnd": "Completion Time"}.get(kind, "Timestamp")
+        return {"Event": kind, key: int(seconds * 1000), **more}
+
+    def stage(sid, lo, hi):
+        info = {"Stage ID": sid, "Submission Time": int(lo * 1000), "Completion Time": int(hi * 1000)}
+        return {"Event": "SparkListenerStageCompleted", "Stage Info": info}
+
+    log = lines(
+        at("SparkListenerApplicationStart", 108),
+        at("SparkListenerExecutorAdded", 112),
+        at("SparkListenerExecutorAdded", 115),
+        at("SparkListenerJobStart", 118),
+        stage(0, 118.5, 121),  # two stages overlapping: the gaps are 118-118.5, 123-126 and 130-131
+        stage(1, 120, 123),
+        stage(2, 126, 130),
+        at("SparkListenerJobEnd", 131),
+    ) + ['{"Event": "SparkListenerJobE']
+    assert driver_crash.phases(log, started=100, ended=134) == {
+        "to_app_start_s": 8,
+        "to_executors_s": 7,
+        "to_first_job_s": 3,
+        "jobs_s": 13,
+        "between_stages_s": 4.5,
+        "after_last_job_s": 3,
+    }
+    cut = driver_crash.phases(log[:2], started=100, ended=110)
+    assert cut["to_app_start_s"] == 8 and cut["to_executors_s"] is None and cut["jobs_s"] is None
+
+
 def test_targets():
     def runs(wall_ratio, maps, exact):
         vanilla = {"succeeded": True, "map_tasks_reexecuted": 4, "extra": {"equals_expected": True}}

@@ -121,9 +121,10 @@ def test_a_failed_stage_is_not_finished_work():
 
 
 def test_phases_split_a_resubmission_s_wall_time_by_its_event_log():
-    def at(kind, seconds, **more):
-        key = {"SparkListenerJobStart": "Submission Time", "SparkListenerJobEnd": "Completion Time"}.get(kind, "Timestamp")
-        return {"Event": kind, key: int(seconds * 1000), **more}
+    times = {"SparkListenerJobStart": "Submission Time", "SparkListenerJobEnd": "Completion Time"}
+
+    def at(kind, seconds):
+        return {"Event": kind, times.get(kind, "Timestamp"): int(seconds * 1000)}
 
     def stage(sid, lo, hi):
         info = {"Stage ID": sid, "Submission Time": int(lo * 1000), "Completion Time": int(hi * 1000)}

@@ -110,6 +110,10 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
   def bytesByExecutor: Map[String, Long] =
     entries.valuesIterator.toSeq.groupMapReduce(_.executorId)(_.bytes)(_ + _)
 
+  /** The outputs an executor's retained directory holds now (a scan: for the rare standby lost). */
+  def outputsOf(executorId: String): Seq[RetainedEntry] =
+    entries.valuesIterator.filter(_.executorId == executorId).toSeq
+
   /** The entry of a retained output, if the ledger holds it. */
   def entry(shuffleId: Int, mapId: Long): Option[RetainedEntry] = entries.get((shuffleId, mapId))
 

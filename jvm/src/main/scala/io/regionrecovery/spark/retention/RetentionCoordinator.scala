@@ -108,6 +108,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     case h: RetentionAgentHello =>
       agents.register(h)
       if (h.held.nonEmpty) onWorker(s"reattached volume of executor ${h.executorId}")(reattached(h.executorId))
+      if (deployment.prepares) onWorker(s"preparation at new executor ${h.executorId}")(prepareForNewcomer(h))
       if (earlyLossDetection && agents.live.exists(a => a.node == h.node && a.executorId != h.executorId))
         confirming(s"liveness lock check of executor ${h.executorId}")(checkLocksSeen(h))
       null
@@ -313,11 +314,16 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   private def handleLoss(executorId: String, reason: String, lossTime: Long): Unit = {
     val preparedAt = standby.remove(executorId)
-    standby.filterInPlace((_, at) => at != executorId) // prepared here: chosen again at their next preparation
+    val orphans = standby.collect { case (holder, at) if at == executorId => holder }.toSeq
+    standby.filterInPlace((_, at) => at != executorId)
     toPrepare.remove(executorId)
     try handleLoss(executorId, reason, lossTime, preparedAt)
-    finally // what was prepared and not adopted goes (none of it is served: nothing was relocated there)
+    finally {
+      // what was prepared and not adopted goes (none of it is served: nothing was relocated there)
       preparedAt.flatMap(agents.get).foreach(a => agents.send(a, ForgetPrepared(appKey, executorId)))
+      // executors whose outputs were prepared here: all they retain is prepared again, at a standby chosen anew
+      orphans.filter(agents.get(_).isDefined).foreach(prepareAll)
+    }
   }
 
   private def handleLoss(executorId: String, reason: String, lossTime: Long, preparedAt: Option[String]): Unit = {
@@ -779,6 +785,20 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   private def prepareAdopted(holder: String, moved: Seq[OutputRef]): Unit =
     later(RetentionCoordinator.AdoptedPrepareDelayMs, "preparation of adopted outputs")(
       onWorker("preparation of adopted outputs")(moved.foreach(queuePreparation(holder, _))))
+
+  /** Everything `holder` retains now is prepared (again) at its standby. */
+  private def prepareAll(holder: String): Unit =
+    ledger.synchronized(ledger.outputsOf(holder))
+      .foreach(e => queuePreparation(holder, OutputRef(e.shuffleId, e.mapId, e.mapIndex)))
+
+  /**
+   * A new executor on a node: the node's executors that have no standby (none was left when their
+   * outputs were retained or adopted, or theirs was lost with nobody else there, as when a node's only
+   * other executor dies and its replacement starts) have all they retain prepared now.
+   */
+  private def prepareForNewcomer(h: RetentionAgentHello): Unit =
+    agents.live.filter(a => a.node == h.node && a.executorId != h.executorId && !standby.contains(a.executorId))
+      .foreach(a => prepareAll(a.executorId))
 
   /** The standby of `holder` deletes what it prepared of these outputs (released, excluded). */
   private def forgetPrepared(holder: String, refs: Array[OutputRef]): Unit =

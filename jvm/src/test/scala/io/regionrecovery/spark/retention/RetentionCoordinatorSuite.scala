@@ -126,6 +126,42 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.adopted.filter(_.toExecutor == "3").map(_.mapId).toSet == Set(m0, m1))
   }
 
+  test("a standby lost: what its holders retain is prepared again at a standby chosen anew") {
+    val f = new Fixture(deployment = Preparing)
+    f.agent("1")(); f.agent("2")(); f.agent("3")(); f.agent("9", host = "host-b")(); f.stage(0)
+    val m0 = f.output(0, 0, "1"); val m1 = f.output(0, 1, "1")
+    f.output(0, 2, "3", bytes = 500L)
+    f.runPreparation()
+    assert(f.sent[PrepareAdoption].map(p => (p._1, p._2.fromExecutor)).toSet == Set("agent-2" -> "1", "agent-2" -> "3"))
+    val before = f.sent[PrepareAdoption].size
+    f.coordinator.executorRemoved("2", "Command exited with code 137", f.clock.millis())
+    f.runPreparation()
+    val again =
+      f.sent[PrepareAdoption].drop(before).map(p => (p._1, p._2.fromExecutor, p._2.outputs.map(_.mapId).toSet))
+    assert(again.toSet == Set(("agent-3", "1", Set(m0, m1)), ("agent-1", "3", Set(2L))))
+  }
+
+  test("two executors on a node, one lost: the survivor's outputs, adopted ones too, are prepared at the replacement") {
+    val f = new Fixture(deployment = Preparing)
+    f.agent("1")(); f.agent("2")(); f.stage(0)
+    val m0 = f.output(0, 0, "1"); val m1 = f.output(0, 1, "2")
+    f.runPreparation()
+    val before = f.sent[PrepareAdoption].size
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    val due = f.spark.timeouts.filter(_._2 == RetentionCoordinator.AdoptedPrepareDelayMs)
+    f.spark.timeouts --= due; due.foreach(_._1.run())
+    f.runPreparation()
+    assert(f.sent[PrepareAdoption].size == before, "no other executor on the node: nowhere to prepare")
+    f.agent("3")() // the replacement
+    f.runPreparation()
+    val prepared =
+      f.sent[PrepareAdoption].drop(before).map(p => (p._1, p._2.fromExecutor, p._2.outputs.map(_.mapId).toSet))
+    assert(prepared == Seq(("agent-3", "2", Set(m0, m1))))
+    f.agent("4")()
+    f.runPreparation()
+    assert(f.sent[PrepareAdoption].size == before + 1, "2 has a standby now, and 3 retains nothing")
+  }
+
   test("a released output is forgotten by its standby; a removed shuffle by every executor; no standby, nothing") {
     val f = new Fixture(RetentionPolicy(ReleasePolicy.ShuffleCleanup, 250L), Preparing)
     f.agent("1")(); f.agent("2")(); f.agent("9", host = "host-b")()

@@ -58,10 +58,13 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     def deleted: Seq[RetainedFilesDeletedEvent] = events.toSeq.collect { case e: RetainedFilesDeletedEvent => e }
     def ping(executorId: String): AnyRef = spark.endpoint(LeasePing(coordinator.appKey, executorId))
     /** Runs the preparations the coordinator scheduled (outputs retained within a short delay go together). */
-    def runPreparation(): Unit = {
-      val due = spark.timeouts.filter(_._2 == RetentionCoordinator.PrepareDelayMs)
+    def runPreparation(): Unit = runTimers(RetentionCoordinator.PrepareDelayMs)
+    /** Runs the tasks the coordinator scheduled `delayMs` ahead; returns how many there were. */
+    def runTimers(delayMs: Long): Int = {
+      val due = spark.timeouts.filter(_._2 == delayMs)
       spark.timeouts --= due
       due.foreach(_._1.run())
+      due.size
     }
     def sent[T <: AgentRequest](implicit ct: scala.reflect.ClassTag[T]): Seq[(AnyRef, T)] =
       spark.sent.toSeq.collect { case (ref, r: T) => ref -> r }
@@ -111,9 +114,7 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     val before = f.sent[PrepareAdoption].size
     f.runPreparation()
     assert(f.sent[PrepareAdoption].size == before, "not before the adopter moved them into its retained directory")
-    val due = f.spark.timeouts.filter(_._2 == RetentionCoordinator.AdoptedPrepareDelayMs)
-    assert(due.size == 1)
-    f.spark.timeouts --= due; due.foreach(_._1.run())
+    assert(f.runTimers(RetentionCoordinator.AdoptedPrepareDelayMs) == 1)
     f.runPreparation()
     val second = f.sent[PrepareAdoption].drop(before).map { case (ref, p) =>
       (ref, p.fromExecutor,
@@ -148,8 +149,7 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     f.runPreparation()
     val before = f.sent[PrepareAdoption].size
     f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
-    val due = f.spark.timeouts.filter(_._2 == RetentionCoordinator.AdoptedPrepareDelayMs)
-    f.spark.timeouts --= due; due.foreach(_._1.run())
+    f.runTimers(RetentionCoordinator.AdoptedPrepareDelayMs)
     f.runPreparation()
     assert(f.sent[PrepareAdoption].size == before, "no other executor on the node: nowhere to prepare")
     f.agent("3")() // the replacement

@@ -591,22 +591,32 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   private def prepare(p: PrepareAdoption): Unit = if (p.appKey == appKey && notServing() == null) {
     val phases = new java.util.concurrent.atomic.AtomicLongArray(2)
     var refused = 0
+    val ready = Array.newBuilder[OutputRef] // prepared here for `fromExecutor`, now or before
     p.outputs.indices.foreach { i =>
       val o = p.outputs(i)
       val key = o.shuffleId -> o.mapId
       lockOf(key).synchronized {
-        if (!forgotten.contains(p.fromExecutor) && !adoptedHere.contains(key) && !prepared.containsKey(key))
-          try {
-            val v = adoptOne(appKey, p.fromExecutor, o, p.digests(i), checkData = false, phases, linkOnly = true)
-            prepared.put(key, PreparedOutput(p.fromExecutor, p.digests(i), v))
-          } catch {
-            case NonFatal(_) =>
-              refused += 1
-              try executor.removeMapOutputFiles(o.shuffleId, o.mapId) // a link made before the failure
-              catch { case NonFatal(_) => }
+        if (!forgotten.contains(p.fromExecutor) && !adoptedHere.contains(key))
+          Option(prepared.get(key)) match {
+            case Some(done) => if (done.from == p.fromExecutor && done.digest == p.digests(i)) ready += o
+            case None =>
+              try {
+                val v = adoptOne(appKey, p.fromExecutor, o, p.digests(i), checkData = false, phases, linkOnly = true)
+                prepared.put(key, PreparedOutput(p.fromExecutor, p.digests(i), v))
+                ready += o
+              } catch {
+                case NonFatal(_) =>
+                  refused += 1
+                  try executor.removeMapOutputFiles(o.shuffleId, o.mapId) // a link made before the failure
+                  catch { case NonFatal(_) => }
+              }
           }
       }
     }
+    val done = ready.result()
+    if (done.nonEmpty)
+      try executor.tellDriver(OutputsPrepared(appKey, executorId, executor.localBlockManagerId, p.fromExecutor, done))
+      catch { case NonFatal(_) => } // the driver then asks before it relocates, as without it
     if (refused > 0)
       logInfo(s"region-recovery: $refused of ${p.outputs.length} outputs of executor ${p.fromExecutor} not " +
         "prepared for adoption here (checked again if it is lost)")

@@ -112,6 +112,9 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       if (earlyLossDetection && agents.live.exists(a => a.node == h.node && a.executorId != h.executorId))
         confirming(s"liveness lock check of executor ${h.executorId}")(checkLocksSeen(h))
       null
+    case p: OutputsPrepared =>
+      if (p.appKey == appKey) onWorker(s"outputs prepared at executor ${p.executorId}")(outputsPrepared(p))
+      null
     case c: CorruptAdoptedOutputs =>
       if (c.appKey == appKey) onWorker(s"corrupt outputs adopted by executor ${c.executorId}")(corruptAdopted(c))
       null
@@ -317,7 +320,9 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val orphans = standby.collect { case (holder, at) if at == executorId => holder }.toSeq
     standby.filterInPlace((_, at) => at != executorId)
     toPrepare.remove(executorId)
-    try handleLoss(executorId, reason, lossTime, preparedAt)
+    val ready = preparedReady.remove(executorId).filter(r => preparedAt.contains(r.standby))
+    preparedReady.filterInPlace((_, r) => r.standby != executorId)
+    try handleLoss(executorId, reason, lossTime, preparedAt, ready)
     finally {
       // what was prepared and not adopted goes (none of it is served: nothing was relocated there)
       preparedAt.flatMap(agents.get).foreach(a => agents.send(a, ForgetPrepared(appKey, executorId)))
@@ -326,7 +331,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     }
   }
 
-  private def handleLoss(executorId: String, reason: String, lossTime: Long, preparedAt: Option[String]): Unit = {
+  private def handleLoss(executorId: String, reason: String, lossTime: Long, preparedAt: Option[String],
+      ready: Option[ReadyAt]): Unit = {
     val startedAt = now
     val startedCpuNs = RetentionCoordinator.threadCpuNs()
     executorAt.values().removeIf(_ == executorId) // a ping handled after its disconnection left it there
@@ -372,7 +378,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size,
       sparkDirs, startedCpuNs),
       decision.adopter, decision.reason,
-      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed, load))
+      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed, load),
+      ready.filter(r => decision.adopter.exists(_.executorId == r.standby)))
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
     purge(node, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost",
       adopted, sparkDirs)
@@ -388,11 +395,13 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * Asks `first` to adopt `loss.offered` (then the next adopter `next` names, while adopters fail),
    * relocates what it adopted, unregisters the rest and records the loss. The outputs go in batches
    * ([[AdoptionBatches]]), each relocated as soon as its reply is in: a large loss never runs into the
-   * ask timeout, and early outputs are readable before the last are checked. Returns the adopter that
-   * answered, if any (the reattached volume's holder purges the lost executor's directory).
+   * ask timeout, and early outputs are readable before the last are checked. Outputs `ready` at the first
+   * adopter (its standby said it prepared them) are relocated there before the ask: reducers read them at
+   * once, and the reply confirms them or has them unregistered. Returns the adopter that answered, if any
+   * (the reattached volume's holder purges the lost executor's directory).
    */
   private def adopt(loss: LostOutputs, first: Option[AgentInfo], firstReason: String,
-      next: Set[String] => Either[String, (AgentInfo, String)]): Option[AgentInfo] = {
+      next: Set[String] => Either[String, (AgentInfo, String)], ready: Option[ReadyAt] = None): Option[AgentInfo] = {
     val executorId = loss.executorId
     var adopterReason = firstReason
     var adopter = first
@@ -414,9 +423,16 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     AdoptionBatches.split(loss.offered, maxBytes)(o =>
       ledger.synchronized(ledger.entry(o._1, o._3).map(_.bytes)).getOrElse(0L))
       .foreach { batch =>
-        val askStart = now
         val cpuMs =
           if (loss.startedCpuNs < 0) -1L else (RetentionCoordinator.threadCpuNs() - loss.startedCpuNs) / 1000000L
+        val (current, early) = relocateReady(batch, ready.filter(r => adopter.exists(_.executorId == r.standby)))
+        if (early.nonEmpty) {
+          actions.incrementEpoch()
+          val keys = early.keys.toArray
+          agents.outputsMoved(OutputsMoved(executorId, ready.get.location, keys.map(_._1), keys.map(_._2)))
+          movedBatches += 1
+        }
+        val askStart = now
         val refs = batch.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
         val digests = batch.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
         // The adopter may be lost too (two executors of a node die at once, its loss not handled yet): the
@@ -434,20 +450,26 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         askMs += askEnd - askStart
         answered ||= reply.isDefined
         testDelayBeforeRelocation()
-        val moved = relocate(executorId, loss.lossTime, batch, reply, adopter)
-        if (moved.nonEmpty) {
+        val moved = relocate(executorId, loss.lossTime, current, reply, adopter, early)
+        // those relocated before the ask, to where the reply says they are, are known there already
+        val fresh = moved.filterNot(o =>
+          early.contains(o.shuffleId -> o.mapId) && ready.exists(_.location == reply.get.location))
+        if (fresh.nonEmpty) {
           actions.incrementEpoch()
-          agents.outputsMoved(OutputsMoved(executorId, reply.get.location, moved.map(_.shuffleId).toArray,
-            moved.map(_.mapId).toArray))
+          agents.outputsMoved(OutputsMoved(executorId, reply.get.location, fresh.map(_.shuffleId).toArray,
+            fresh.map(_.mapId).toArray))
           movedBatches += 1
-          if (deployment.prepares) prepareAdopted(reply.get.location.executorId, moved)
         }
+        if (moved.nonEmpty && deployment.prepares) prepareAdopted(reply.get.location.executorId, moved)
         adopted += moved.size
         timings += Json.obj("outputs" -> batch.size.toString,
           "asked_after_loss_ms" -> (askStart - loss.lossTime).toString,
           // the worker thread's CPU time from the start of the handling to this ask: against the wall time since
           // then, whether the wait before the ask is work or a thread waiting for a core
           "cpu_before_ask_ms" -> cpuMs.toString,
+          "relocated_before_ask" -> early.size.toString,
+          "relocated_before_ask_after_loss_ms" ->
+            (if (early.isEmpty) "null" else (early.values.max - loss.lossTime).toString),
           "ask_ms" -> (askEnd - askStart).toString, "relocate_ms" -> (now - askEnd).toString,
           "done_after_loss_ms" -> (now - loss.lossTime).toString)
       }
@@ -463,12 +485,53 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   }
 
   /**
+   * Relocates the outputs of `batch` that `ready`'s standby said it prepared to it, before it is asked to
+   * adopt them: their links are in place there, checked against the commit digests, so reducers may read
+   * them now; the standby's reply confirms each or has it unregistered. Returns the batch with the
+   * locations it is registered at now, and the time each output moved.
+   */
+  private def relocateReady(batch: Seq[(Int, Int, Long, BlockManagerId)],
+      ready: Option[ReadyAt]): (Seq[(Int, Int, Long, BlockManagerId)], Map[(Int, Long), Long]) = ready match {
+    case None => (batch, Map.empty)
+    case Some(r) =>
+      val early = Map.newBuilder[(Int, Long), Long]
+      val current = batch.map { case o @ (sid, idx, mapId, location) =>
+        if (r.outputs.contains(sid -> mapId) &&
+          actions.relocateIfCurrent(sid, idx, mapId, location, r.location) == Relocation.Relocated) {
+          early += (sid -> mapId) -> now
+          (sid, idx, mapId, r.location)
+        } else o
+      }
+      (current, early.result())
+  }
+
+  /**
+   * A standby prepared outputs of a holder: recorded while it is still the holder's standby and the
+   * holder still retains them (a report overtaken by a change of standby or a release is dropped).
+   */
+  private def outputsPrepared(p: OutputsPrepared): Unit =
+    if (standby.get(p.fromExecutor).contains(p.executorId) && agents.get(p.executorId).isDefined) {
+      val r = preparedReady.get(p.fromExecutor).filter(_.standby == p.executorId).getOrElse {
+        val fresh = ReadyAt(p.executorId, p.location, mutable.HashSet[(Int, Long)]())
+        preparedReady(p.fromExecutor) = fresh
+        fresh
+      }
+      ledger.synchronized {
+        p.outputs.foreach { o =>
+          if (!currentPolicy.excludes(o.shuffleId) &&
+            ledger.entry(o.shuffleId, o.mapId).exists(_.executorId == p.fromExecutor))
+            r.outputs += (o.shuffleId -> o.mapId)
+        }
+      }
+    }
+
+  /**
    * Relocates the outputs of one batch that `reply` says were adopted, unregisters the others; returns
    * those that moved. Only what is still registered at the lost executor with the same map id moves,
    * atomically with that check: Spark may have dropped the output on purpose since it was listed.
    */
   private def relocate(executorId: String, lossTime: Long, batch: Seq[(Int, Int, Long, BlockManagerId)],
-      reply: Option[AdoptReply], adopter: Option[AgentInfo]): Seq[OutputRef] = {
+      reply: Option[AdoptReply], adopter: Option[AgentInfo], early: Map[(Int, Long), Long]): Seq[OutputRef] = {
     val moved = Seq.newBuilder[OutputRef]
     val notRelocated = Seq.newBuilder[OutputRef] // adopted by the agent, but not relocated: its copy goes
     batch.zipWithIndex.foreach { case ((sid, idx, mapId, location), i) =>
@@ -479,7 +542,9 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           case Relocation.Relocated =>
             ledger.synchronized(ledger.adopted(sid, mapId, r.location.executorId, adopter.get.node))
             moved += OutputRef(sid, mapId, idx)
-            offer(MapOutputAdoptedEvent(now, sid, mapId, idx, executorId, r.location.executorId,
+            // readable from its relocation: before the ask for an output relocated then to where it stays
+            val at = early.get(sid -> mapId).filter(_ => location == r.location).getOrElse(now)
+            offer(MapOutputAdoptedEvent(at, sid, mapId, idx, executorId, r.location.executorId,
               r.location.host, r.bytes(i), lossTime))
           case other =>
             val why = other match {
@@ -733,6 +798,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   private val toPrepare = mutable.LinkedHashMap[String, mutable.ArrayBuffer[OutputRef]]()
   /** Each live executor's standby: the executor of its node its outputs are prepared at, chosen as an adopter is. */
   private val standby = mutable.HashMap[String, String]()
+  /** By holder: the outputs its standby said it prepared ([[OutputsPrepared]]), relocated before the ask at its loss. */
+  private val preparedReady = mutable.HashMap[String, ReadyAt]()
   private var preparationDue = false
 
   /** Outputs committed within [[RetentionCoordinator.PrepareDelayMs]] go to their standby together. */
@@ -761,6 +828,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           case Right((at, _)) =>
             if (!previous.contains(at.executorId)) {
               previous.flatMap(agents.get).foreach(q => agents.send(q, ForgetPrepared(appKey, from)))
+              preparedReady.remove(from)
               standby(from) = at.executorId
             }
             // the cheap part of unsafeToAdopt: the rest is decided at the loss, and what is not adopted is forgotten
@@ -801,12 +869,16 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       .foreach(a => prepareAll(a.executorId))
 
   /** The standby of `holder` deletes what it prepared of these outputs (released, excluded). */
-  private def forgetPrepared(holder: String, refs: Array[OutputRef]): Unit =
+  private def forgetPrepared(holder: String, refs: Array[OutputRef]): Unit = {
+    preparedReady.get(holder).foreach(_.outputs --= refs.map(o => o.shuffleId -> o.mapId))
     standby.get(holder).flatMap(agents.get).foreach(a => agents.send(a, ForgetPrepared(appKey, outputs = refs)))
+  }
 
   /** Every standby deletes what it prepared of a shuffle (removed, excluded). */
-  private def forgetPreparedShuffle(shuffleId: Int): Unit =
-    if (deployment.prepares) agents.live.foreach(a => agents.send(a, ForgetPrepared(appKey, shuffleId = shuffleId)))
+  private def forgetPreparedShuffle(shuffleId: Int): Unit = if (deployment.prepares) {
+    preparedReady.values.foreach(_.outputs.filterInPlace(_._1 != shuffleId))
+    agents.live.foreach(a => agents.send(a, ForgetPrepared(appKey, shuffleId = shuffleId)))
+  }
 
   override def jobStarted(jobId: Int, sqlExecutionId: Long, stages: Array[StageMeta]): Unit = onWorker("job start") {
     stages.foreach(m => if (m.shuffleId >= 0) determinism(m.shuffleId) = m.determinism)

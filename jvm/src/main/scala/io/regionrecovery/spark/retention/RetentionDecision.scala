@@ -77,6 +77,10 @@ object RetentionDeployment {
       "registered; their retained copies are kept for job recovery"
 }
 
+/** What standby `standby` (block manager `location`) said it prepared of one holder: (shuffle id, map id). */
+private[retention] final case class ReadyAt(standby: String, location: org.apache.spark.storage.BlockManagerId,
+    outputs: scala.collection.mutable.HashSet[(Int, Long)])
+
 /**
  * A lost executor's outputs being handed to an adopter: `offered` to it, `total` registered at the
  * loss; `sparkDirs` its own Spark directories, deleted on its node once this is done.

@@ -67,7 +67,8 @@ final case class AdoptRequest(appKey: String, fromExecutor: String, outputs: Arr
  * each the way an adoption does (where the reader detects a corrupt block: the cheap checks, against
  * `digests(i)`) and hard-link its retained files into this executor's block manager directories, so that
  * at the loss only the relocation is left. Nothing reads them here before the driver relocates an output
- * here; what is never adopted goes with [[ForgetPrepared]], a release, or the shuffle. Sent, no reply.
+ * here; what is never adopted goes with [[ForgetPrepared]], a release, or the shuffle. Sent; the agent
+ * tells the driver what it prepared ([[OutputsPrepared]]).
  */
 final case class PrepareAdoption(appKey: String, fromExecutor: String, outputs: Array[OutputRef],
     digests: Array[Long]) extends AgentRequest
@@ -165,6 +166,14 @@ final case class LeasePing(appKey: String, executorId: String, stopping: Boolean
  */
 final case class CorruptAdoptedOutputs(appKey: String, executorId: String, outputs: Array[OutputRef],
     reasons: Array[String]) extends DriverRequest
+
+/**
+ * Standby `executorId` (block manager `location`) prepared `outputs` of `fromExecutor` ([[PrepareAdoption]]):
+ * their links are in place there and checked against the commit digests. At the loss of `fromExecutor`
+ * the driver may point reducers at them before the standby confirms the adoption. No reply.
+ */
+final case class OutputsPrepared(appKey: String, executorId: String, location: BlockManagerId, fromExecutor: String,
+    outputs: Array[OutputRef]) extends DriverRequest
 
 /**
  * An agent sent `fetches` fetches (`blocks` blocks) waiting on lost executor `fromExecutor` to where

@@ -309,6 +309,13 @@ class RetentionAgentSuite extends AnyFunSuite {
       assert(f.agent.handle(PrepareAdoption(App, "2", outputs.take(1), digests.take(1))) == null)
       assert(f.executor.owned.toSet == Set(0 -> 1L) && f.executor.shuffleFiles(0, 1L)._2.isFile,
         "linked into the block manager's directory before any loss")
+      def reported = f.executor.told.collect { case p: OutputsPrepared =>
+        (p.appKey, p.executorId, p.location, p.fromExecutor, p.outputs.toSeq)
+      }
+      val me = (App, f.agent.executorId, f.executor.localBlockManagerId, "2", outputs.take(1).toSeq)
+      assert(reported == Seq(me), "the driver is told what is prepared, with where it is served")
+      f.agent.handle(PrepareAdoption(App, "2", outputs.take(1), digests.take(1)))
+      assert(reported == Seq(me, me), "prepared already: told again (the driver may have dropped the first)")
       val lost = f.store.executorDir(App, "2")
       // a prepared output's checks are not made again; an unprepared one's are
       Files.delete(lost.resolve(RetainedStore.fileBase(0, 2L) + ".checksum.ADLER32"))
@@ -361,6 +368,7 @@ class RetentionAgentSuite extends AnyFunSuite {
       f.executor.detectsCorruption = true
       f.agent.handle(PrepareAdoption(App, "2", Array(OutputRef(0, 5L, 0)), Array(9L)))
       assert(f.executor.owned.isEmpty)
+      assert(!f.executor.told.exists(_.isInstanceOf[OutputsPrepared]), "nothing prepared: the driver is told nothing")
       val r = f.agent.handle(AdoptRequest(App, "2", Array(OutputRef(0, 5L, 0)), Array(9L))).asInstanceOf[AdoptReply]
       assert(r.failures(0).contains("retained index file missing"))
     }

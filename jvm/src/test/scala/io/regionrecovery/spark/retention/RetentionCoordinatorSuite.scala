@@ -127,6 +127,97 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.adopted.filter(_.toExecutor == "3").map(_.mapId).toSet == Set(m0, m1))
   }
 
+  /** Agent `id` on host-a answering adoptions by `reply`, with the map output locations at each ask recorded. */
+  private def recordingAgent(f: Fixture, id: String, seen: mutable.Buffer[Map[(Int, Int), String]])(
+      reply: AdoptRequest => AdoptReply): Unit =
+    f.agent(id) {
+      case a: AdoptRequest =>
+        seen += f.spark.registered.toMap.map { case (k, (_, loc)) => k -> loc.executorId }
+        reply(a)
+      case _ => PurgeReply(0, 0L)
+    }
+
+  private def prepared(f: Fixture, standby: String, holder: String, refs: OutputRef*): Unit =
+    f.coordinator.handle(OutputsPrepared(f.coordinator.appKey, standby, f.spark.location(standby, "host-a"), holder,
+      refs.toArray))
+
+  test("outputs the standby said it prepared are relocated to it before it is asked, and its reply confirms them") {
+    val f = new Fixture(deployment = Preparing)
+    val seen = mutable.Buffer[Map[(Int, Int), String]]()
+    f.agent("1")(); recordingAgent(f, "2", seen)(a => f.adoptAll("2", "host-a")(a).asInstanceOf[AdoptReply])
+    f.stage(0)
+    val m0 = f.output(0, 0, "1"); val m1 = f.output(0, 1, "1"); val m2 = f.output(0, 2, "1")
+    f.runPreparation()
+    prepared(f, "2", "1", OutputRef(0, m0, 0), OutputRef(0, m1, 1)) // m2: not (yet) prepared there
+    val epoch = f.spark.epoch
+    f.clock.advance(5)
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis() - 5)
+    assert(seen == Seq(Map((0, 0) -> "2", (0, 1) -> "2", (0, 2) -> "1")), "relocated before the ask: the prepared")
+    assert(f.adopted.map(_.mapId).toSet == Set(m0, m1, m2))
+    assert(f.spark.registered.values.map(_._2.executorId).toSet == Set("2"))
+    val moved = f.sent[OutputsMoved].filter(_._2.to != null).map(_._2.mapIds.toSet)
+    assert(moved == Seq(Set(m0, m1), Set(m2)), "each output is announced once, the prepared before the ask")
+    assert(f.sent[OutputsMoved].last._2.batches == 2)
+    assert(f.spark.epoch == epoch + 2)
+    assert(f.lossRecords.last.contains("\"relocated_before_ask\": 2"), f.lossRecords.last)
+  }
+
+  test("an output relocated before the ask and refused by the standby is unregistered there") {
+    val f = new Fixture(deployment = Preparing)
+    val seen = mutable.Buffer[Map[(Int, Int), String]]()
+    f.agent("1")()
+    recordingAgent(f, "2", seen) { a =>
+      AdoptReply(f.spark.location("2", "host-a"), a.outputs.map(o => if (o.mapIndex == 1) "digest mismatch" else null),
+        a.outputs.map(_ => 100L))
+    }
+    f.stage(0)
+    val m0 = f.output(0, 0, "1"); val m1 = f.output(0, 1, "1")
+    f.runPreparation()
+    prepared(f, "2", "1", OutputRef(0, m0, 0), OutputRef(0, m1, 1))
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(seen.head == Map((0, 0) -> "2", (0, 1) -> "2"))
+    assert(f.spark.registered.toMap == Map((0, 0) -> ((m0, f.spark.location("2", "host-a")))),
+      "the refused output is recomputed")
+    assert(f.unregistered.map(e => (e.mapId, e.reason)) == Seq(m1 -> "not adopted: digest mismatch"))
+    assert(f.adopted.map(_.mapId) == Seq(m0))
+  }
+
+  test("a standby that does not answer: what was relocated to it moves on to the next adopter, or is unregistered") {
+    for (nextAdopter <- Seq(true, false)) {
+      val f = new Fixture(deployment = Preparing)
+      f.agent("1")(); f.agent("2")(_ => throw new java.io.IOException("connection refused")) // lost as well
+      if (nextAdopter) f.agent("3")()
+      f.stage(0)
+      val m0 = f.output(0, 0, "1"); f.output(0, 1, "3", bytes = 1000L)
+      f.runPreparation()
+      prepared(f, "2", "1", OutputRef(0, m0, 0))
+      f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+      if (nextAdopter) {
+        assert(f.asks[AdoptRequest].map(_._1) == Seq("agent-2", "agent-3"))
+        assert(f.spark.registered((0, 0)) == ((m0, f.spark.location("3", "host-a"))))
+        assert(f.adopted.map(e => (e.mapId, e.toExecutor)) == Seq(m0 -> "3"))
+      } else {
+        assert(!f.spark.registered.contains((0, 0)), "nobody adopted it: Spark recomputes it")
+        assert(f.unregistered.map(_.mapId) == Seq(m0))
+      }
+    }
+  }
+
+  test("what an executor says it prepared counts only if it is the holder's standby") {
+    val f = new Fixture(deployment = Preparing)
+    val seen = mutable.Buffer[Map[(Int, Int), String]]()
+    f.agent("1")(); recordingAgent(f, "2", seen)(a => f.adoptAll("2", "host-a")(a).asInstanceOf[AdoptReply])
+    f.agent("3")(); f.stage(0)
+    f.output(0, 0, "3", bytes = 120L)
+    val m0 = f.output(0, 1, "1")
+    f.runPreparation()
+    assert(f.sent[PrepareAdoption].map(p => (p._1, p._2.fromExecutor)).toSet == Set("agent-2" -> "1", "agent-2" -> "3"))
+    prepared(f, "3", "1", OutputRef(0, m0, 1)) // 3 is not 1's standby
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(seen == Seq(Map((0, 0) -> "3", (0, 1) -> "1")), "nothing relocated before the ask")
+    assert(f.spark.registered((0, 1)) == ((m0, f.spark.location("2", "host-a"))))
+  }
+
   test("a standby lost: what its holders retain is prepared again at a standby chosen anew") {
     val f = new Fixture(deployment = Preparing)
     f.agent("1")(); f.agent("2")(); f.agent("3")(); f.agent("9", host = "host-b")(); f.stage(0)

@@ -419,22 +419,24 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           adopterReason += s"; the adoption by ${a.executorId} failed: $e"
           None
       }
+    val cpuMs =
+      if (loss.startedCpuNs < 0) -1L else (RetentionCoordinator.threadCpuNs() - loss.startedCpuNs) / 1000000L
+    // all that is ready at the first adopter moves at once, before the first of the asks that confirm it
+    val (offered, early) = relocateReady(loss.offered, ready.filter(r => first.exists(_.executorId == r.standby)))
+    if (early.nonEmpty) {
+      actions.incrementEpoch()
+      val keys = early.keys.toArray
+      agents.outputsMoved(OutputsMoved(executorId, ready.get.location, keys.map(_._1), keys.map(_._2)))
+      movedBatches += 1
+    }
+    val earlyDone = if (early.isEmpty) "null" else (early.values.max - loss.lossTime).toString
     val maxBytes = if (deployment.adopterReadsData) AdoptionBatches.MaxBytes else Long.MaxValue
-    AdoptionBatches.split(loss.offered, maxBytes)(o =>
+    AdoptionBatches.split(offered, maxBytes)(o =>
       ledger.synchronized(ledger.entry(o._1, o._3).map(_.bytes)).getOrElse(0L))
-      .foreach { batch =>
-        val cpuMs =
-          if (loss.startedCpuNs < 0) -1L else (RetentionCoordinator.threadCpuNs() - loss.startedCpuNs) / 1000000L
-        val (current, early) = relocateReady(batch, ready.filter(r => adopter.exists(_.executorId == r.standby)))
-        if (early.nonEmpty) {
-          actions.incrementEpoch()
-          val keys = early.keys.toArray
-          agents.outputsMoved(OutputsMoved(executorId, ready.get.location, keys.map(_._1), keys.map(_._2)))
-          movedBatches += 1
-        }
+      .foreach { current =>
         val askStart = now
-        val refs = batch.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
-        val digests = batch.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
+        val refs = current.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
+        val digests = current.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
         // The adopter may be lost too (two executors of a node die at once, its loss not handled yet): the
         // next one of the node tries, until one answers or none is left.
         var reply: Option[AdoptReply] = adopter.flatMap(ask(_, refs, digests))
@@ -462,14 +464,13 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         }
         if (moved.nonEmpty && deployment.prepares) prepareAdopted(reply.get.location.executorId, moved)
         adopted += moved.size
-        timings += Json.obj("outputs" -> batch.size.toString,
+        timings += Json.obj("outputs" -> current.size.toString,
           "asked_after_loss_ms" -> (askStart - loss.lossTime).toString,
           // the worker thread's CPU time from the start of the handling to this ask: against the wall time since
           // then, whether the wait before the ask is work or a thread waiting for a core
           "cpu_before_ask_ms" -> cpuMs.toString,
-          "relocated_before_ask" -> early.size.toString,
-          "relocated_before_ask_after_loss_ms" ->
-            (if (early.isEmpty) "null" else (early.values.max - loss.lossTime).toString),
+          "relocated_before_ask" -> current.count(o => early.contains(o._1 -> o._3)).toString,
+          "relocated_before_ask_after_loss_ms" -> earlyDone,
           "ask_ms" -> (askEnd - askStart).toString, "relocate_ms" -> (now - askEnd).toString,
           "done_after_loss_ms" -> (now - loss.lossTime).toString)
       }

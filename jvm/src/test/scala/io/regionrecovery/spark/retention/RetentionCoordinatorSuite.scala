@@ -162,6 +162,22 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.lossRecords.last.contains("\"relocated_before_ask\": 2"), f.lossRecords.last)
   }
 
+  test("more outputs than one ask carries: every prepared one is relocated before the first ask") {
+    val f = new Fixture(deployment = Preparing)
+    val seen = mutable.Buffer[Map[(Int, Int), String]]()
+    f.agent("1")(); recordingAgent(f, "2", seen)(a => f.adoptAll("2", "host-a")(a).asInstanceOf[AdoptReply])
+    f.stage(0)
+    val n = AdoptionBatches.MaxOutputs + 5
+    val refs = (0 until n).map(i => OutputRef(0, f.output(0, i, "1"), i))
+    f.runPreparation()
+    prepared(f, "2", "1", refs: _*)
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(f.asks[AdoptRequest].map(_._2.outputs.length) == Seq(AdoptionBatches.MaxOutputs, 5))
+    assert(seen.forall(_.values.toSet == Set("2")), "all relocated before the first ask")
+    assert(f.sent[OutputsMoved].filter(_._2.to != null).map(_._2.mapIds.length) == Seq(n), "announced once")
+    assert(f.adopted.size == n)
+  }
+
   test("an output relocated before the ask and refused by the standby is unregistered there") {
     val f = new Fixture(deployment = Preparing)
     val seen = mutable.Buffer[Map[(Int, Int), String]]()

@@ -279,6 +279,12 @@ def summarize(records: list[dict]) -> dict:
         "trials_adopting_after_a_fault": sum(1 for r in records if adopted_after_fault(r)),
         "outputs_adopted": sum((r.get("recovery") or {}).get("adopted", 0) for r in records),
         "outputs_recomputed": sum((r.get("recovery") or {}).get("recomputed", 0) for r in records),
+        # relocated to the standby that had prepared them before it was asked to adopt them (its reply confirms)
+        "outputs_relocated_before_ask": sum(
+            loss.get("relocated_before_ask") or 0
+            for r in records
+            for loss in (r.get("recovery") or {}).get("losses", [])
+        ),
         "faults": dict(sorted(kinds.items())),
         "failed_trials": [r["spec"]["index"] for r in records if r["status"] == "fail"],
         "missed_trials": [r["spec"]["index"] for r in records if r["status"] == "missed"],

@@ -201,7 +201,14 @@ def run(spec: dict, workdir: Path, successor: bool) -> dict:
         out["attempts"] = [len(r["attempts"]) for r in rr.report()["runs"]]
         out["recovery"] = rr.model.read(recovery_counts)
         keep = ("executor_id", "adopted", "unregistered", "adopter", "adopter_reason")
-        out["recovery"]["losses"] = [{k: r.get(k) for k in keep} for r in rr.retention() or []]
+        out["recovery"]["losses"] = [
+            # outputs the driver relocated to a standby that had prepared them, before it asked for the adoption
+            {
+                **{k: r.get(k) for k in keep},
+                "relocated_before_ask": sum(b.get("relocated_before_ask") or 0 for b in r.get("batches") or []),
+            }
+            for r in rr.retention() or []
+        ]
         rr.detach()
     finally:
         if faults is not None:

@@ -336,6 +336,7 @@ def test_the_judge_reports_missed_faults_and_fails_refusals_hangs_and_orphans():
 
 def test_summary_counts_outcomes_and_adoption_per_fault_kind():
     adopted = {"adopted": 2, "adopted_map_ids": [[0, 10], [0, 12]], "adopted_from": ["1"], "recomputed": 0}
+    adopted["losses"] = [{"executor_id": "1", "adopted": 2, "relocated_before_ask": 2}, {"executor_id": "2"}]
     spec = {**chaos.draw_trial(1, 0), "faults": [{"kind": "kill-holder", "after_s": 0.0}]}
     records = []
     for faults, rec, kw in (
@@ -349,6 +350,7 @@ def test_summary_counts_outcomes_and_adoption_per_fault_kind():
     s = chaos.summarize(records)
     assert (s["runs"], s["passed"], s["missed"], s["failed"], s["mismatches"]) == (3, 1, 1, 1, 1)
     assert s["trials_adopting_after_a_fault"] == 2 and s["outputs_adopted"] == 4
+    assert s["outputs_relocated_before_ask"] == 4
     assert s["faults"]["kill-holder"] == {"trials": 3, "landed": 2, "missed": 1, "adopted": 2, "failed": 1}
     assert s["failed_trials"] == [0] and s["missed_trials"] == [0]
 

@@ -136,10 +136,17 @@ def judge(record: dict) -> tuple[str, list[str]]:
         if damaged_id is not None and damaged_id in adopted and damaged_id not in recomputed:
             problems.append(f"{f['kind']}: the damaged output {damaged_id} was adopted and kept ({damaged['did']})")
         if f.get("landed") and f["kind"] in ADOPTING and not set(f.get("victims", [])) <= no_adopter:
+            why = {(s, m): w for s, m, w in rec.get("recomputed_why", [])}
             fell_back = [tuple(m) for m in f.get("held_retained", []) if tuple(m) != damaged_id]
-            fell_back = [m for m in fell_back if m in recomputed and m not in adopted]
+            # one the release policy deleted after the fault (consumers finished, the cap) and Spark needed again (a
+            # successor driver re-planning the action) is recomputed by that policy's documented cost, not a fallback
+            fell_back = [
+                m
+                for m in fell_back
+                if m in recomputed and m not in adopted and not (why.get(m) or "").startswith("released: ")
+            ]
             if fell_back:
-                why = {(s, m): w for s, m, w in rec.get("recomputed_why", []) if (s, m) in fell_back}
+                why = {m: w for m, w in why.items() if m in fell_back}
                 problems.append(f"{f['kind']}: retained outputs recomputed instead of adopted: {fell_back} {why}")
     if problems:
         return "fail", problems

@@ -295,6 +295,20 @@ def test_the_judge_passes_adoption_and_fails_a_silent_fallback():
     assert status == "fail" and "recomputed instead of adopted: [(0, 12)]" in problems[0]
 
 
+def test_the_judge_excuses_a_recomputation_of_what_the_release_policy_deleted():
+    """Seed 10, trial 10: the driver was killed after the consumers of shuffle 0 finished and the policy
+    (consumers-finished) had released its outputs; the successor's re-planned action needed them again."""
+    released = {
+        "adopted_map_ids": [],
+        "recomputed_map_ids": [[0, 10], [0, 12]],
+        "recomputed_why": [[0, 10, "released: consumers finished"], [0, 12, "released: consumers finished"]],
+    }
+    assert chaos.judge(record([KILL], released)) == ("pass", [])
+    one_lost = {**released, "recomputed_why": [[0, 10, "released: consumers finished"], [0, 12, "executor lost"]]}
+    status, problems = chaos.judge(record([KILL], one_lost))
+    assert status == "fail" and "recomputed instead of adopted: [(0, 12)] {(0, 12): 'executor lost'}" in problems[0]
+
+
 def test_the_judge_excuses_a_recomputation_when_no_executor_of_the_host_lived_to_adopt():
     recomputed = {"adopted_map_ids": [], "recomputed_map_ids": [[0, 10], [0, 12]]}
     alone = {"executor_id": "1", "adopted": 0, "adopter": None, "adopter_reason": "no live executor with a "}

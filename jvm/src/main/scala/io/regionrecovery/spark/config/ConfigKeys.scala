@@ -195,7 +195,8 @@ object ConfigKeys {
     "Prepare each executor's retained outputs at the executor on its node that would adopt them, while nothing " +
       "is wrong: shortly after each commit that executor checks them (index, lengths, commit digest) and " +
       "hard-links them into its block manager's directories, so that when the executor is lost only the " +
-      "relocation is left. Outputs an executor adopted are prepared in turn, and what a lost standby had prepared " +
+      "relocation is left: the driver points reducers at them before it asks that executor to confirm the " +
+      "adoption. Outputs an executor adopted are prepared in turn, and what a lost standby had prepared " +
       "is prepared again at another executor of the node or at the next one to join it. Hard links only (no bytes " +
       "are copied); only where Spark's reader detects a corrupt " +
       "block (compressed LZ4 shuffle blocks, spark.shuffle.detectCorrupt). false: the adopter checks and links " +

@@ -25,6 +25,8 @@ import org.apache.spark.storage.BlockManagerId
  *  - Shortly after each commit, the executor of the same node that would adopt an output (its
  *    standby) checks it and links it into its own block manager directories ([[PrepareAdoption]]),
  *    so that at a loss only the relocation is left; what is never adopted is forgotten ([[ForgetPrepared]]).
+ *    It tells the driver what it prepared ([[OutputsPrepared]]): at the loss those outputs are relocated
+ *    to it before it is asked to adopt them, and its reply confirms each or has it unregistered.
  *  - A heartbeat timeout is different: the process may still exist (frozen, partitioned), so its
  *    outputs are not trusted. They are unregistered at once, its retained files deleted and the
  *    executor fenced, so that if it comes back its hook retains nothing more.

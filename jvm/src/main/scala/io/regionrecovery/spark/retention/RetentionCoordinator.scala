@@ -320,7 +320,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val orphans = standby.collect { case (holder, at) if at == executorId => holder }.toSeq
     standby.filterInPlace((_, at) => at != executorId)
     toPrepare.remove(executorId)
-    val ready = preparedReady.remove(executorId).filter(r => preparedAt.contains(r.standby))
+    val ready = preparedReady.remove(executorId) // dropped whenever the standby changed: it is preparedAt's
     preparedReady.filterInPlace((_, r) => r.standby != executorId)
     try handleLoss(executorId, reason, lossTime, preparedAt, ready)
     finally {
@@ -378,8 +378,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size,
       sparkDirs, startedCpuNs),
       decision.adopter, decision.reason,
-      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed, load),
-      ready.filter(r => decision.adopter.exists(_.executorId == r.standby)))
+      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed, load), ready)
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
     purge(node, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost",
       adopted, sparkDirs)
@@ -422,11 +421,12 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val cpuMs =
       if (loss.startedCpuNs < 0) -1L else (RetentionCoordinator.threadCpuNs() - loss.startedCpuNs) / 1000000L
     // all that is ready at the first adopter moves at once, before the first of the asks that confirm it
-    val (offered, early) = relocateReady(loss.offered, ready.filter(r => first.exists(_.executorId == r.standby)))
+    val readyAtFirst = ready.filter(r => first.exists(_.executorId == r.standby))
+    val (offered, early) = relocateReady(loss.offered, readyAtFirst)
     if (early.nonEmpty) {
       actions.incrementEpoch()
       val keys = early.keys.toArray
-      agents.outputsMoved(OutputsMoved(executorId, ready.get.location, keys.map(_._1), keys.map(_._2)))
+      agents.outputsMoved(OutputsMoved(executorId, readyAtFirst.get.location, keys.map(_._1), keys.map(_._2)))
       movedBatches += 1
     }
     val earlyDone = if (early.isEmpty) "null" else (early.values.max - loss.lossTime).toString
@@ -455,7 +455,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         val moved = relocate(executorId, loss.lossTime, current, reply, adopter, early)
         // those relocated before the ask, to where the reply says they are, are known there already
         val fresh = moved.filterNot(o =>
-          early.contains(o.shuffleId -> o.mapId) && ready.exists(_.location == reply.get.location))
+          early.contains(o.shuffleId -> o.mapId) && readyAtFirst.exists(_.location == reply.get.location))
         if (fresh.nonEmpty) {
           actions.incrementEpoch()
           agents.outputsMoved(OutputsMoved(executorId, reply.get.location, fresh.map(_.shuffleId).toArray,
@@ -486,17 +486,17 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   }
 
   /**
-   * Relocates the outputs of `batch` that `ready`'s standby said it prepared to it, before it is asked to
+   * Relocates the `outputs` that `ready`'s standby said it prepared to it, before it is asked to
    * adopt them: their links are in place there, checked against the commit digests, so reducers may read
-   * them now; the standby's reply confirms each or has it unregistered. Returns the batch with the
-   * locations it is registered at now, and the time each output moved.
+   * them now; the standby's reply confirms each or has it unregistered. Returns the outputs with the
+   * locations they are registered at now, and the time each one moved.
    */
-  private def relocateReady(batch: Seq[(Int, Int, Long, BlockManagerId)],
+  private def relocateReady(outputs: Seq[(Int, Int, Long, BlockManagerId)],
       ready: Option[ReadyAt]): (Seq[(Int, Int, Long, BlockManagerId)], Map[(Int, Long), Long]) = ready match {
-    case None => (batch, Map.empty)
+    case None => (outputs, Map.empty)
     case Some(r) =>
       val early = Map.newBuilder[(Int, Long), Long]
-      val current = batch.map { case o @ (sid, idx, mapId, location) =>
+      val current = outputs.map { case o @ (sid, idx, mapId, location) =>
         if (r.outputs.contains(sid -> mapId) &&
           actions.relocateIfCurrent(sid, idx, mapId, location, r.location) == Relocation.Relocated) {
           early += (sid -> mapId) -> now

@@ -5,11 +5,13 @@ region_recovery.testing.batch_job, the way a scheduler runs a job: parquet A agg
 with parquet B (two shuffles), a slow pandas UDF, repartitioned (the third shuffle), written.
 
 1. The first attempt starts. Once two map stages have completed (its progress file, from Spark's status
-   store, the same in both modes) and, in recovery mode, the job event store holds the two shuffles, the
-   driver JVM and the Python process are SIGKILLed; the executors exit on their own (SIGKILLed after 60 s).
+   store, the same in both modes) and, in recovery mode, the job event store holds the two shuffles (seen by
+   a JVM that watches the store in both modes, so that both carry its load), the driver JVM and the Python
+   process are SIGKILLed; the executors exit on their own (SIGKILLed after 60 s).
 2. The same command is resubmitted and runs to completion.
 
-Vanilla is ``--recovery off`` (plain Spark), recovery ``--recovery on`` (job recovery with a job id). The
+Vanilla is ``--recovery off`` (plain Spark), recovery ``--recovery on`` (job recovery with a job id), recovery-cold
+the same without starting the executors' Python workers ahead (``job-recovery.warm-python-workers=false``). The
 wall time is the first attempt's until the kill plus the resubmission's whole process (a resubmission
 pays Spark's start-up again). Map tasks re-executed are the resubmission's tasks in the map stages of
 the shuffles the first attempt completed: a stage is matched across the two applications by its number
@@ -30,10 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import eventlog
+from .scenarios import is_recovery
 from .worker import checksum, shuffle_bytes_on_disk
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB_ID = "bench-driver-crash"
+# plain Spark; job recovery without starting the Python workers ahead (job-recovery.warm-python-workers=false),
+# which shows what that start is worth; job recovery as configured by default
+MODES = ("vanilla", "recovery-cold", "recovery")
+COLD_CONF = "spark.regionRecovery.job-recovery.warm-python-workers=false"
 KILL_AFTER = 2  # map stages (= shuffles) completed when the driver is killed: A's aggregation, B's side
 MIN_V = 100  # the job's filter constant (batch_job's default)
 
@@ -306,7 +313,8 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         "--retained",
         str(retained),
         "--recovery",
-        "on" if mode == "recovery" else "off",
+        "on" if is_recovery(mode) else "off",
+        *(["--conf", COLD_CONF] if mode == "recovery-cold" else []),
         "--master",
         master,
         "--slow",
@@ -324,17 +332,19 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         log.write(f"==== driver-crash {mode}: first attempt\n")
         log.flush()
         first_epoch = time.time()
-        first = Attempt([*command, "--event-log", str(events_first)], env, log)
         from region_recovery.jobrecovery import RecordWatch
 
-        # recovery: the kill waits for the store to hold the shuffles too, seen by one JVM watching it
-        watch = RecordWatch(str(store), JOB_ID, "shuffle", KILL_AFTER) if mode == "recovery" else None
+        # recovery: the kill waits for the store to hold the shuffles too, seen by one JVM watching it. The JVM
+        # runs in both modes, started before the attempt, so that its start-up and its polling load the machine
+        # alike in both (in plain Spark's mode it watches a store nobody writes, and is not waited for).
+        watch = RecordWatch(str(store), JOB_ID, "shuffle", KILL_AFTER)
+        first = Attempt([*command, "--event-log", str(events_first)], env, log)
         try:
             deadline = time.monotonic() + kill_timeout
             while True:
                 first.read_pids(pidfile)
                 maps = _map_stages_completed(progress_file)
-                recorded = watch is None or watch.reached()
+                recorded = not is_recovery(mode) or watch.reached()
                 if first.driver and maps >= KILL_AFTER and recorded:
                     break
                 if first.proc.poll() is not None:
@@ -351,9 +361,8 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
             first.abandon()
             raise
         finally:
-            if watch is not None:
-                watch.close()
-        shuffles = None if watch is None else sum(1 for e in watch.replay.events if e.kind == "shuffle")
+            watch.close()
+        shuffles = sum(1 for e in watch.replay.events if e.kind == "shuffle") if watch.replay else None
         progress(
             f"driver-crash {mode}: driver killed after {first_s:.1f} s ({maps} map stages, {shuffles} shuffles "
             f"recorded){f'; SIGKILLed executors {leftovers}' if leftovers else ''}; resubmitting"
@@ -420,7 +429,7 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         "rows": cfg["rows"],
         "slow_s": cfg["slow"],
     }
-    if report is not None and mode == "recovery":
+    if report is not None and is_recovery(mode):
         jr = report.get("job_recovery") or {}
         recovered = [d for d in jr.get("decisions", []) if d["outcome"] == "recovered"]
         extra["shuffles_recovered"] = len(recovered)

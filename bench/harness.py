@@ -38,15 +38,12 @@ def modes(scenario: str, master: str = DEFAULT_MASTER) -> tuple[str, ...]:
     """The modes a scenario runs, in order: nofault first in the fault scenarios; executor-crash and
     tpch-executor-kill (whose failure-free runs are in each mode's application) on the benchmark's standalone
     cluster add plain Spark with the external shuffle service (vanilla-ess);
-    streaming-catch-up adds vanilla with a fixed batch limit; driver-crash adds job recovery without starting the
-    Python workers ahead (recovery-cold); pod-loss has a recovery mode per Kubernetes setup
+    streaming-catch-up adds vanilla with a fixed batch limit; pod-loss has a recovery mode per Kubernetes setup
     (the node hostPath, the reattached claim) and runs on its own pods whatever the master."""
     if scenario == "streaming-catch-up":
         return streaming_catch_up.MODES
     if scenario == "pod-loss":
         return POD_LOSS_MODES
-    if scenario == "driver-crash":
-        return driver_crash.MODES
     order = ("nofault", *MODES) if scenario in FAULT_SCENARIOS else MODES
     if scenario in ESS_SCENARIOS and master == DEFAULT_MASTER:
         return (*order[:-1], "vanilla-ess", order[-1])

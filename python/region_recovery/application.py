@@ -20,8 +20,7 @@ from .control.recovery_decisions import DecisionRecorder
 from .control.retention_policy import RetentionPolicy
 from .control.stream_restarts import StreamRun, supervise
 from .errors import AlreadyAttachedError, NotEnabledError, SparkConnectNotSupportedError
-from .jobrecovery import code_identity, warmup
-from .jobrecovery.warmup import Warmup
+from .jobrecovery import code_identity
 from .jvm import connect, packaging
 from .jvm.commands import JvmCommands
 from .jvm.connect import ConnectContext
@@ -107,7 +106,6 @@ class RegionRecovery:
             self.model, self._restart_supervisor.config, publish=self._commands.publish_ui
         )
         self._drain.subscribe(self._recovery_decisions.on_batch)
-        self._python_warmup: Warmup | None = None  # job recovery's start of the Python workers (attach)
         # The driver JVM decides about changed outputs (only there: see control.changed_outputs); Python records.
         enabled = self._restart_supervisor.config.restart_consumers_of_changed_outputs
         status = json.loads(state.statusJson())
@@ -156,9 +154,6 @@ class RegionRecovery:
             )
         if rr._changed_output_guard.state.startswith("not running"):
             log.warning("the changed-output guard is %s", rr._changed_output_guard.state)
-        why_warm = warmup.wanted(dict(sc.getConf().getAll()), rr.job_recovery())
-        if why_warm:  # a resubmission that skips the crashed run's Python stages: start their workers now
-            rr._python_warmup, _ = warmup.start(spark, why_warm)
         status = rr.status()
         log.info(
             "region-recovery %s attached to %s (installed by %s, queue %s, shuffle IO %s)",
@@ -285,8 +280,6 @@ class RegionRecovery:
         why); None when job recovery is off."""
         status = json.loads(self._bridge.jobRecoveryJson())
         if status.get("enabled"):
-            if self._python_warmup is not None:
-                status["python_warmup"] = self._python_warmup.json()
             return status
         # asked for, but turned off at start (e.g. spark.io.encryption.enabled): say why
         return {"enabled": False, "refused": status["refused"]} if status.get("refused") else None

@@ -109,7 +109,7 @@ def test_only_the_source_differs_between_the_modes():
             query_source(unknown)
     assert harness.modes("streaming-catch-up") == MODES
     assert MODES == ("vanilla", "vanilla-limit-20", "vanilla-limit-60", "vanilla-limit-120", "recovery")
-    assert harness.modes("driver-crash") == ("vanilla", "recovery-cold", "recovery")
+    assert harness.modes("driver-crash") == ("vanilla", "recovery")
     assert harness.default_reps("streaming-catch-up", "small") == 3
 
 

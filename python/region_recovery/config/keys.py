@@ -562,17 +562,6 @@ JOB_RECOVERY_WINDOW = duration(
     read_by="jvm",
     section=_JOB_RECOVERY,
 )
-JOB_RECOVERY_WARM_PYTHON_WORKERS = boolean(
-    _JR + "warm-python-workers",
-    True,
-    (
-        "At a resubmission that restores shuffles whose functions ran Python code, start the executors' Python "
-        "workers (PySpark's daemon, pandas and pyarrow) with one short job while the driver plans, rather than in "
-        "the first stage left that runs a pandas or Python UDF. Needs `spark.python.worker.reuse` (the default). "
-        "See docs/internals/job-recovery.md."
-    ),
-    section=_JOB_RECOVERY,
-)
 JOB_EVENT_WRITE_BUFFER_SIZE = size(
     PREFIX + "job-event.store.write-buffer.size",
     "1m",

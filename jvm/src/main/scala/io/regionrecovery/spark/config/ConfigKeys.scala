@@ -282,13 +282,6 @@ object ConfigKeys {
       "by default) or an operator's rerun, and bounds the disk a job that is never resubmitted holds.",
     ReadBy.Jvm)
 
-  val JobRecoveryWarmPythonWorkers: ConfigKey[Boolean] = ConfigKey(JR + "warm-python-workers", BooleanType, true,
-    "true", "true, false",
-    "At a resubmission that restores shuffles whose functions ran Python code, start the executors' Python " +
-      "workers (PySpark's daemon, pandas and pyarrow) with one short job while the driver plans, rather than in " +
-      "the first stage left that runs a pandas or Python UDF. Needs spark.python.worker.reuse (the default).",
-    ReadBy.Python)
-
   val JobEventWriteBufferSize: ConfigKey[Long] = ConfigKey(Prefix + "job-event.store.write-buffer.size",
     BytesType, 1048576L, "1m", BytesForms,
     "Bytes of events the driver buffers before it writes them to the job event store (FLIP-383's " +
@@ -360,7 +353,7 @@ object ConfigKeys {
     RetainedRedirectFetches, RetainedPrepareAdoption, ShuffleIoDelegate,
     JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
     JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryDir, JobRecoveryWorkerTimeout, JobRecoveryWindow,
-    JobRecoveryLeaseTimeout, JobRecoveryWarmPythonWorkers,
+    JobRecoveryLeaseTimeout,
     JobEventWriteBufferSize, JobEventFlushInterval,
     CheckpointingInterval, CheckpointingIntervalDuringBacklog, CheckpointingDuringRecovery, StreamingInitialBatch,
     StreamingRampFactor, StreamingMaxBatch, StreamingLagThreshold).sortBy(_.name)

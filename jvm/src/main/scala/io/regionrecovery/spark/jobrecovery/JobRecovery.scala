@@ -315,9 +315,6 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
     "segment" -> Json.str(store.segment),
     "segments_replayed" -> replay.segments.size.toString,
     "shuffles_replayed" -> previous.size.toString,
-    // recorded shuffles whose functions ran Python code: the crashed run's executors started Python workers
-    "python_shuffles_replayed" -> previous.values.count(r => previousParts.get(r.codeDigest).exists(_.values.nonEmpty))
-      .toString,
     "previous_applications" -> Json.strings(previousApps),
     "ignored" -> Json.strings(replay.ignored),
     "corrupt" -> Json.str(replay.corrupt.orNull),

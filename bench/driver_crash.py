@@ -10,8 +10,7 @@ with parquet B (two shuffles), a slow pandas UDF, repartitioned (the third shuff
    process are SIGKILLed; the executors exit on their own (SIGKILLed after 60 s).
 2. The same command is resubmitted and runs to completion.
 
-Vanilla is ``--recovery off`` (plain Spark), recovery ``--recovery on`` (job recovery with a job id), recovery-cold
-the same without starting the executors' Python workers ahead (``job-recovery.warm-python-workers=false``). The
+Vanilla is ``--recovery off`` (plain Spark), recovery ``--recovery on`` (job recovery with a job id). The
 wall time is the first attempt's until the kill plus the resubmission's whole process (a resubmission
 pays Spark's start-up again). Map tasks re-executed are the resubmission's tasks in the map stages of
 the shuffles the first attempt completed: a stage is matched across the two applications by its number
@@ -32,15 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import eventlog
-from .scenarios import is_recovery
 from .worker import checksum, shuffle_bytes_on_disk
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB_ID = "bench-driver-crash"
-# plain Spark; job recovery without starting the Python workers ahead (job-recovery.warm-python-workers=false),
-# which shows what that start is worth; job recovery as configured by default
-MODES = ("vanilla", "recovery-cold", "recovery")
-COLD_CONF = "spark.regionRecovery.job-recovery.warm-python-workers=false"
 KILL_AFTER = 2  # map stages (= shuffles) completed when the driver is killed: A's aggregation, B's side
 MIN_V = 100  # the job's filter constant (batch_job's default)
 
@@ -313,8 +307,7 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         "--retained",
         str(retained),
         "--recovery",
-        "on" if is_recovery(mode) else "off",
-        *(["--conf", COLD_CONF] if mode == "recovery-cold" else []),
+        "on" if mode == "recovery" else "off",
         "--master",
         master,
         "--slow",
@@ -344,7 +337,7 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
             while True:
                 first.read_pids(pidfile)
                 maps = _map_stages_completed(progress_file)
-                recorded = not is_recovery(mode) or watch.reached()
+                recorded = mode != "recovery" or watch.reached()
                 if first.driver and maps >= KILL_AFTER and recorded:
                     break
                 if first.proc.poll() is not None:
@@ -429,7 +422,7 @@ def run(mode: str, cfg: dict, master: str, work: str, log_path: str, kill_timeou
         "rows": cfg["rows"],
         "slow_s": cfg["slow"],
     }
-    if report is not None and is_recovery(mode):
+    if report is not None and mode == "recovery":
         jr = report.get("job_recovery") or {}
         recovered = [d for d in jr.get("decisions", []) if d["outcome"] == "recovered"]
         extra["shuffles_recovered"] = len(recovered)

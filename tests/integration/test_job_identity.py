@@ -159,6 +159,7 @@ def test_another_host_time_zone_recomputes(crashed, plain_los_angeles, tmp_path)
     run = crashed.resubmission(tmp_path)
     result = run.submit("host-tz", tz="America/Los_Angeles")
     assert _rows(result) == plain_los_angeles
+    assert plain_los_angeles["tz"] != crashed.rows["tz"]
     for query, d in _by_query(result).items():
         assert (d["outcome"], d["reason"]) == ("recomputed", "settings_changed"), (query, d)
         assert "jvm.timezone" in d["detail"] and "America/Los_Angeles" in d["detail"], d

@@ -1,5 +1,5 @@
-"""python -m bench run SCENARIO|all [--scale smoke|small|medium|large] [--modes vanilla,recovery] [--out FILE]
-[--master URL] [--sf F] [--queries 1,3] [--reps N];
+"""python -m bench run SCENARIO|all [--scale smoke|small|medium|large|xlarge|xxlarge|many] [--modes vanilla,recovery]
+[--out FILE] [--master URL] [--sf F] [--queries 1,3] [--reps N];
 python -m bench plot; python -m bench table [--update README.md];
 python -m bench chaos --runs N --seed S [--only INDEX ...] [--focus KIND] [--out FILE]"""
 

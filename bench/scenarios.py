@@ -73,6 +73,10 @@ SCALES = {
 SCALES["large"] = {**SCALES["medium"], "scale_rows": 12_000_000, "scale_maps": 256}
 # shuffle-scale only: four times large's bytes from as many map tasks (about 9 GB): how adoption grows with bytes
 SCALES["xlarge"] = {**SCALES["large"], "scale_rows": 48_000_000}
+# shuffle-scale only: about 30 GB from as many map tasks, 15 GB on the lost executor. Plain Spark's run needs
+# half as much again (the dead executor's files stay on the disk until the application ends while its outputs
+# are recomputed): 45 GB at its peak, what a 70 GB disk holds; 30 GB on the lost executor would need 90 GB
+SCALES["xxlarge"] = {**SCALES["large"], "scale_rows": 160_000_000}
 # shuffle-scale only: 10,000 tiny map outputs (about 100 rows each): how adoption grows with the number of outputs
 SCALES["many"] = {**SCALES["large"], "scale_rows": 1_000_000, "scale_maps": 10_000}
 

@@ -93,8 +93,13 @@ class Host:
     def executor_log_tail(self, lines: int = 40) -> str:
         """The last region-recovery and error lines the executors of this host logged (for failure messages)."""
         return self.exec(
-            "sh", "-c", f"grep -h 'region-recovery\\|ERROR\\|Exception' /data/work/*/*/stderr | tail -{lines}"
+            "sh", "-c", f"grep -h 'region-recovery\\|ERROR\\|Exception\\|SIGNAL' /data/work/*/*/stderr | tail -{lines}"
         )
+
+    def worker_log_tail(self, lines: int = 20) -> str:
+        """The last lines a worker logged about its executors: how each ended (its exit code tells a SIGTERM, 143,
+        from the kill the worker forces 10 s later, 137), for failure messages."""
+        return "\n".join([line for line in self.logs().splitlines() if "xecutor" in line][-lines:])
 
     def kill_pid(self, pid: int) -> None:
         self.exec("kill", "-KILL", str(pid))

@@ -79,7 +79,11 @@ def nothing_left(three_hosts):
     """After the test (its application stopped by `app`'s teardown, which runs first): 0 bytes left."""
     yield
     left = three_hosts.wait_no_retained_bytes(60)
-    assert not left, f"retained files left on the hosts: {json.dumps(left, indent=1)}"
+    assert not left, f"retained files left on the hosts: {json.dumps(left, indent=1)}\n" + "\n".join(
+        f"{w.name}, its executors' last lines:\n{w.executor_log_tail()}\nits worker's:\n{w.worker_log_tail()}"
+        for w in three_hosts.workers
+        if w.name in left
+    )
 
 
 def test_executor_sigkill_is_adopted_on_its_own_host(three_hosts, app):

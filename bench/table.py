@@ -58,7 +58,7 @@ def markdown() -> str:
     ]
     for r in _load():
         ratios = r["ratios"]
-        targets = "; ".join(f"{t['target']}: {t['value']} {'met' if t['met'] else 'MISSED'}" for t in r["targets"])
+        targets = "; ".join(f"{t['target']}: {_verdict(t)}" for t in r["targets"])
         same = {True: "yes", False: "NO", None: "n/a"}[r.get("checksums_agree")]
         settings = "".join(f", {key}={value}" for key, value in (r.get("conf") or {}).items())
         # one row per recovery mode (pod-loss has one per Kubernetes setup) and mode it is compared with: vanilla,
@@ -132,6 +132,13 @@ def tpch_markdown() -> str:
     return "\n".join(rows)
 
 
+def _verdict(target: dict) -> str:
+    """A target's value and whether it was met; "not measured" where the run left out what it needs (--modes)."""
+    if target["value"] is None:
+        return "not measured"
+    return f"{target['value']} {'met' if target['met'] else 'MISSED'}"
+
+
 def _each(values, spec: str = ".2f") -> str:
     return " / ".join(format(v, spec) for v in values)
 
@@ -147,7 +154,7 @@ def _gb(n) -> str:
 def scale_markdown() -> str:
     """shuffle-scale per scale: map outputs, bytes, adoption latency, retained bytes, event path."""
     rows = [
-        "| Scale | Map outputs | Shuffle written (nofault) | Wall s, failure-free / vanilla / recovery "
+        "| Scale | Map outputs | Shuffle written | Wall s, failure-free / vanilla / recovery "
         "| Recovery ÷ failure-free | Map tasks re-executed, vanilla / recovery | Outputs adopted "
         "| Adoption latency p50 / p99, ms | Retained after the query | Events accepted / applied / dropped |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -158,7 +165,10 @@ def scale_markdown() -> str:
     ):
         runs = {run["mode"]: run for run in r["runs"]}
         free, van, rec = runs.get("nofault"), runs["vanilla"], runs["recovery"]  # nofault: left out by --modes
-        x, written, free_wall = rec["extra"], free and free.get("shuffle_bytes_written"), free and _wall(free)
+        # the shuffle's size: the failure-free run's writes, else recovery's where it re-ran no map task
+        sized = free or (rec if rec["map_tasks_reexecuted"] == 0 else {})
+        written = sized.get("shuffle_bytes_written")
+        x, free_wall = rec["extra"], free and _wall(free)
         rows.append(
             f"| {r['scale']} | {x.get('map_outputs')} | {_gb(written)} "
             f"| {free_wall or 'n/a'} / {_wall(van)} / {_wall(rec)} "

@@ -172,6 +172,22 @@ def test_the_table_gives_the_failure_free_run_and_a_row_for_the_shuffle_service(
     assert second.startswith("| executor-crash (medium), vanilla-ess as vanilla | 10.0 | 11.0 / 11.5 | 1.045 | 1.1 |")
 
 
+def test_a_target_the_run_could_not_measure_is_not_called_missed(monkeypatch):
+    runs = {m: r for m, r in executor_crash_runs().items() if m in ("vanilla", "recovery")}  # --modes vanilla,recovery
+    ratios = harness.cost_ratios(runs)
+    result = {
+        "scenario": "executor-crash",
+        "scale": "medium",
+        "runs": list(runs.values()),
+        "ratios": ratios,
+        "checksums_agree": True,
+        "targets": harness._targets("executor-crash", "medium", runs, ratios["wall_recovery_over_vanilla"], ratios),
+    }
+    monkeypatch.setattr(table, "_load", lambda: [result])
+    row = table.markdown().splitlines()[2]
+    assert "moonshot: recovery <= 1.15 x the failure-free run: not measured" in row and "MISSED" not in row
+
+
 def tpch_result() -> dict:
     def queries(fault: list[float], redone: list[int]) -> list[dict]:
         return [

@@ -31,7 +31,9 @@ FAULT_SCENARIOS = ("executor-crash", "heartbeat-timeout", "transient-failure", "
 # (recovery-reattach-wait: the claim, with job 2 waiting for the replacement pod; the others do not wait)
 POD_LOSS_MODES = ("nofault", "vanilla", "recovery-hostpath", "recovery-reattach", "recovery-reattach-wait")
 # on the benchmark's standalone cluster (default master), with plain Spark and the external shuffle service as a peer
-ESS_SCENARIOS = ("executor-crash", "tpch-executor-kill")
+ESS_SCENARIOS = ("executor-crash", "tpch-executor-kill", "executor-kill-points")
+# each query or kill point failure-free, then killed, in one application per mode (bench.tpch's per-query form)
+PER_QUERY_SCENARIOS = ("tpch-executor-kill", "executor-kill-points")
 
 
 def modes(scenario: str, master: str = DEFAULT_MASTER) -> tuple[str, ...]:
@@ -211,7 +213,7 @@ def run_mode(
         }
         if "first_run_error" in r:
             row["first_run_error"] = r["first_run_error"]
-        if scenario == "tpch-executor-kill":
+        if scenario in PER_QUERY_SCENARIOS:
             tpch.add_counts(row, eventlog.counts_by_group(apps))
         if scenario == "pod-loss":  # the lost pod's map outputs of job 1 that job 2 ran again, apart from the
             # consumer stage's own retries (its tasks, which fetch-failed, are shuffle map tasks too)
@@ -312,6 +314,28 @@ def _targets(
             t("the kill landed while the query ran (recovery), queries", len(landed), len(landed) > 0),
             t("map tasks re-executed, vanilla minus recovery, >= 0", saved, saved >= 0),
             *moonshot("wall_recovery_over_nofault", 1.15, "recovery (sum over the queries)"),
+        ]
+    if scenario == "executor-kill-points":
+        equal = all(run.get("queries_equal_nofault") for run in runs.values())
+        points = rec["extra"].get("queries", [])
+        landed = [p["query"] for p in points if p["kill_landed"]]
+        saved = sum(p["kill_map_tasks_reexecuted"] for p in runs["vanilla"]["extra"].get("queries", [])) - sum(
+            p["kill_map_tasks_reexecuted"] for p in points
+        )
+        over_ess = ratios.get("wall_recovery_over_vanilla_ess")
+        return [
+            t("every point's result == its failure-free run, every mode", equal, equal),
+            t(
+                f"the kill landed while the job ran (recovery), of {len(points)} points",
+                len(landed),
+                landed == [p["query"] for p in points],
+            ),
+            t("map tasks re-executed, vanilla minus recovery, >= 0", saved, saved >= 0),
+            t(
+                "recovery <= the shuffle service (sum over the points)",
+                over_ess,
+                over_ess is not None and over_ess <= 1,
+            ),
         ]
     if scenario == "driver-crash":
         exact = [run["extra"].get("equals_expected") for run in runs.values()]
@@ -519,7 +543,7 @@ def run_scenario(
             shutil.rmtree(cluster.workdir, ignore_errors=True)
     combine = driver_crash.combine if scenario == "driver-crash" else _combine
     runs = {mode: combine(rows) for mode, rows in measured.items()}
-    if scenario == "tpch-executor-kill":
+    if scenario in PER_QUERY_SCENARIOS:
         for mode, rows in measured.items():
             tpch.combine(runs[mode], rows)
     if scenario == "pod-loss":

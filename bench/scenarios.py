@@ -551,6 +551,14 @@ def tpch_executor_kill(ctx: Context) -> list:
     return run_queries(ctx)
 
 
+def executor_kill_points(ctx: Context) -> list:
+    """One job (a map stage, then a result stage) failure-free, then with an executor SIGKILLed at a controlled
+    point: during the map stage, at the start of the fetch, during the result stage (bench.kill_points)."""
+    from .kill_points import run_points
+
+    return run_points(ctx)
+
+
 def driver_crash(ctx: Context) -> list:
     """A batch job's driver SIGKILLed after two of its three shuffles, then the job resubmitted.
 
@@ -580,6 +588,7 @@ SCENARIOS = {
     "driver-crash": driver_crash,
     "streaming-catch-up": streaming_catch_up,
     "tpch-executor-kill": tpch_executor_kill,
+    "executor-kill-points": executor_kill_points,
     "shuffle-scale": shuffle_scale,
     "pod-loss": pod_loss,
 }

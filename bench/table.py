@@ -3,6 +3,7 @@ README's generated blocks (between `<!-- bench:NAME -->` and `<!-- /bench:NAME -
 
 - main: every scenario, recovery against plain Spark and both against the failure-free run;
 - tpch: tpch-executor-kill per query;
+- kill_points: executor-kill-points per kill point;
 - scale: shuffle-scale per scale (what grows with the number of map outputs);
 - pods: pod-loss per mode (executors as Kubernetes pods, one per setup of docs/kubernetes.md);
 - chaos: the fault campaign per seed and fault kind.
@@ -128,6 +129,43 @@ def tpch_markdown() -> str:
             f"| {_each((runs[m]['wall_s'] for m in modes), '.1f')} "
             f"| {_ci(r['ratios'], 'wall_recovery_over_nofault')} "
             f"| {' / '.join(redone)} | {' / '.join(landed)} | {'yes' if equal else 'NO'} |"
+        )
+    return "\n".join(rows)
+
+
+def kill_points_markdown() -> str:
+    """executor-kill-points per point: each mode's killed run over its failure-free run (medians over the
+    applications), map tasks re-executed, whether the kill landed and the result equals the failure-free run; the
+    last row sums the points, with recovery against the shuffle service."""
+    results = [r for r in _load() if r["scenario"] == "executor-kill-points"]
+    rows = [
+        "| Kill point (conf) | Failure-free s | Killed s | Killed ÷ failure-free "
+        "| Map tasks re-executed | Kill landed | Result = failure-free |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        runs = {run["mode"]: run for run in r["runs"]}
+        modes = [m for m in ("vanilla", "vanilla-ess", "recovery") if m in runs]
+        conf = ", ".join(f"{k}={v}" for k, v in (r.get("conf") or {}).items())
+        rows.append(f"| *{' / '.join(modes)}{f'; {conf}' if conf else ''}* | | | | | | |")
+        per_mode = [runs[m]["extra"]["queries"] for m in modes]
+        for ps in zip(*per_mode):
+            same = all(p["equals_nofault"] for p in ps) and len({p["checksum"] for p in ps}) == 1
+            rows.append(
+                f"| {ps[0]['query']} | {_each([p['nofault_s'] for p in ps], '.1f')} "
+                f"| {_each([p['fault_s'] for p in ps], '.1f')} "
+                f"| {_each([p['fault_s'] / p['nofault_s'] for p in ps])} "
+                f"| {' / '.join(str(p['kill_map_tasks_reexecuted']) for p in ps)} "
+                f"| {'/'.join('yes' if p['kill_landed'] else 'no' for p in ps)} | {'yes' if same else 'NO'} |"
+            )
+        equal = r.get("checksums_agree") and all(run["queries_equal_nofault"] for run in r["runs"])
+        rows.append(
+            f"| all {len(per_mode[0])}, recovery ÷ service {_ci(r['ratios'], 'wall_recovery_over_vanilla_ess')} "
+            f"| {_each((runs[m]['nofault_wall_s'] for m in modes), '.1f')} "
+            f"| {_each((runs[m]['wall_s'] for m in modes), '.1f')} "
+            f"| {_each(runs[m]['wall_s'] / runs[m]['nofault_wall_s'] for m in modes)} "
+            f"| {' / '.join(str(sum(p['kill_map_tasks_reexecuted'] for p in ps)) for ps in per_mode)} "
+            f"| {' / '.join(str(sum(p['kill_landed'] for p in ps)) for ps in per_mode)} | {'yes' if equal else 'NO'} |"
         )
     return "\n".join(rows)
 
@@ -272,6 +310,7 @@ def pods_markdown() -> str:
 TABLES = {
     "main": markdown,
     "tpch": tpch_markdown,
+    "kill_points": kill_points_markdown,
     "scale": scale_markdown,
     "pods": pods_markdown,
     "chaos": chaos_markdown,

@@ -176,10 +176,11 @@ def run_queries(ctx) -> list:
 
 
 def add_counts(row: dict, by_group: dict[str, dict[str, int]]) -> None:
-    """Each query's task counts (from the event log, per job group) into the mode's row."""
+    """Each query's task counts (from the event log, per job group: q<N>-nofault and q<N>-kill, or the entry's
+    own `group` in place of q<N>, as executor-kill-points' points have) into the mode's row."""
     for q in row["extra"].get("queries", []):
         for run in ("nofault", "kill"):
-            c = by_group.get(f"q{q['query']}-{run}", {})
+            c = by_group.get(f"{q.get('group') or 'q' + str(q['query'])}-{run}", {})
             q[f"{run}_tasks_launched"] = c.get("tasks_launched", 0)
             q[f"{run}_map_tasks_reexecuted"] = c.get("map_tasks_reexecuted", 0)
     row["nofault_wall_s"] = row["extra"].get("nofault_wall_s")

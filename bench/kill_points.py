@@ -1,0 +1,139 @@
+"""An executor killed at controlled points of one job (scenario executor-kill-points).
+
+The job is executor-crash's map stage (an RDD map with `_burn`, `reduceByKey`) followed by a result stage that
+burns CPU per key too, so that both stages run long enough for a kill to land inside them. In one application
+per mode (vanilla, recovery; on the benchmark's standalone cluster also vanilla-ess), after one untimed warm-up
+run, for every point in order:
+1. `<point>-nofault`: the job runs with both executors up; its wall time is the failure-free figure.
+2. `<point>-kill`: the job runs again. A watcher polls Spark's status tracker every 10 ms and SIGKILLs the
+   executor with the lowest id when the job reaches the point:
+   - `map-stage`: half of the map stage's tasks have completed, the others run or wait;
+   - `fetch`: the result stage's first task has started, so reducers are fetching;
+   - `reduce-stage`: half of the result stage's tasks have completed.
+3. Untimed: the cluster manager's replacement executor registers before the next point.
+The rows of run 2 must equal those of run 1. Per-point figures have the form of tpch-executor-kill's per-query
+ones (bench.tpch), so the same combination over repetitions and event-log counts apply.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from . import procs
+from .scenarios import _burn, _pairs
+
+POINTS = ("map-stage", "fetch", "reduce-stage")
+
+
+def _burn_times(x: int, times: int) -> int:
+    """`times` rounds of bench.scenarios._burn: the result stage's CPU per key."""
+    for _ in range(times):
+        x = _burn(x)
+    return x
+
+
+def job(ctx) -> list:
+    """The measured job: a map stage of `maps` tasks, then 8 reducers that spend about half as much CPU."""
+    rows, keys = ctx.scale["rows"], ctx.scale["keys"]
+    rounds = max(1, rows // keys // 2)  # a map task burns once per row; a reducer `rounds` times per key
+    return sorted(_pairs(ctx).mapValues(lambda v: _burn_times(v, rounds) % 1000).collect())
+
+
+def _stages(sc, group: str) -> list:
+    """The group's stages in id order (the map stage first, the result stage last), from the status tracker."""
+    tracker = sc.statusTracker()
+    ids = []
+    for job_id in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job_id)
+        if info is not None:
+            ids.extend(info.stageIds)
+    infos = (tracker.getStageInfo(s) for s in sorted(ids))
+    return [info for info in infos if info is not None]
+
+
+def reached(point: str, stages: list) -> bool:
+    """Whether a job whose stages (map first, result last; each with numTasks, numActiveTasks and
+    numCompletedTasks) are as given has reached `point`."""
+    if len(stages) < 2:
+        return False
+    first, last = stages[0], stages[-1]
+    if point == "map-stage":
+        return first.numCompletedTasks * 2 >= first.numTasks and first.numCompletedTasks < first.numTasks
+    if point == "fetch":
+        return last.numActiveTasks + last.numCompletedTasks > 0
+    if point == "reduce-stage":
+        return last.numCompletedTasks * 2 >= last.numTasks
+    raise ValueError(f"unknown kill point {point!r}; choose from {', '.join(POINTS)}")
+
+
+class KillAtPoint(threading.Thread):
+    """SIGKILLs the lowest-id executor once the group's job reaches `point`."""
+
+    def __init__(self, ctx, group: str, point: str, started: float):
+        super().__init__(daemon=True)
+        self.ctx, self.group, self.point, self.started = ctx, group, point, started
+        self.finished = threading.Event()  # the job returned
+        self.killed: str | None = None
+        self.killed_at_s: float | None = None
+        self.landed = False  # the job was still running when the executor died
+
+    def run(self) -> None:
+        while not self.finished.is_set():
+            if reached(self.point, _stages(self.ctx.sc, self.group)):
+                victim, pid = sorted(self.ctx.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
+                procs.kill(pid)
+                self.killed, self.killed_at_s = victim, round(time.monotonic() - self.started, 3)
+                self.landed = not self.finished.is_set()
+                return
+            time.sleep(0.01)
+
+
+def run_points(ctx) -> list:
+    """Every point failure-free, then with the kill; per-point figures go to ctx.extra['queries'] (bench.tpch's
+    form, the point's name as its `query`)."""
+    from .scenarios import _wait_executors, executor_ids
+    from .worker import checksum  # bench.worker imports bench.scenarios
+
+    _wait_executors(ctx, 2)
+    ctx.group("warmup")
+    job(ctx)
+    results, per_point = [], []
+    for point in ctx.params.get("points") or POINTS:
+        _wait_executors(ctx, 2)
+        ctx.group(f"{point}-nofault")
+        t0 = time.monotonic()
+        expected = job(ctx)
+        free_s = time.monotonic() - t0
+        ctx.group(f"{point}-kill")
+        t0 = time.monotonic()
+        watcher = KillAtPoint(ctx, f"{point}-kill", point, t0)
+        watcher.start()
+        try:
+            got = job(ctx)
+        finally:
+            watcher.finished.set()
+            watcher.join(10)
+        fault_s = time.monotonic() - t0
+        if watcher.killed is not None:  # untimed: until the driver removed it (a replacement registers next)
+            deadline = time.monotonic() + 60
+            while watcher.killed in executor_ids(ctx) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        per_point.append(
+            {
+                "query": point,
+                "group": point,
+                "nofault_s": round(free_s, 3),
+                "fault_s": round(fault_s, 3),
+                "killed_executor": watcher.killed,
+                "killed_at_s": watcher.killed_at_s,
+                "kill_landed": watcher.landed,
+                "rows": len(got),
+                "equals_nofault": got == expected,
+                "checksum": checksum(got),
+            }
+        )
+        results.append((point, checksum(got)))
+    ctx.extra["queries"] = per_point
+    ctx.extra["nofault_wall_s"] = round(sum(p["nofault_s"] for p in per_point), 3)
+    return results

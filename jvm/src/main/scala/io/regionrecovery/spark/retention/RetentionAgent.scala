@@ -120,8 +120,10 @@ object RetentionAgent extends Logging {
    * Executor shutdown (graceful stop, or the JVM exiting: on SIGTERM this runs from an early shutdown
    * hook, before Spark stops the executor, so the driver can still be asked; the plugin's shutdown
    * calls it again, which then does nothing). The second caller waits for the first to finish: a
-   * SIGTERM (the Worker killing the executor of a dead driver) that arrives while the plugin's
-   * shutdown deletes the files must not let the JVM exit in the middle of the deletion.
+   * SIGTERM (the Worker killing the executor as the application ends, moments after the driver's
+   * StopExecutor) that arrives while the plugin's shutdown asks the driver or deletes the files must
+   * not let the JVM exit in the middle. So the hook is removed only once the graceful stop is done:
+   * until then a SIGTERM runs it, and the JVM's shutdown waits here.
    */
   private[spark] def stop(): Unit = stopLock.synchronized {
     val a = RetentionAgent.synchronized { val current = agent; agent = null; current }
@@ -129,12 +131,12 @@ object RetentionAgent extends Logging {
       try a.store.markTerminating(aliveLock)
       catch { case NonFatal(_) => }
     if (a != null) {
-      if (a.shutdownHook != null && !SparkInternals.jvmShuttingDown) SparkInternals.removeShutdownHook(a.shutdownHook)
       a.stopLease()
       if (a.ref != null) {
         try SparkInternals.unregisterEndpoint(a.ref)
         catch { case NonFatal(_) => }
       }
+      if (a.shutdownHook != null && !SparkInternals.jvmShuttingDown) SparkInternals.removeShutdownHook(a.shutdownHook)
     }
   }
 }

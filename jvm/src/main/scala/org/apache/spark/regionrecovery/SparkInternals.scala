@@ -507,7 +507,8 @@ object SparkInternals {
     org.apache.spark.util.ShutdownHookManager.addShutdownHook(
       org.apache.spark.util.ShutdownHookManager.DEFAULT_SHUTDOWN_PRIORITY + 10)(hook)
 
-  def removeShutdownHook(handle: AnyRef): Unit = org.apache.spark.util.ShutdownHookManager.removeShutdownHook(handle)
+  /** Removes a hook [[addEarlyShutdownHook]] added; false if it was not registered (any more). */
+  def removeShutdownHook(handle: AnyRef): Boolean = org.apache.spark.util.ShutdownHookManager.removeShutdownHook(handle)
 
   // ---- job recovery: what identifies a plan across applications --------------------------------------
 

@@ -5,6 +5,7 @@ import java.nio.file.{Files, Path}
 import scala.jdk.CollectionConverters._
 import scala.util.Using
 
+import org.apache.spark.regionrecovery.SparkInternals
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.regionrecovery.spark.retention.DriverLossAction.{Delete, Keep}
@@ -237,6 +238,31 @@ class DriverLossActionSuite extends AnyFunSuite {
       assert(!second.isAlive && !first.isAlive)
       assert(names(root).isEmpty, "when the second stop returns, the first has deleted everything")
       assert(RetentionAgent.current == null)
+    }
+  }
+
+  test("the SIGTERM hook stays registered until a graceful stop has asked the driver and deleted the files") {
+    withAgent(None) { (root, agent) =>
+      val inPing = new java.util.concurrent.CountDownLatch(1)
+      val answer = new java.util.concurrent.CountDownLatch(1)
+      assert(agent.startLease())
+      driverOf(agent).ping = timeout =>
+        if (timeout != RetentionAgent.StopPingTimeoutMs) Some(LeaseRenewed) // the lease's own pings
+        else { inPing.countDown(); answer.await(); Some(ApplicationEnds.delete(Nil)) }
+      agent.shutdownHook = SparkInternals.addEarlyShutdownHook(() => ())
+      RetentionAgent.installForTests(agent)
+      val graceful = new Thread(() => RetentionAgent.stop()) // the plugin's shutdown, at the driver's StopExecutor
+      graceful.start()
+      try {
+        assert(inPing.await(10, java.util.concurrent.TimeUnit.SECONDS))
+        // a SIGTERM now must run the hook (which waits for this stop); a removed hook lets the JVM exit at once
+        val registered = SparkInternals.removeShutdownHook(agent.shutdownHook)
+        assert(registered, "the hook was removed while the graceful stop still waited for the driver")
+        agent.shutdownHook = SparkInternals.addEarlyShutdownHook(() => ())
+      } finally answer.countDown()
+      graceful.join(10000)
+      assert(!graceful.isAlive && names(root).isEmpty)
+      assert(!SparkInternals.removeShutdownHook(agent.shutdownHook), "the hook outlived the stop")
     }
   }
 }

@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import re
+import statistics
 
 from .harness import RESULTS
 from .plot import _load
@@ -134,15 +135,22 @@ def tpch_markdown() -> str:
 
 
 def kill_points_markdown() -> str:
-    """executor-kill-points per point: each mode's killed run over its failure-free run (medians over the
-    applications), map tasks re-executed, whether the kill landed and the result equals the failure-free run; the
-    last row sums the points, with recovery against the shuffle service."""
+    """executor-kill-points per point: each mode's killed run over its failure-free run, map tasks re-executed (each
+    a median over the applications, --reps), whether the kill landed in every application and the result equals
+    the failure-free run; the last row sums the points, with recovery against the shuffle service."""
     results = [r for r in _load() if r["scenario"] == "executor-kill-points"]
     rows = [
         "| Kill point (conf) | Failure-free s | Killed s | Killed ÷ failure-free "
         "| Map tasks re-executed | Kill landed | Result = failure-free |",
         "|---|---|---|---|---|---|---|",
     ]
+
+    def redone(p: dict) -> float:
+        return statistics.median(p.get("kill_map_tasks_reexecuted_runs") or [p["kill_map_tasks_reexecuted"]])
+
+    def landed(p: dict) -> bool:
+        return all(p.get("kill_landed_runs") or [p["kill_landed"]])
+
     for r in results:
         runs = {run["mode"]: run for run in r["runs"]}
         modes = [m for m in ("vanilla", "vanilla-ess", "recovery") if m in runs]
@@ -155,8 +163,8 @@ def kill_points_markdown() -> str:
                 f"| {ps[0]['query']} | {_each([p['nofault_s'] for p in ps], '.1f')} "
                 f"| {_each([p['fault_s'] for p in ps], '.1f')} "
                 f"| {_each([p['fault_s'] / p['nofault_s'] for p in ps])} "
-                f"| {' / '.join(str(p['kill_map_tasks_reexecuted']) for p in ps)} "
-                f"| {'/'.join('yes' if p['kill_landed'] else 'no' for p in ps)} | {'yes' if same else 'NO'} |"
+                f"| {_each([redone(p) for p in ps], 'g')} "
+                f"| {'/'.join('yes' if landed(p) else 'no' for p in ps)} | {'yes' if same else 'NO'} |"
             )
         equal = r.get("checksums_agree") and all(run["queries_equal_nofault"] for run in r["runs"])
         rows.append(
@@ -164,8 +172,8 @@ def kill_points_markdown() -> str:
             f"| {_each((runs[m]['nofault_wall_s'] for m in modes), '.1f')} "
             f"| {_each((runs[m]['wall_s'] for m in modes), '.1f')} "
             f"| {_each(runs[m]['wall_s'] / runs[m]['nofault_wall_s'] for m in modes)} "
-            f"| {' / '.join(str(sum(p['kill_map_tasks_reexecuted'] for p in ps)) for ps in per_mode)} "
-            f"| {' / '.join(str(sum(p['kill_landed'] for p in ps)) for ps in per_mode)} | {'yes' if equal else 'NO'} |"
+            f"| {_each([sum(redone(p) for p in ps) for ps in per_mode], 'g')} "
+            f"| {' / '.join(str(sum(landed(p) for p in ps)) for ps in per_mode)} | {'yes' if equal else 'NO'} |"
         )
     return "\n".join(rows)
 

@@ -92,8 +92,8 @@ class KillAtPoint(threading.Thread):
 def run_points(ctx) -> list:
     """Every point failure-free, then with the kill; per-point figures go to ctx.extra['queries'] (bench.tpch's
     form, the point's name as its `query`)."""
-    from .scenarios import _wait_executors, executor_ids
-    from .worker import checksum  # bench.worker imports bench.scenarios
+    from .scenarios import _wait_executors
+    from .tpch import measure_kill
 
     _wait_executors(ctx, 2)
     ctx.group("warmup")
@@ -101,39 +101,11 @@ def run_points(ctx) -> list:
     results, per_point = [], []
     for point in ctx.params.get("points") or POINTS:
         _wait_executors(ctx, 2)
-        ctx.group(f"{point}-nofault")
-        t0 = time.monotonic()
-        expected = job(ctx)
-        free_s = time.monotonic() - t0
-        ctx.group(f"{point}-kill")
-        t0 = time.monotonic()
-        watcher = KillAtPoint(ctx, f"{point}-kill", point, t0)
-        watcher.start()
-        try:
-            got = job(ctx)
-        finally:
-            watcher.finished.set()
-            watcher.join(10)
-        fault_s = time.monotonic() - t0
-        if watcher.killed is not None:  # untimed: until the driver removed it (a replacement registers next)
-            deadline = time.monotonic() + 60
-            while watcher.killed in executor_ids(ctx) and time.monotonic() < deadline:
-                time.sleep(0.1)
-        per_point.append(
-            {
-                "query": point,
-                "group": point,
-                "nofault_s": round(free_s, 3),
-                "fault_s": round(fault_s, 3),
-                "killed_executor": watcher.killed,
-                "killed_at_s": watcher.killed_at_s,
-                "kill_landed": watcher.landed,
-                "rows": len(got),
-                "equals_nofault": got == expected,
-                "checksum": checksum(got),
-            }
+        entry = measure_kill(
+            ctx, point, point, lambda: job(ctx), lambda group, t0, point=point: KillAtPoint(ctx, group, point, t0)
         )
-        results.append((point, checksum(got)))
+        per_point.append(entry)
+        results.append((point, entry["checksum"]))
     ctx.extra["queries"] = per_point
     ctx.extra["nofault_wall_s"] = round(sum(p["nofault_s"] for p in per_point), 3)
     return results

@@ -121,10 +121,48 @@ def _rows(df) -> list[tuple]:
     return sorted((tuple(r) for r in df.collect()), key=repr)
 
 
+def measure_kill(ctx, query, group: str, run, make_watcher) -> dict:
+    """Runs `run()` failure-free (job group `<group>-nofault`), then again (`<group>-kill`) beside the watcher
+    `make_watcher(group, started)` makes, which kills an executor; then waits, untimed, until the driver has
+    removed it. Returns the per-query entry: both wall times, the kill, whether the rows are equal."""
+    from .scenarios import executor_ids
+    from .worker import checksum
+
+    ctx.group(f"{group}-nofault")
+    t0 = time.monotonic()
+    expected = run()
+    free_s = time.monotonic() - t0
+    ctx.group(f"{group}-kill")
+    t0 = time.monotonic()
+    watcher = make_watcher(f"{group}-kill", t0)
+    watcher.start()
+    try:
+        got = run()
+    finally:
+        watcher.finished.set()
+        watcher.join(10)
+    fault_s = time.monotonic() - t0
+    if watcher.killed is not None:  # untimed: until the driver removed it and a replacement registered
+        deadline = time.monotonic() + 60
+        while watcher.killed in executor_ids(ctx) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    return {
+        "query": query,
+        "group": group,
+        "nofault_s": round(free_s, 3),
+        "fault_s": round(fault_s, 3),
+        "killed_executor": watcher.killed,
+        "killed_at_s": watcher.killed_at_s,
+        "kill_landed": watcher.landed,
+        "rows": len(got),
+        "equals_nofault": got == expected,
+        "checksum": checksum(got),
+    }
+
+
 def run_queries(ctx) -> list:
     """Every selected query failure-free, then with the kill; per-query figures go to ctx.extra['queries']."""
-    from .scenarios import _wait_executors, executor_ids
-    from .worker import checksum
+    from .scenarios import _wait_executors
 
     params = ctx.params
     path, numbers = params["data"], params.get("queries") or ALL_QUERIES
@@ -138,38 +176,15 @@ def run_queries(ctx) -> list:
         _wait_executors(ctx, 2)
         ctx.group(f"q{n}-warmup")
         ctx.spark.sql(sql).collect()
-        ctx.group(f"q{n}-nofault")
-        t0 = time.monotonic()
-        expected = _rows(ctx.spark.sql(sql))
-        free_s = time.monotonic() - t0
-        ctx.group(f"q{n}-kill")
-        t0 = time.monotonic()
-        watcher = KillWhenShuffled(ctx, f"q{n}-kill", t0)
-        watcher.start()
-        try:
-            got = _rows(ctx.spark.sql(sql))
-        finally:
-            watcher.finished.set()
-            watcher.join(10)
-        fault_s = time.monotonic() - t0
-        if watcher.killed is not None:  # untimed: until the driver removed it and a replacement registered
-            deadline = time.monotonic() + 60
-            while watcher.killed in executor_ids(ctx) and time.monotonic() < deadline:
-                time.sleep(0.1)
-        per_query.append(
-            {
-                "query": n,
-                "nofault_s": round(free_s, 3),
-                "fault_s": round(fault_s, 3),
-                "killed_executor": watcher.killed,
-                "killed_at_s": watcher.killed_at_s,
-                "kill_landed": watcher.landed,
-                "rows": len(got),
-                "equals_nofault": got == expected,
-                "checksum": checksum(got),
-            }
+        entry = measure_kill(
+            ctx,
+            n,
+            f"q{n}",
+            lambda sql=sql: _rows(ctx.spark.sql(sql)),
+            lambda group, t0: KillWhenShuffled(ctx, group, t0),
         )
-        results.append((n, checksum(got)))
+        per_query.append(entry)
+        results.append((n, entry["checksum"]))
     ctx.extra["queries"] = per_query
     ctx.extra["nofault_wall_s"] = round(sum(q["nofault_s"] for q in per_query), 3)
     return results

@@ -17,11 +17,8 @@ ones (bench.tpch), so the same combination over repetitions and event-log counts
 
 from __future__ import annotations
 
-import threading
-import time
-
-from . import procs
 from .scenarios import _burn, _pairs
+from .tpch import KillWhen, measure_kill
 
 POINTS = ("map-stage", "fetch", "reduce-stage")
 
@@ -67,33 +64,17 @@ def reached(point: str, stages: list) -> bool:
     raise ValueError(f"unknown kill point {point!r}; choose from {', '.join(POINTS)}")
 
 
-class KillAtPoint(threading.Thread):
-    """SIGKILLs the lowest-id executor once the group's job reaches `point`."""
+class KillAtPoint(KillWhen):
+    """Kills once the group's job reaches `point` (the status tracker polled every 10 ms)."""
 
     def __init__(self, ctx, group: str, point: str, started: float):
-        super().__init__(daemon=True)
-        self.ctx, self.group, self.point, self.started = ctx, group, point, started
-        self.finished = threading.Event()  # the job returned
-        self.killed: str | None = None
-        self.killed_at_s: float | None = None
-        self.landed = False  # the job was still running when the executor died
-
-    def run(self) -> None:
-        while not self.finished.is_set():
-            if reached(self.point, _stages(self.ctx.sc, self.group)):
-                victim, pid = sorted(self.ctx.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
-                procs.kill(pid)
-                self.killed, self.killed_at_s = victim, round(time.monotonic() - self.started, 3)
-                self.landed = not self.finished.is_set()
-                return
-            time.sleep(0.01)
+        super().__init__(ctx, started, lambda: reached(point, _stages(ctx.sc, group)), every_s=0.01)
 
 
 def run_points(ctx) -> list:
     """Every point failure-free, then with the kill; per-point figures go to ctx.extra['queries'] (bench.tpch's
     form, the point's name as its `query`)."""
     from .scenarios import _wait_executors
-    from .tpch import measure_kill
 
     _wait_executors(ctx, 2)
     ctx.group("warmup")

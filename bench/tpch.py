@@ -94,27 +94,34 @@ def _shuffle_stage_done(sc, group: str, seen: set[int]) -> bool:
     return False
 
 
-class KillWhenShuffled(threading.Thread):
-    """SIGKILLs the lowest-id executor once a stage of `group` completed with shuffle output."""
+class KillWhen(threading.Thread):
+    """SIGKILLs the lowest-id executor once `due()` holds (polled every `every_s`), unless the run finished first."""
 
-    def __init__(self, ctx, group: str, started: float):
+    def __init__(self, ctx, started: float, due, every_s: float = 0.02):
         super().__init__(daemon=True)
-        self.ctx, self.group, self.started = ctx, group, started
-        self.finished = threading.Event()  # the query returned
+        self.ctx, self.started, self.due, self.every_s = ctx, started, due, every_s
+        self.finished = threading.Event()  # the run returned
         self.killed: str | None = None
         self.killed_at_s: float | None = None
-        self.landed = False  # the query was still running when the executor died
+        self.landed = False  # the run was still going when the executor died
 
     def run(self) -> None:
-        seen: set[int] = set()
         while not self.finished.is_set():
-            if _shuffle_stage_done(self.ctx.sc, self.group, seen):
+            if self.due():
                 victim, pid = sorted(self.ctx.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
                 procs.kill(pid)
                 self.killed, self.killed_at_s = victim, round(time.monotonic() - self.started, 3)
                 self.landed = not self.finished.is_set()
                 return
-            time.sleep(0.02)
+            time.sleep(self.every_s)
+
+
+class KillWhenShuffled(KillWhen):
+    """Kills once a stage of `group` completed with shuffle output."""
+
+    def __init__(self, ctx, group: str, started: float):
+        seen: set[int] = set()
+        super().__init__(ctx, started, lambda: _shuffle_stage_done(ctx.sc, group, seen))
 
 
 def _rows(df) -> list[tuple]:

@@ -17,7 +17,7 @@ ones (bench.tpch), so the same combination over repetitions and event-log counts
 
 from __future__ import annotations
 
-from .scenarios import _burn, _pairs
+from .scenarios import _burn, _pairs, _wait_executors
 from .tpch import KillWhen, measure_kill
 
 POINTS = ("map-stage", "fetch", "reduce-stage")
@@ -74,8 +74,6 @@ class KillAtPoint(KillWhen):
 def run_points(ctx) -> list:
     """Every point failure-free, then with the kill; per-point figures go to ctx.extra['queries'] (bench.tpch's
     form, the point's name as its `query`)."""
-    from .scenarios import _wait_executors
-
     _wait_executors(ctx, 2)
     ctx.group("warmup")
     job(ctx)

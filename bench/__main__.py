@@ -1,5 +1,5 @@
 """python -m bench run SCENARIO|all [--scale smoke|small|medium|large|xlarge|xxlarge|many] [--modes vanilla,recovery]
-[--out FILE] [--master URL] [--sf F] [--queries 1,3] [--reps N];
+[--out FILE] [--master URL] [--sf F] [--queries 1,3] [--points fetch,fetch-both] [--reps N];
 python -m bench plot; python -m bench table [--update README.md];
 python -m bench chaos --runs N --seed S [--only INDEX ...] [--focus KIND] [--out FILE]"""
 
@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from . import harness, scenarios
+from . import harness, kill_points, scenarios
 
 
 def _conf(text: str) -> tuple[str, str]:
@@ -27,6 +27,13 @@ def _queries(text: str) -> list[int]:
     if not all(1 <= n <= 22 for n in numbers):
         raise argparse.ArgumentTypeError(f"TPC-H has queries 1 to 22, not {text}")
     return numbers
+
+
+def _points(text: str) -> list[str]:
+    try:
+        return kill_points.check_points([p.strip() for p in text.split(",") if p.strip()])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _reps(text: str) -> int:
@@ -57,6 +64,12 @@ def main(argv=None) -> int:
         help="a Spark setting for every mode of the run (repeatable); recorded in the result",
     )
     r.add_argument("--queries", type=_queries, help="tpch-executor-kill: query numbers, e.g. 1,3,9 (default all 22)")
+    r.add_argument(
+        "--points",
+        type=_points,
+        help=f"executor-kill-points: kill points, e.g. fetch,fetch-both (of {', '.join(kill_points.KILLS)}; "
+        f"default {','.join(kill_points.POINTS)})",
+    )
     r.add_argument(
         "--modes",
         type=lambda text: [m.strip() for m in text.split(",") if m.strip()],
@@ -122,6 +135,7 @@ def main(argv=None) -> int:
                 out,
                 sf=args.sf,
                 queries=args.queries,
+                points=args.points,
                 conf=dict(args.conf),
                 only=list(modes),
                 reps=args.reps,

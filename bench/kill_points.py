@@ -9,8 +9,11 @@ run, for every point in order:
    executor with the lowest id when the job reaches the point:
    - `map-stage`: half of the map stage's tasks have completed, the others run or wait;
    - `fetch`: the result stage's first task has started, so reducers are fetching;
-   - `reduce-stage`: half of the result stage's tasks have completed.
-3. Untimed: the cluster manager's replacement executor registers before the next point.
+   - `reduce-stage`: half of the result stage's tasks have completed;
+   - `fetch-both` (only with `--points`): as `fetch`, but both executors are SIGKILLed at once, every executor
+     of this cluster's one node: no executor survives to adopt their outputs, while the shuffle service does
+     survive.
+3. Untimed: the cluster manager's replacement executors register before the next point.
 The rows of run 2 must equal those of run 1. Per-point figures have the form of tpch-executor-kill's per-query
 ones (bench.tpch), so the same combination over repetitions and event-log counts apply.
 """
@@ -20,7 +23,24 @@ from __future__ import annotations
 from .scenarios import _burn, _pairs, _wait_executors
 from .tpch import KillWhen, measure_kill
 
-POINTS = ("map-stage", "fetch", "reduce-stage")
+POINTS = ("map-stage", "fetch", "reduce-stage")  # the scenario's default
+# every point, with the point whose condition it shares and how many executors it kills
+KILLS = {
+    "map-stage": ("map-stage", 1),
+    "fetch": ("fetch", 1),
+    "reduce-stage": ("reduce-stage", 1),
+    "fetch-both": ("fetch", 2),
+}
+
+
+def check_points(points: list[str]) -> list[str]:
+    """`points` if every one is known; a clear error naming the known ones otherwise."""
+    unknown = [p for p in points if p not in KILLS]
+    if unknown or not points:
+        raise ValueError(
+            f"unknown kill point(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(KILLS)}"
+        )
+    return points
 
 
 def _burn_times(x: int, times: int) -> int:
@@ -52,23 +72,23 @@ def _stages(sc, group: str) -> list:
 def reached(point: str, stages: list) -> bool:
     """Whether a job whose stages (map first, result last; each with numTasks, numActiveTasks and
     numCompletedTasks) are as given has reached `point`."""
+    condition, _ = KILLS[check_points([point])[0]]
     if len(stages) < 2:
         return False
     first, last = stages[0], stages[-1]
-    if point == "map-stage":
+    if condition == "map-stage":
         return first.numCompletedTasks * 2 >= first.numTasks and first.numCompletedTasks < first.numTasks
-    if point == "fetch":
+    if condition == "fetch":
         return last.numActiveTasks + last.numCompletedTasks > 0
-    if point == "reduce-stage":
-        return last.numCompletedTasks * 2 >= last.numTasks
-    raise ValueError(f"unknown kill point {point!r}; choose from {', '.join(POINTS)}")
+    return last.numCompletedTasks * 2 >= last.numTasks  # reduce-stage
 
 
 class KillAtPoint(KillWhen):
     """Kills once the group's job reaches `point` (the status tracker polled every 10 ms)."""
 
     def __init__(self, ctx, group: str, point: str, started: float):
-        super().__init__(ctx, started, lambda: reached(point, _stages(ctx.sc, group)), every_s=0.01)
+        victims = KILLS[point][1]
+        super().__init__(ctx, started, lambda: reached(point, _stages(ctx.sc, group)), every_s=0.01, victims=victims)
 
 
 def run_points(ctx) -> list:

@@ -338,7 +338,9 @@ def shuffle_scale(ctx: Context) -> list:
             watcher.join(10)
     ctx.extra.update(map_outputs=maps, rows=rows)
     if watcher is not None:
-        ctx.extra.update(killed_executor=watcher.killed, killed_at_s=watcher.killed_at_s, kill_landed=watcher.landed)
+        ctx.extra.update(
+            killed_executor=watcher.killed_executor, killed_at_s=watcher.killed_at_s, kill_landed=watcher.landed
+        )
     if ctx.rr is not None:
         ctx.extra["retained_bytes_after_query"] = ctx.retained_bytes()
         ctx.rr.sync()

@@ -95,25 +95,33 @@ def _shuffle_stage_done(sc, group: str, seen: set[int]) -> bool:
 
 
 class KillWhen(threading.Thread):
-    """SIGKILLs the lowest-id executor once `due()` holds (polled every `every_s`), unless the run finished first."""
+    """SIGKILLs the `victims` executors with the lowest ids at once when `due()` holds (polled every `every_s`),
+    unless the run finished first."""
 
-    def __init__(self, ctx, started: float, due, every_s: float = 0.02):
+    def __init__(self, ctx, started: float, due, every_s: float = 0.02, victims: int = 1):
         super().__init__(daemon=True)
-        self.ctx, self.started, self.due, self.every_s = ctx, started, due, every_s
+        self.ctx, self.started, self.due, self.every_s, self.victims = ctx, started, due, every_s, victims
         self.finished = threading.Event()  # the run returned
-        self.killed: str | None = None
+        self.killed: list[str] = []  # executor ids
         self.killed_at_s: float | None = None
-        self.landed = False  # the run was still going when the executor died
+        self.landed = False  # the run was still going when the executors died
 
     def run(self) -> None:
         while not self.finished.is_set():
             if self.due():
-                victim, pid = sorted(self.ctx.executor_pids().items(), key=lambda kv: int(kv[0]))[0]
-                procs.kill(pid)
-                self.killed, self.killed_at_s = victim, round(time.monotonic() - self.started, 3)
+                chosen = sorted(self.ctx.executor_pids().items(), key=lambda kv: int(kv[0]))[: self.victims]
+                for _, pid in chosen:
+                    procs.kill(pid)
+                self.killed = [victim for victim, _ in chosen]
+                self.killed_at_s = round(time.monotonic() - self.started, 3)
                 self.landed = not self.finished.is_set()
                 return
             time.sleep(self.every_s)
+
+    @property
+    def killed_executor(self) -> str | None:
+        """The killed executors' ids as the results record them ("0", "0,1"), None before a kill."""
+        return ",".join(self.killed) or None
 
 
 class KillWhenShuffled(KillWhen):
@@ -149,16 +157,15 @@ def measure_kill(ctx, query, group: str, run, make_watcher) -> dict:
         watcher.finished.set()
         watcher.join(10)
     fault_s = time.monotonic() - t0
-    if watcher.killed is not None:  # untimed: until the driver removed it and a replacement registered
-        deadline = time.monotonic() + 60
-        while watcher.killed in executor_ids(ctx) and time.monotonic() < deadline:
-            time.sleep(0.1)
+    deadline = time.monotonic() + 60  # untimed: until the driver removed the killed executors
+    while set(watcher.killed) & set(executor_ids(ctx)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     return {
         "query": query,
         "group": group,
         "nofault_s": round(free_s, 3),
         "fault_s": round(fault_s, 3),
-        "killed_executor": watcher.killed,
+        "killed_executor": watcher.killed_executor,
         "killed_at_s": watcher.killed_at_s,
         "kill_landed": watcher.landed,
         "rows": len(got),

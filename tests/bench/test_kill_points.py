@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench import harness, kill_points, table, tpch
+from bench.__main__ import main as bench_main
 
 # the fields of pyspark.status.SparkStageInfo the watcher reads
 Stage = namedtuple("Stage", "numTasks numActiveTasks numCompletedTasks")
@@ -42,8 +43,44 @@ def test_a_job_whose_stages_are_not_known_yet_reaches_no_point():
 
 
 def test_an_unknown_point_is_refused_with_the_known_ones():
-    with pytest.raises(ValueError, match="map-stage, fetch, reduce-stage"):
+    with pytest.raises(ValueError, match="map-stage, fetch, reduce-stage, fetch-both"):
         kill_points.reached("shuffle", job(8))
+    with pytest.raises(ValueError, match="unknown kill point.s. nope; choose from map-stage"):
+        kill_points.check_points(["fetch", "nope"])
+    with pytest.raises(SystemExit):  # the command line refuses it before anything runs
+        bench_main(["run", "executor-kill-points", "--points", "fetch,nope"])
+
+
+@given(st.integers(0, 8), st.integers(0, 8), st.integers(0, 8))
+def test_both_executors_die_where_one_would_at_the_fetch(map_done, active, done):
+    stages = job(map_done, reduce_active=active, reduce_done=done)
+    assert kill_points.reached("fetch-both", stages) == kill_points.reached("fetch", stages)
+    assert [kill_points.KILLS[p][1] for p in ("fetch", "fetch-both")] == [1, 2]
+    assert "fetch-both" not in kill_points.POINTS  # only when asked for: --points
+
+
+class Executors:
+    """What the watcher reads of the worker's context: the executors' pids by id."""
+
+    def __init__(self, pids: dict[str, int]):
+        self.pids = pids
+
+    def executor_pids(self) -> dict[str, int]:
+        return dict(self.pids)
+
+
+@pytest.mark.parametrize("victims, killed", [(1, ["2"]), (2, ["2", "10"])])
+def test_the_watcher_kills_the_executors_with_the_lowest_ids_at_once(monkeypatch, victims, killed):
+    signalled = []
+    monkeypatch.setattr(tpch.procs, "kill", signalled.append)
+    watcher = tpch.KillWhen(Executors({"10": 110, "2": 102, "11": 111}), 0.0, lambda: True, victims=victims)
+    watcher.run()  # in this thread: due at once
+    assert (watcher.killed, signalled, watcher.killed_executor) == (
+        killed,
+        [int(k) + 100 for k in killed],
+        ",".join(killed),
+    )
+    assert tpch.KillWhen(Executors({}), 0.0, lambda: False).killed_executor is None
 
 
 def test_it_runs_beside_the_shuffle_service_with_per_point_counts():

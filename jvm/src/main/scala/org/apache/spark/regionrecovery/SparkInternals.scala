@@ -486,11 +486,20 @@ object SparkInternals {
 
   /**
    * What ShuffleExchangeExec does to materialize its shuffle under AQE, for an exchange that wraps
-   * one: submit its map stage (an empty input has no stage and no statistics).
+   * one: submit its map stage (an empty input has no stage and no statistics). A shuffle whose every
+   * output is registered already (job recovery restored them all) is not submitted: Spark finishes a
+   * map-stage job with nothing to run twice (ending the job twice and logging "ERROR DAGScheduler: No
+   * stages registered for job N"). Its statistics are the tracker's, and the job that reads it skips
+   * its stage, as for any shuffle computed earlier.
    */
   def submitMapStage(sc: SparkContext, dep: ShuffleDependency[_, _, _], inputPartitions: Int)
-      : scala.concurrent.Future[MapOutputStatistics] =
-    if (inputPartitions == 0) scala.concurrent.Future.successful(null) else sc.submitMapStage(dep)
+      : scala.concurrent.Future[MapOutputStatistics] = {
+    val t = tracker
+    if (inputPartitions == 0) scala.concurrent.Future.successful(null)
+    else if (t.containsShuffle(dep.shuffleId) && t.getNumAvailableOutputs(dep.shuffleId) == dep.rdd.partitions.length)
+      scala.concurrent.Future.successful(t.getStatistics(dep))
+    else sc.submitMapStage(dep)
+  }
 
   /** Whether an RDD's output is DETERMINATE: the same rows in the same order in each partition on a rerun. */
   def outputDeterminate(rdd: org.apache.spark.rdd.RDD[_]): Boolean =

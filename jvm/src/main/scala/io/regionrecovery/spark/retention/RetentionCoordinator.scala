@@ -125,7 +125,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       }
       null
     case p: LeasePing =>
-      if (from != null && p.appKey == appKey) executorAt.put(from, p.executorId)
+      if (from != null && p.appKey == appKey) {
+        executorAt.put(from, p.executorId)
+        disconnectedExecutors.remove(p.executorId) // it reconnected: it is alive
+      }
       if (fenced.contains(p.executorId)) LeaseFenced
       else if (p.stopping && p.appKey == appKey && (stopped || actions.applicationStopping)) {
         // without job recovery the end always deletes: no need to wait for the listener's ApplicationEnd, which a
@@ -190,11 +193,23 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   /** From Spark's RPC dispatcher: a remote process's connection closed. Hands off, returns at once. */
   private def disconnected(address: String): Unit = {
     val executorId = executorAt.remove(address)
+    if (executorId != null) disconnectedExecutors.add(executorId)
     if (executorId != null && earlyLossDetection) {
       val at = now
       confirming(s"closed connection of executor $executorId")(connectionClosed(executorId, at))
     }
   }
+
+  /**
+   * Executors whose connection to the driver closed (until their next lease ping): never chosen to adopt.
+   * When two executors of a node die at once, the first loss handled must not pick the other one, whose
+   * loss Spark has not reported yet: the adoption would fail and its outputs be recomputed, where with
+   * `retained.reattach-timeout` they wait for a new executor on that node instead.
+   */
+  private val disconnectedExecutors = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
+  /** Live agents that may adopt: their connection to the driver did not close. */
+  private def reachableAgents: Seq[AgentInfo] = agents.live.filterNot(a => disconnectedExecutors.contains(a.executorId))
 
   /**
    * An executor's connection to the driver closed at `at` (on the confirming thread). Spark learns of
@@ -359,9 +374,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       return
     }
     val load = ledger.synchronized(ledger.bytesByExecutor).withDefaultValue(0L)
-    val decision = AdoptionDecision.decide(currentPolicy, executorId, node, agents.live, outputs, load,
+    val reachable = reachableAgents
+    val decision = AdoptionDecision.decide(currentPolicy, executorId, node, reachable, outputs, load,
       preparedAt)(_._1, unsafeToAdopt)
-    val noneOnNode = !agents.live.exists(a => a.node == node && a.executorId != executorId)
+    val noneOnNode = !reachable.exists(a => a.node == node && a.executorId != executorId)
     if (decision.adopter.isEmpty && noneOnNode && deployment.reattachTimeoutMs > 0) {
       val (eligible, refusals) = AdoptionDecision.eligible(currentPolicy, outputs)(_._1, unsafeToAdopt)
       if (eligible.nonEmpty) {
@@ -378,7 +394,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size,
       sparkDirs, startedCpuNs),
       decision.adopter, decision.reason,
-      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, agents.live, failed, load), ready)
+      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, reachableAgents, failed, load), ready)
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
     purge(node, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost",
       adopted, sparkDirs)

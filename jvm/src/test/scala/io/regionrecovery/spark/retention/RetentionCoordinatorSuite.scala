@@ -652,6 +652,53 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
   }
 
   private val Exec1At = "10.0.0.1:40001"
+  private val Exec2At = "10.0.0.1:40002"
+
+  /** Executors 1 and 2 on host-a, an output of each, both connections known by a lease ping and then closed. */
+  private def bothDisconnected(deployment: RetentionDeployment) = {
+    val f = new Fixture(deployment = deployment)
+    f.agent("1")(); f.agent("2")()
+    f.stage(0)
+    val maps = Seq(f.output(0, 0, "1"), f.output(0, 1, "2"))
+    f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "1"), Exec1At)
+    f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "2"), Exec2At)
+    f.spark.disconnect(Exec1At); f.spark.disconnect(Exec2At)
+    f.spark.runImmediate()
+    (f, maps)
+  }
+
+  test("two executors of a node die at once: the first loss does not ask the other, and both wait for a new one") {
+    val (f, Seq(m0, m1)) =
+      bothDisconnected(RetentionDeployment(reattachTimeoutMs = 60000L, earlyLossDetection = false))
+    f.coordinator.executorRemoved("1", "Command exited with code 137", 0L) // Spark has not reported 2 yet
+    assert(f.asks[AdoptRequest].isEmpty && f.unregistered.isEmpty,
+      "executor 2's connection closed: it is not asked to adopt, and the outputs wait registered")
+    f.coordinator.executorRemoved("2", "Command exited with code 137", 0L)
+    f.agent("3", held = Seq("1", "2"))() // the node's new executor sees both directories
+    assert(f.asks[AdoptRequest].map { case (ref, r) => (ref, r.fromExecutor) }.toSet ==
+      Set("agent-3" -> "1", "agent-3" -> "2"))
+    val to = f.spark.location("3", "host-a")
+    assert(f.spark.registered.toMap == Map((0, 0) -> (m0, to), (0, 1) -> (m1, to)) && f.unregistered.isEmpty)
+  }
+
+  test("two executors of a node die at once, no reattach timeout: unregistered at once, the other not asked") {
+    val (f, _) = bothDisconnected(RetentionDeployment(earlyLossDetection = false))
+    f.coordinator.executorRemoved("1", "Command exited with code 137", 0L)
+    assert(f.asks[AdoptRequest].isEmpty)
+    assert(f.unregistered.map(_.reason) == Seq("not adopted: no live executor with a retention agent on node host-a"))
+  }
+
+  test("an executor whose connection closed adopts again once it pinged the driver again") {
+    val f = new Fixture(deployment = RetentionDeployment(earlyLossDetection = false))
+    f.agent("1")(); f.agent("2")()
+    f.stage(0)
+    f.output(0, 0, "1")
+    f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "2"), Exec2At)
+    f.spark.disconnect(Exec2At)
+    f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "2"), "10.0.0.1:40003") // reconnected
+    f.coordinator.executorRemoved("1", "Command exited with code 137", 0L)
+    assert(f.asks[AdoptRequest].map(_._1) == Seq("agent-2") && f.adopted.size == 1)
+  }
 
   /** Executors 1 and 2 on host-a (2 answers `gone` for 1), two outputs of 1, 1's lease ping from [[Exec1At]]. */
   private def closedConnection(gone: GoneReply, deployment: RetentionDeployment = RetentionDeployment()) = {

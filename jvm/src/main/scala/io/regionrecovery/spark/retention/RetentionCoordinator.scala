@@ -351,6 +351,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val startedAt = now
     val startedCpuNs = RetentionCoordinator.threadCpuNs()
     executorAt.values().removeIf(_ == executorId) // a ping handled after its disconnection left it there
+    disconnectedExecutors.remove(executorId) // removed from the agents below: never an adopter again
     val lost = agents.remove(executorId)
     val outputs = actions.outputsOnExecutor(executorId)
     val node = lost.map(_.node).orElse(outputs.headOption.map(_._4.host)).orNull

@@ -155,6 +155,12 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
       case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
     }
 
+  /** A new executor whose store holds other executors' retained files starts tasks once the driver handled them. */
+  override def onTaskStart(): Unit = {
+    val agent = RetentionAgent.current
+    if (agent != null) agent.awaitVolumes()
+  }
+
   override def shutdown(): Unit = {
     RetentionAgent.stop()
     ExecutorSide.context = null

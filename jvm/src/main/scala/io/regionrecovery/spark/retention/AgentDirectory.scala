@@ -41,6 +41,9 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   /** Marks an executor removed; true only the first time (Spark may report one removal twice). */
   def markRemoved(executorId: String): Boolean = removed.add(executorId)
 
+  /** Whether Spark reported the executor removed (its agent stays listed until its loss is handled). */
+  def isRemoved(executorId: String): Boolean = removed.contains(executorId)
+
   def remove(executorId: String): Option[AgentInfo] = Option(agents.remove(executorId))
 
   private def onePerNode: Seq[AgentInfo] = live.groupBy(_.node).values.map(_.head).toSeq.sortBy(_.node)

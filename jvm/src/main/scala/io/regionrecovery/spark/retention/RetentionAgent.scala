@@ -75,6 +75,7 @@ object RetentionAgent extends Logging {
             logInfo(s"region-recovery: retaining map outputs of executor $executorId on node $node in " +
               a.store.executorDir(a.appKey, executorId) +
               (if (held.isEmpty) "" else s"; this volume holds the retained files of executors ${held.mkString(", ")}"))
+            a.expectVolumes(held) // before the hello: no task starts before this plugin's init returns
             Some(RetentionAgentHello(executorId, node, a.ref, held, own))
           }
         }
@@ -108,6 +109,13 @@ object RetentionAgent extends Logging {
    * close a moment before the kernel releases its files' locks.
    */
   val GoneWaitMs = 1000L
+
+  /**
+   * How long a task waits at its start for the driver to handle the retained files of other executors
+   * this executor's store holds ([[VolumesSettled]]); an adoption from a reattached volume takes well
+   * under a second. Past it, tasks start anyway and a reducer may have those outputs recomputed.
+   */
+  val SettleWaitMs = 10000L
 
   /**
    * How long a stopping executor waits for the driver's answer: while the application ends, the
@@ -180,6 +188,44 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
           s"region-recovery: no liveness lock for executor $executorId (${store.aliveFile(appKey, executorId)}:" +
             s" $e): its loss is handled when Spark reports it")
     }
+  /**
+   * Other executors whose retained files this store holds (a reattached volume, or the node's shared
+   * directory) until the driver said it handled them ([[VolumesSettled]]). Tasks wait for that at their
+   * start: a reducer started before the driver adopted a lost executor's outputs here would fetch from
+   * the lost executor, fail, and end the wait for this volume, so that everything is recomputed.
+   */
+  @volatile private var unsettledVolumes: Seq[String] = Nil
+  private val volumesSettled = new java.util.concurrent.CountDownLatch(1)
+  private val settleLogged = new java.util.concurrent.atomic.AtomicBoolean()
+
+  private[spark] def expectVolumes(held: Seq[String]): Unit = unsettledVolumes = held
+
+  /**
+   * Called at each task's start (the executor plugin's onTaskStart, on the task thread): returns at
+   * once unless the driver has not yet handled the volumes this store holds; then waits for it, at most
+   * `waitMs`. Never throws; an interrupted wait (the task is killed) keeps the interrupt.
+   */
+  def awaitVolumes(waitMs: Long = RetentionAgent.SettleWaitMs): Unit = {
+    val held = unsettledVolumes
+    if (held.nonEmpty) {
+      val started = nanoTime()
+      val settled =
+        try volumesSettled.await(waitMs, TimeUnit.MILLISECONDS)
+        catch { case _: InterruptedException => Thread.currentThread().interrupt(); return }
+      unsettledVolumes = Nil
+      if (settleLogged.compareAndSet(false, true)) {
+        val waited = (nanoTime() - started) / 1000000L
+        if (settled)
+          logInfo(s"region-recovery: a task waited $waited ms for the driver to handle the retained files of " +
+            s"executors ${held.mkString(", ")} in this executor's store")
+        else
+          logWarning(s"region-recovery: the driver did not say within $waitMs ms that it handled the retained " +
+            s"files of executors ${held.mkString(", ")} in this executor's store; tasks start anyway (a reducer " +
+            "that fetches from one of them has its outputs recomputed)")
+      }
+    }
+  }
+
   /** When the driver last answered, on the monotonic clock (ns): a wall clock's jump is not a silent driver. */
   @volatile private var lastDriverContact = nanoTime()
   /** Other applications' leases as this executor's sweeps have seen them. */
@@ -462,6 +508,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
           s"(${p.sparkDirs.mkString(", ")}): $sf files, $sb bytes")
       }
       PurgeReply(files, bytes)
+    case v: VolumesSettled =>
+      if (v.appKey == appKey) { unsettledVolumes = Nil; volumesSettled.countDown() }
+      null
     case c: ConfirmGone =>
       store.processGone(c.appKey, c.executorId, math.min(c.waitMs, RetentionAgent.GoneWaitMs)) match {
         case Some(gone) =>

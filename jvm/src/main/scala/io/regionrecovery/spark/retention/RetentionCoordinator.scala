@@ -127,7 +127,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     case p: LeasePing =>
       if (from != null && p.appKey == appKey) {
         executorAt.put(from, p.executorId)
-        disconnectedExecutors.remove(p.executorId) // it reconnected: it is alive
+        if (disconnectedExecutors.remove(p.executorId)) // it reconnected: it is alive, nobody waits for its loss
+          onWorker(s"reconnection of executor ${p.executorId}")(settle(p.executorId))
       }
       if (fenced.contains(p.executorId)) LeaseFenced
       else if (p.stopping && p.appKey == appKey && (stopped || actions.applicationStopping)) {
@@ -337,8 +338,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     toPrepare.remove(executorId)
     val ready = preparedReady.remove(executorId) // dropped whenever the standby changed: it is preparedAt's
     preparedReady.filterInPlace((_, r) => r.standby != executorId)
+    unsettled.remove(executorId)
     try handleLoss(executorId, reason, lossTime, preparedAt, ready)
     finally {
+      settle(executorId) // new executors holding its volume start tasks
       // what was prepared and not adopted goes (none of it is served: nothing was relocated there)
       preparedAt.flatMap(agents.get).foreach(a => agents.send(a, ForgetPrepared(appKey, executorId)))
       // executors whose outputs were prepared here: all they retain is prepared again, at a standby chosen anew
@@ -625,6 +628,27 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           case None =>
         }
       }
+      // executors lost (Spark removed them, or their connection closed) whose loss is not handled yet: the new
+      // executor's tasks wait for it, since its handling may adopt their outputs here
+      val pending = a.held.filter(id =>
+        agents.get(id).isDefined &&
+          (agents.isRemoved(id) || disconnectedExecutors.contains(id)))
+      if (pending.isEmpty) agents.send(a, VolumesSettled(appKey))
+      else unsettled(executorId) = mutable.Set(pending: _*)
+    }
+
+  /**
+   * New executors whose tasks wait ([[VolumesSettled]]) for the handling of lost executors whose retained
+   * files their store holds, by new executor (worker thread).
+   */
+  private val unsettled = mutable.HashMap[String, mutable.Set[String]]()
+
+  /** The loss of `executorId` is handled, or it proved alive: new executors waiting for nothing else start tasks. */
+  private def settle(executorId: String): Unit =
+    unsettled.filterInPlace { (holder, pending) =>
+      pending -= executorId
+      if (pending.isEmpty) agents.get(holder).foreach(agents.send(_, VolumesSettled(appKey)))
+      pending.nonEmpty
     }
 
   /** Lost executors' own Spark directories, by executor id (a later holder of their volume deletes them). */

@@ -139,6 +139,13 @@ final case class KeepApplication(appKey: String, until: Long, jobId: String) ext
  */
 final case class ConfirmGone(appKey: String, executorId: String, waitMs: Long) extends AgentRequest
 
+/**
+ * The driver handled the losses of the executors whose retained files this agent's store holds (its
+ * hello's `held`: adopted from the reattached volume, given up, or nothing of them waited): tasks may
+ * start here ([[RetentionAgent.awaitVolumes]]). Sent, no reply.
+ */
+final case class VolumesSettled(appKey: String) extends AgentRequest
+
 // ---- agent -> driver ---------------------------------------------------------------------------
 
 /** What an executor's agent tells the driver; the coordinator's handler matches over all of them. */
@@ -148,7 +155,7 @@ sealed trait DriverRequest
  * An agent says hello through the plugin channel; `ref` is its RPC endpoint (an RpcEndpointRef), `node`
  * where its retained files are shared, `held` the other executors of the application whose retained
  * files its store holds (a reattached volume), `sparkDirs` its own Spark directories (deleted on its
- * node once it is lost). No reply.
+ * node once it is lost). No reply; with `held`, the driver sends [[VolumesSettled]] once it handled them.
  */
 final case class RetentionAgentHello(executorId: String, node: String, ref: AnyRef, held: Seq[String] = Nil,
     sparkDirs: Seq[String] = Nil) extends DriverRequest

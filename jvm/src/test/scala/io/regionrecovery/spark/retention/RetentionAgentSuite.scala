@@ -383,4 +383,34 @@ class RetentionAgentSuite extends AnyFunSuite {
       assert(f.executor.background.isEmpty)
     }
   }
+
+  test("a task waits at its start until the driver handled the volumes this store holds, and only then") {
+    withFixture() { f =>
+      f.agent.awaitVolumes(waitMs = 60000L) // holds nothing: returns at once
+      f.agent.expectVolumes(Seq("0"))
+      val started = new java.util.concurrent.CountDownLatch(1)
+      val done = new java.util.concurrent.CountDownLatch(1)
+      val task = new Thread(() => { started.countDown(); f.agent.awaitVolumes(waitMs = 60000L); done.countDown() })
+      task.setDaemon(true); task.start()
+      started.await()
+      assert(!done.await(200L, java.util.concurrent.TimeUnit.MILLISECONDS), "the task starts before the driver said")
+      f.agent.handle(VolumesSettled("another-app.x")) // not its application: still waiting
+      assert(!done.await(100L, java.util.concurrent.TimeUnit.MILLISECONDS))
+      assert(f.agent.handle(VolumesSettled(App)) == null)
+      assert(done.await(10L, java.util.concurrent.TimeUnit.SECONDS), "the driver's word lets the task start")
+      f.agent.awaitVolumes(waitMs = 60000L) // and every later task at once
+    }
+  }
+
+  test("a driver that never says the volumes are handled holds a task up for the bound only, then none") {
+    withFixture() { f =>
+      f.agent.expectVolumes(Seq("0", "2"))
+      val t0 = System.nanoTime()
+      f.agent.awaitVolumes(waitMs = 300L)
+      assert((System.nanoTime() - t0) / 1000000L >= 300L)
+      val t1 = System.nanoTime()
+      f.agent.awaitVolumes(waitMs = 60000L)
+      assert((System.nanoTime() - t1) / 1000000L < 10000L, "after the bound tasks no longer wait")
+    }
+  }
 }

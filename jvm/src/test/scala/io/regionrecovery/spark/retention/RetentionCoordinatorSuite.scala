@@ -608,8 +608,38 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
       "the executor that mounts the volume deletes what is left of the lost executor's directory")
     assert(f.lossRecords.head.contains("mounts the lost executor's volume") && f.lossRecords.head.contains(
       "\"adopted\": 2"))
+    assert(f.sent[VolumesSettled] == Seq("agent-4" -> VolumesSettled(f.coordinator.appKey)),
+      "once the outputs moved there, the new executor's tasks start")
     f.spark.timeouts.head._1.run() // the timeout fires later: nothing waits any more
     assert(f.unregistered.isEmpty && f.lossRecords.size == 1)
+  }
+
+  test("a new executor whose volume holds a lost executor Spark has not reported yet starts tasks after its loss") {
+    val f = new Fixture(deployment = RetentionDeployment(reattachTimeoutMs = 60000L, earlyLossDetection = false))
+    f.agent("1")(); f.agent("2", host = "host-b")()
+    f.stage(0)
+    val m0 = f.output(0, 0, "1")
+    f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "1"), Exec1At)
+    f.spark.disconnect(Exec1At)
+    f.spark.runImmediate()
+    f.agent("3", held = Seq("1", "2"))() // faster than Spark's report; 2's directory is only beside it: alive
+    assert(f.sent[VolumesSettled].isEmpty, "its tasks would fetch from executor 1, fail, and recompute its outputs")
+    f.coordinator.executorRemoved("1", "Command exited with code 137", 0L)
+    assert(f.spark.registered((0, 0)) == ((m0, f.spark.location("3", "host-a"))))
+    assert(f.sent[VolumesSettled].map(_._1) == Seq("agent-3"), "the loss is handled: its tasks start")
+  }
+
+  test("a new executor holding only live executors' directories starts tasks at once, or once one reconnects") {
+    val f = new Fixture(deployment = RetentionDeployment(earlyLossDetection = false))
+    f.agent("1")(); f.agent("2")()
+    f.agent("3", held = Seq("1"))()
+    assert(f.sent[VolumesSettled].map(_._1) == Seq("agent-3"))
+    f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "2"), Exec2At)
+    f.spark.disconnect(Exec2At)
+    f.agent("4", held = Seq("2"))()
+    assert(f.sent[VolumesSettled].map(_._1) == Seq("agent-3"), "2's connection closed: its loss may come")
+    f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "2"), "10.0.0.1:40003") // reconnected: alive
+    assert(f.sent[VolumesSettled].map(_._1) == Seq("agent-3", "agent-4"))
   }
 
   test("a volume not reattached in time: the waiting outputs are unregistered, saying why") {

@@ -29,9 +29,13 @@ def _save(plt, fig, name: str) -> str:
 
 
 def _label(result: dict) -> str:
-    """A result's name on an axis: scenario, scale, and any --conf setting (its key's last part)."""
-    conf = "".join(f"\n{key.rsplit('.', 1)[-1]}={value}" for key, value in (result.get("conf") or {}).items())
-    return f"{result['scenario']}\n({result['scale']}){conf}"
+    """A result's name on an axis: scenario, scale, the kill points it chose, and any --conf setting (its
+    key's last part)."""
+    parts = [result["scenario"], f"({result['scale']})"]
+    if result.get("kill_points"):
+        parts.append("points=" + ",".join(result["kill_points"]))
+    parts += [f"{key.rsplit('.', 1)[-1]}={value}" for key, value in (result.get("conf") or {}).items()]
+    return " ".join(parts[:2]) + "".join(", " + p for p in parts[2:])
 
 
 def plot_all() -> list[str]:
@@ -81,29 +85,31 @@ def plot_all() -> list[str]:
 
 
 def _plot_failure_cost(plt, results: list[dict]) -> str:
-    """Each faulted mode's wall time over the failure-free run's, per scenario (1.0 = the failure cost nothing)."""
+    """Each faulted mode's wall time over the failure-free run's, per result (1.0 = the failure cost nothing):
+    one row per result, its modes side by side, so that long names and many results stay readable."""
     modes = ("vanilla", "vanilla-ess", "recovery", "recovery-hostpath", "recovery-reattach", "recovery-reattach-wait")
 
     def key(mode: str) -> str:
         return f"wall_{mode.replace('-', '_')}_over_nofault"
 
-    # each scenario's bars centred on it: the modes it has, in this order, each in its own colour
     present = [[m for m in modes if r["ratios"].get(key(m)) is not None] for r in results]
-    fig, ax = plt.subplots(figsize=(9, 4))
-    width = 0.8 / max(len(p) for p in present)
+    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.62 * len(results)))
+    height = 0.8 / max(len(p) for p in present)
     labelled = set()
     for k, (r, have) in enumerate(zip(results, present)):
         for j, mode in enumerate(have):
             label = None if mode in labelled else mode
             labelled.add(mode)
-            at = k + (j - (len(have) - 1) / 2) * width
-            bars = ax.bar([at], [r["ratios"][key(mode)]], width, label=label, color=f"C{modes.index(mode)}")
-            ax.bar_label(bars, fmt="%.2f", fontsize=7)
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xticks(range(len(results)))
-    ax.set_xticklabels([_label(r) for r in results], fontsize=8)
+            at = k + (j - (len(have) - 1) / 2) * height
+            bars = ax.barh([at], [r["ratios"][key(mode)]], height, label=label, color=f"C{modes.index(mode)}")
+            ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=2)
+    ax.axvline(1.0, color="grey", linewidth=0.8)
+    ax.set_yticks(range(len(results)))
+    ax.set_yticklabels([_label(r) for r in results], fontsize=8)
+    ax.invert_yaxis()  # the first result on top
+    ax.set_xlim(0, max(r["ratios"][key(m)] for r, have in zip(results, present) for m in have) * 1.12)
     ax.set_title("Wall time with the fault ÷ the same workload failure-free (same run)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right")
     return _save(plt, fig, "failure_cost.png")
 
 

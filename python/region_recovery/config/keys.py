@@ -347,8 +347,9 @@ RETAINED_REATTACH_TIMEOUT = duration(
         "How long a lost executor's outputs stay registered when no live executor is on its node, waiting for "
         "a new executor that mounts its volume (Spark's persistent volume claim reuse on Kubernetes): that "
         "executor finds the lost one's retained files, verifies them and the outputs are registered at it, so "
-        "no map task re-runs. Past the timeout they are unregistered and recomputed. A task that fetches from "
-        "the lost executor during the wait fails and Spark recomputes what it read, as without the wait."
+        "no map task re-runs. Past the timeout they are unregistered and recomputed. Tasks that fetch from the "
+        "lost executor during the wait wait too (their fetches are held, with retained.redirect-fetches): a "
+        "timeout longer than a replacement takes to start delays a job whose replacement never comes by that much."
     ),
     accepted_extra="; 0 = off",
     shown_default="0",
@@ -376,7 +377,8 @@ RETAINED_REDIRECT_FETCHES = boolean(
         "Send a reducer's fetch that waits on a lost executor to the executor that adopted its outputs as soon "
         "as the driver relocated them. Without it, a fetch in flight when the executor died waits "
         "spark.shuffle.io.retryWait, retries the dead address and fails, and its stage runs again. Each executor "
-        "wraps its block manager's block store client to do this (off beside the external shuffle service). "
+        "wraps its block manager's block store client to do this (off beside the external shuffle service); it "
+        "also holds fetches from a lost executor while the driver waits for its volume (retained.reattach-timeout). "
         "false: leave fetches to Spark."
     ),
     read_by="jvm",

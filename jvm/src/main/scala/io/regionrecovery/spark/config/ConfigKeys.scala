@@ -169,8 +169,9 @@ object ConfigKeys {
     "How long a lost executor's outputs stay registered when no live executor is on its node, waiting for a new " +
       "executor that mounts its volume (Spark's persistent volume claim reuse on Kubernetes): that executor finds " +
       "the lost one's retained files, verifies them and the outputs are registered at it, so no map task re-runs. " +
-      "Past the timeout they are unregistered and recomputed. A task that fetches from the lost executor during " +
-      "the wait fails and Spark recomputes what it read, as without the wait.", ReadBy.Jvm,
+      "Past the timeout they are unregistered and recomputed. Tasks that fetch from the lost executor during the " +
+      "wait wait too (their fetches are held, with retained.redirect-fetches): a timeout longer than a " +
+      "replacement takes to start delays a job whose replacement never comes by that much.", ReadBy.Jvm,
     deprecatedNames = Seq(Prefix + "retained.reattachTimeout"))
 
   val RetainedEarlyLoss: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.early-loss-detection", BooleanType, true,
@@ -187,7 +188,8 @@ object ConfigKeys {
     "Send a reducer's fetch that waits on a lost executor to the executor that adopted its outputs as soon as " +
       "the driver relocated them. Without it, a fetch in flight when the executor died waits " +
       "spark.shuffle.io.retryWait, retries the dead address and fails, and its stage runs again. Each executor " +
-      "wraps its block manager's block store client to do this (off beside the external shuffle service). " +
+      "wraps its block manager's block store client to do this (off beside the external shuffle service); it " +
+      "also holds fetches from a lost executor while the driver waits for its volume (retained.reattach-timeout). " +
       "false: leave fetches to Spark.", ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.redirectFetches"))
 
   val RetainedPrepareAdoption: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.prepare-adoption", BooleanType,

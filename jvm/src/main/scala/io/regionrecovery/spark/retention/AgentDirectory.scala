@@ -57,12 +57,13 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
     catch { case NonFatal(_) => }
 
   /**
-   * Tells every live executor that outputs of a lost executor moved ([[OutputsMoved]]): they drop the
-   * cached map statuses and send fetches still waiting on the lost executor to the new location.
+   * Tells every live executor about a lost executor's outputs: that they moved ([[OutputsMoved]]: they drop
+   * the cached map statuses and send fetches still waiting on the lost executor to the new location), or
+   * that they wait for its volume ([[AwaitingVolume]]: fetches from it are held).
    */
-  def outputsMoved(moved: OutputsMoved): Unit =
+  def tellAll(request: AgentRequest): Unit =
     live.foreach(a =>
-      try rpc.send(a.ref, moved)
+      try rpc.send(a.ref, request)
       catch { case NonFatal(_) => })
 
   /**

@@ -28,19 +28,28 @@ import org.apache.spark.storage.BlockManagerId
  * once (Spark would fail them after the retry anyway). A fetch that starts later for an executor known
  * lost goes to the adopter directly.
  *
+ * While the driver waits for a new executor that mounts a lost executor's volume
+ * (`retained.reattach-timeout`, [[AwaitingVolume]]), that executor's outputs stay registered: its
+ * fetches are held instead of failing (a new fetch is not sent to the dead process, a failure from it
+ * is not passed on) until the driver says where the outputs went or that the wait ended, or, should
+ * it never say, for the wait plus a margin, after which they fail.
+ *
  * The reader gets exactly one answer per block: each awaited block is marked as expected from its
  * source or from the adopter, and an answer from the other side (the dead source's late failure, or
  * its success if it was not dead after all) is dropped. Only the adoption path reports moves, and the
  * driver adopts only from an executor whose process is gone.
  */
 final class FetchRedirects(issue: Runnable => Unit = _.run(),
-    report: (String, Int, Int, Int) => Unit = (_, _, _, _) => ()) extends Logging {
+    report: (String, Int, Int, Int) => Unit = (_, _, _, _) => (),
+    later: (Long, Runnable) => Unit = (_, _) => ()) extends Logging {
   import FetchRedirects._
 
   /** Lost executors' moved outputs: executor id -> (shuffle id, map id) -> where they are served now. */
   private val moved = new ConcurrentHashMap[String, ConcurrentHashMap[(Int, Long), BlockManagerId]]()
   /** Lost executors whose loss the driver handled in full: a block of theirs that did not move fails. */
   private val handled = ConcurrentHashMap.newKeySet[String]()
+  /** Lost executors whose fetches are held while the driver waits for their volume, with the hold's token. */
+  private val held = new ConcurrentHashMap[String, Object]()
   /** Fetches still awaiting blocks, by the executor they were sent to. */
   private val inFlight = new ConcurrentHashMap[String, java.util.Set[InFlightFetch]]()
   /** Per lost executor: messages with moved outputs received, and how many its `complete` message counted. */
@@ -61,8 +70,38 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
       })
     if (moved.containsKey(execId) || handled.contains(execId)) {
       val (rest, _) = f.redirect(locate(execId), failUnmoved = handled.contains(execId), _.run())
-      if (rest.nonEmpty) delegate.fetchBlocks(host, port, execId, rest, f.fromSource, downloads)
-    } else delegate.fetchBlocks(host, port, execId, blockIds, f.fromSource, downloads)
+      if (rest.nonEmpty && !holds(execId)) delegate.fetchBlocks(host, port, execId, rest, f.fromSource, downloads)
+    } else if (!holds(execId)) delegate.fetchBlocks(host, port, execId, blockIds, f.fromSource, downloads)
+    // held: nothing goes to the dead process; the driver's moves, the end of the wait or the bound answer them
+  }
+
+  /** Whether fetches from `execId` are held: the driver waits for a new executor that mounts its volume. */
+  private[retention] def holds(execId: String): Boolean = held.containsKey(execId)
+
+  /**
+   * The driver waits up to `waitMs` for a new executor that mounts the volume of lost executor `from`
+   * ([[AwaitingVolume]]): its fetches are held from now on. Should neither a move nor the end of the
+   * wait come within `waitMs` + [[HoldMarginMs]], the held blocks fail then.
+   */
+  def awaitVolume(from: String, waitMs: Long): Unit = {
+    val token = new Object
+    val holding = synchronized {
+      !handled.contains(from) && { remember(from); held.put(from, token); true }
+    }
+    if (holding) later(waitMs + HoldMarginMs, () => release(from, token))
+  }
+
+  /** The bound of a hold passed with no word from the driver: what is still held fails. */
+  private def release(from: String, token: Object): Unit = if (held.remove(from, token)) {
+    val why = s"region-recovery: executor $from is gone and the driver did not say where its outputs went " +
+      "within the wait for its volume; failed so that Spark recomputes them"
+    val failedBefore = failedFastBlocks.get
+    Option(inFlight.get(from)).foreach(_.asScala.toList.foreach(_.redirect(_ => Some(Left(why)), true, issue)))
+    val failed = (failedFastBlocks.get - failedBefore).toInt
+    if (failed > 0) {
+      logWarning(s"region-recovery: $failed blocks held for lost executor $from failed: $why")
+      report(from, 0, 0, failed)
+    }
   }
 
   /**
@@ -81,6 +120,7 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
       }
       if (complete) expected(from) = batches else received(from) = received.getOrElse(from, 0) + 1
       if (expected.get(from).exists(_ <= received.getOrElse(from, 0))) handled.add(from)
+      if (handled.contains(from)) held.remove(from) // every held block moved or fails below
       handled.contains(from)
     }
     var fetches = 0; var blocks = 0
@@ -122,7 +162,7 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
   private def remember(from: String): Unit = synchronized {
     if (lossOrder.add(from) && lossOrder.size > KeptLosses) {
       val oldest = lossOrder.iterator().next()
-      lossOrder.remove(oldest); moved.remove(oldest); handled.remove(oldest)
+      lossOrder.remove(oldest); moved.remove(oldest); handled.remove(oldest); held.remove(oldest)
       received.remove(oldest); expected.remove(oldest)
     }
   }
@@ -136,6 +176,12 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
 
 object FetchRedirects {
   val KeptLosses = 64
+
+  /**
+   * How long past the driver's wait for a volume held fetches stay held without word from it: an
+   * adoption from the volume that starts at the end of the wait still relocates within it.
+   */
+  val HoldMarginMs: Long = RetentionProtocol.AskTimeoutMs
 
   /** (shuffle id, map id) of a shuffle block or batch id ("shuffle_s_m_r", "shuffle_s_m_r1_r2"), else None. */
   def parseShuffleBlock(blockId: String): Option[(Int, Long)] =
@@ -165,7 +211,10 @@ private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: Bl
     override def onBlockFetchSuccess(blockId: String, data: ManagedBuffer): Unit =
       if (awaited.remove(blockId, side)) { listener.onBlockFetchSuccess(blockId, data); answered() }
     override def onBlockFetchFailure(blockId: String, e: Throwable): Unit =
-      if (awaited.remove(blockId, side)) { listener.onBlockFetchFailure(blockId, e); answered() }
+      // a failure from a source whose fetches are held: the block stays awaited until the driver's word
+      if (!(side == FromSource && owner.holds(execId)) && awaited.remove(blockId, side)) {
+        listener.onBlockFetchFailure(blockId, e); answered()
+      }
   }
 
   val fromSource: BlockFetchingListener = new From(FromSource)

@@ -170,9 +170,14 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     task => redirectThread.execute(task),
     (from, fetches, blocks, failed) =>
       try executor.tellDriver(FetchesRedirected(appKey, from, fetches, blocks, failed))
-      catch { case NonFatal(_) => })
-  /** Sends redirected fetches: connecting to an adopter must not hold up the agent's RPC thread. */
-  private lazy val redirectThread = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-fetch-redirect")
+      catch { case NonFatal(_) => },
+    (delayMs, task) => redirectThread.schedule(task, delayMs, TimeUnit.MILLISECONDS))
+  /**
+   * Sends redirected fetches (connecting to an adopter must not hold up the agent's RPC thread), and
+   * ends holds the driver never ended.
+   */
+  private lazy val redirectThread =
+    SparkInternals.newDaemonSingleThreadScheduledExecutor("region-recovery-fetch-redirect")
   private def nanoTime(): Long = clock.nanos()
 
   /**
@@ -517,6 +522,9 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
           GoneReply(known = true, gone = gone, terminating = gone && store.wasTerminating(c.appKey, c.executorId))
         case None => GoneReply(known = false, gone = false)
       }
+    case w: AwaitingVolume =>
+      redirects.awaitVolume(w.fromExecutor, w.waitMs)
+      null
     case m: OutputsMoved =>
       m.shuffleIds.distinct.foreach(executor.forgetMapStatuses)
       redirects.outputsMoved(m.fromExecutor, m.to, m.shuffleIds, m.mapIds, m.complete, m.batches)

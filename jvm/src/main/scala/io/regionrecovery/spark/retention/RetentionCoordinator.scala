@@ -108,6 +108,10 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     case h: RetentionAgentHello =>
       agents.register(h)
       if (h.held.nonEmpty) onWorker(s"reattached volume of executor ${h.executorId}")(reattached(h.executorId))
+      if (deployment.reattachTimeoutMs > 0) onWorker(s"volume waits told to executor ${h.executorId}") {
+        agents.get(h.executorId).foreach(a => // those still waiting once its own volume was handled
+          waitingForVolume.keys.foreach(id => agents.send(a, AwaitingVolume(id, deployment.reattachTimeoutMs))))
+      }
       if (deployment.prepares) onWorker(s"preparation at new executor ${h.executorId}")(prepareForNewcomer(h))
       if (earlyLossDetection && agents.live.exists(a => a.node == h.node && a.executorId != h.executorId))
         confirming(s"liveness lock check of executor ${h.executorId}")(checkLocksSeen(h))
@@ -446,7 +450,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     if (early.nonEmpty) {
       actions.incrementEpoch()
       val keys = early.keys.toArray
-      agents.outputsMoved(OutputsMoved(executorId, readyAtFirst.get.location, keys.map(_._1), keys.map(_._2)))
+      agents.tellAll(OutputsMoved(executorId, readyAtFirst.get.location, keys.map(_._1), keys.map(_._2)))
       movedBatches += 1
     }
     val earlyDone = if (early.isEmpty) "null" else (early.values.max - loss.lossTime).toString
@@ -478,7 +482,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           early.contains(o.shuffleId -> o.mapId) && readyAtFirst.exists(_.location == reply.get.location))
         if (fresh.nonEmpty) {
           actions.incrementEpoch()
-          agents.outputsMoved(OutputsMoved(executorId, reply.get.location, fresh.map(_.shuffleId).toArray,
+          agents.tellAll(OutputsMoved(executorId, reply.get.location, fresh.map(_.shuffleId).toArray,
             fresh.map(_.mapId).toArray))
           movedBatches += 1
         }
@@ -495,7 +499,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           "done_after_loss_ms" -> (now - loss.lossTime).toString)
       }
     // fetches still waiting on the lost executor for an output that did not move fail now, not after a retry
-    agents.outputsMoved(OutputsMoved(executorId, null, Array.empty, Array.empty, complete = true, movedBatches))
+    agents.tellAll(OutputsMoved(executorId, null, Array.empty, Array.empty, complete = true, movedBatches))
     if (adopted > 0)
       logInfo(s"region-recovery: executor $executorId lost (${loss.reason}): $adopted of ${loss.total} map outputs " +
         s"adopted by ${adopter.map(_.executorId).orNull} ($adopterReason), epoch now ${actions.epoch}, " +
@@ -605,6 +609,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       s"${loss.node}: its ${loss.offered.size} map outputs stay registered for up to " +
       s"${deployment.reattachTimeoutMs} ms (${ConfigKeys.RetainedReattachTimeout.name}), waiting for an executor " +
       "that mounts its volume")
+    agents.tellAll(AwaitingVolume(loss.executorId, deployment.reattachTimeoutMs)) // reducers hold their fetches
     val expire: Runnable = () =>
       onWorker(s"reattach timeout of executor ${loss.executorId}") {
         waitingForVolume.remove(loss.executorId).foreach(noVolumeInTime)
@@ -684,6 +689,8 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   private def giveUp(loss: LostOutputs, why: String): Unit = {
     unregister(loss.executorId, loss.offered.map(_ -> ("not adopted: " + why)))
+    // the held fetches fail now: Spark recomputes the outputs
+    agents.tellAll(OutputsMoved(loss.executorId, null, Array.empty, Array.empty, complete = true))
     record(loss.executorId, loss.reason, loss.lossTime, loss.startedAt, 0L, 0, loss.total, null, why)
     purge(loss.node, loss.executorId, "executor lost", None, loss.sparkDirs)
   }

@@ -100,6 +100,14 @@ final case class PurgeRequest(appKey: String, executorId: String, fence: Boolean
 final case class OutputsMoved(fromExecutor: String, to: BlockManagerId, shuffleIds: Array[Int], mapIds: Array[Long],
     complete: Boolean = false, batches: Int = 0) extends AgentRequest
 
+/**
+ * The outputs of lost executor `fromExecutor` stay registered while the driver waits, up to `waitMs`, for
+ * a new executor that mounts its volume (`retained.reattach-timeout`): hold fetches from it instead of
+ * failing them ([[FetchRedirects]]), until an [[OutputsMoved]] says where they went or, `complete`, that
+ * the wait ended. Sent to every agent, no reply.
+ */
+final case class AwaitingVolume(fromExecutor: String, waitMs: Long) extends AgentRequest
+
 /** Delete the retained files of one shuffle in every executor directory on this host. Reply: [[PurgeReply]]. */
 final case class ReleaseShuffle(appKey: String, shuffleId: Int) extends AgentRequest
 

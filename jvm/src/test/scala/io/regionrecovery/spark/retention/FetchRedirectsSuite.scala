@@ -48,7 +48,9 @@ class FetchRedirectsSuite extends AnyFunSuite {
 
   private final class Fixture {
     val client = new FakeClient
-    val redirects = new FetchRedirects
+    /** What the redirects scheduled: (delay ms, task). */
+    val timers = mutable.Buffer[(Long, Runnable)]()
+    val redirects = new FetchRedirects(later = (ms, task) => timers += ms -> task)
     val wrapped = new RedirectingBlockStoreClient(client, redirects)
     val reader = new Reader
     def fetch(from: BlockManagerId, blocks: String*): Unit =
@@ -230,12 +232,16 @@ class FetchRedirectsSuite extends AnyFunSuite {
     }
   }
 
+  /** A seeded case: its generator, a fixture, 1 to 6 blocks of distinct maps of shuffle 0, the maps that move. */
+  private def randomCase(seed: Int): (Random, Fixture, Seq[String], Seq[Long]) = {
+    val rnd = new Random(seed)
+    val blocks = (0 until 1 + rnd.nextInt(6)).map(m => s"shuffle_0_${m}_${rnd.nextInt(3)}")
+    (rnd, new Fixture, blocks, blocks.indices.filter(_ => rnd.nextBoolean()).map(_.toLong))
+  }
+
   test("any order of source answers, adopter answers and moves gives each block exactly one answer") {
     (1 to 300).foreach { seed =>
-      val rnd = new Random(seed)
-      val f = new Fixture
-      val blocks = (0 until 1 + rnd.nextInt(6)).map(m => s"shuffle_0_${m}_${rnd.nextInt(3)}")
-      val movedMaps = blocks.indices.filter(_ => rnd.nextBoolean()).map(_.toLong)
+      val (rnd, f, blocks, movedMaps) = randomCase(seed)
       f.fetch(source, blocks: _*)
       // events: the source answers each block (success or failure), the driver moves then completes
       type Event = () => Unit
@@ -256,6 +262,80 @@ class FetchRedirectsSuite extends AnyFunSuite {
       events.insert(firstAt + 1 + rnd.nextInt(events.size - firstAt), driver(1))
       events.foreach(_())
       f.client.to("2").foreach(answerAll(_, "adopter"))
+      blocks.distinct.foreach { b =>
+        assert(f.reader.answers.get(b).map(_.size).contains(1), s"seed $seed: block $b got ${f.reader.answers.get(b)}")
+      }
+      assert(f.redirects.inFlightCount == 0, s"seed $seed")
+    }
+  }
+
+  test("while the driver waits for a lost executor's volume its fetches are held, then go where the outputs moved") {
+    val f = new Fixture
+    f.fetch(source, "shuffle_0_10_0") // in flight when the executor died
+    val Seq(first) = f.client.to("1")
+    f.redirects.awaitVolume("1", 60000L)
+    first.listener.onBlockFetchFailure("shuffle_0_10_0", new java.io.IOException("Connection refused"))
+    f.fetch(source, "shuffle_0_11_0", "shuffle_0_12_0") // starts during the wait
+    assert(f.client.to("1").size == 1, "nothing more is sent to the dead process")
+    assert(f.reader.answers.isEmpty, "no failure reaches the reader while the driver waits")
+    f.moved(10L, 11L)(complete = true) // the new executor adopted two outputs; the third was not retained
+    assert(f.client.to("2").flatMap(_.blocks).toSet == Set("shuffle_0_10_0", "shuffle_0_11_0"))
+    f.client.to("2").foreach(s => s.blocks.foreach(b => s.listener.onBlockFetchSuccess(b, buf(b))))
+    assert(f.reader.answers("shuffle_0_12_0").head.contains("was not adopted"))
+    assert(!f.redirects.holds("1") && f.timers.map(_._1) == Seq(60000L + FetchRedirects.HoldMarginMs))
+    f.timers.head._2.run() // the bound passes later: nothing is held any more
+    assert(f.reader.answers.toMap == Map("shuffle_0_10_0" -> Vector("ok:shuffle_0_10_0"),
+      "shuffle_0_11_0" -> Vector("ok:shuffle_0_11_0"), "shuffle_0_12_0" -> f.reader.answers("shuffle_0_12_0")))
+    assert(f.reader.answers("shuffle_0_12_0").size == 1 && f.redirects.inFlightCount == 0)
+  }
+
+  test("a hold the driver never ends fails its blocks at the bound; later fetches go to the source again") {
+    val f = new Fixture
+    f.redirects.awaitVolume("1", 1000L)
+    f.fetch(source, "shuffle_0_10_0")
+    assert(f.client.sent.isEmpty && f.reader.answers.isEmpty)
+    f.timers.head._2.run()
+    assert(f.reader.answers("shuffle_0_10_0") == Vector("failed:region-recovery: executor 1 is gone and the " +
+      "driver did not say where its outputs went within the wait for its volume; failed so that Spark recomputes them"))
+    assert(f.redirects.failedFastBlocks.get == 1 && f.redirects.inFlightCount == 0)
+    f.fetch(source, "shuffle_0_11_0")
+    assert(f.client.to("1").map(_.blocks) == Seq(Seq("shuffle_0_11_0")))
+  }
+
+  test("a wait announced after the loss was handled holds nothing") {
+    val f = new Fixture
+    f.moved()(complete = true)
+    f.redirects.awaitVolume("1", 1000L)
+    assert(!f.redirects.holds("1") && f.timers.isEmpty)
+  }
+
+  test("any order of source answers, a hold, its bound and the driver's word gives each block exactly one answer") {
+    (1 to 300).foreach { seed =>
+      val (rnd, f, blocks, movedMaps) = randomCase(seed)
+      val (early, late) = blocks.splitAt(rnd.nextInt(blocks.size + 1)) // fetched before and during the hold
+      if (early.nonEmpty) f.fetch(source, early: _*)
+      type Event = () => Unit
+      val sourceAnswers: Seq[Event] = early.map(b =>
+        () => {
+          val s = f.client.to("1").head
+          if (rnd.nextBoolean()) s.listener.onBlockFetchSuccess(b, buf(s"src-$b"))
+          else s.listener.onBlockFetchFailure(b, new java.io.IOException(s"src-$b"))
+        })
+      // in order: the hold, the later fetch, the driver's move, its complete; the bound anywhere after the hold
+      val ordered: Seq[Event] = Seq(() => f.redirects.awaitVolume("1", 1000L),
+        () => if (late.nonEmpty) f.fetch(source, late: _*), () => f.moved(movedMaps: _*)(),
+        () => f.moved()(complete = true))
+      val events = mutable.ArrayBuffer[Event](sourceAnswers: _*)
+      var at = 0
+      ordered.foreach { e => at = at + rnd.nextInt(events.size - at + 1); events.insert(at, e); at += 1 }
+      val boundAt = 1 + events.indexOf(ordered.head) + rnd.nextInt(events.size - events.indexOf(ordered.head))
+      events.insert(boundAt, () => f.timers.toList.foreach(_._2.run()))
+      events.foreach(_())
+      f.client.to("1").drop(if (early.nonEmpty) 1 else 0).foreach(s =>
+        s.blocks.foreach(b =>
+          s.listener.onBlockFetchFailure(b,
+            new java.io.IOException(s"late-src-$b"))))
+      f.client.to("2").foreach(s => s.blocks.foreach(b => s.listener.onBlockFetchSuccess(b, buf(s"adopter-$b"))))
       blocks.distinct.foreach { b =>
         assert(f.reader.answers.get(b).map(_.size).contains(1), s"seed $seed: block $b got ${f.reader.answers.get(b)}")
       }

@@ -598,8 +598,13 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.asks[AdoptRequest].isEmpty && f.unregistered.isEmpty && f.deleted.isEmpty)
     assert(f.spark.registered.values.map(_._2).toSet == Set(f.spark.location("1", "pod-1")), "still at the lost one")
     assert(f.spark.timeouts.map(_._2) == Seq(60000L))
+    assert(f.sent[AwaitingVolume] == Seq("agent-2" -> AwaitingVolume("1", 60000L)),
+      "the other executors hold their fetches from 1 instead of failing them")
+    f.agent("3", host = "pod-3")() // started during the wait: told too
+    assert(f.sent[AwaitingVolume].map(_._1) == Seq("agent-2", "agent-3"))
     f.clock.advance(7000L)
     f.agent("4", host = "pod-4", held = Seq("1"))() // the replacement pod mounts executor 1's claim
+    assert(f.sent[AwaitingVolume].size == 2, "nothing waits once it adopted")
     val Seq((ref, req)) = f.asks[AdoptRequest]
     assert(ref == "agent-4" && req.fromExecutor == "1" && req.outputs.map(_.mapId).toSeq == Seq(m0, m1))
     val to = f.spark.location("4", "pod-4")
@@ -652,6 +657,9 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.spark.registered.isEmpty)
     val Seq(u) = f.unregistered
     assert(u.reason.contains("no executor mounted the volume of executor 1 within 60000 ms"), u.reason)
+    assert(
+      f.sent[OutputsMoved].map { case (ref, m) => (ref, m.fromExecutor, m.complete) } ==
+        Seq(("agent-2", "1", true)), "after the unregistration: the held fetches fail, Spark recomputes")
     f.agent("4", host = "pod-4", held = Seq("1"))() // too late: nothing is adopted, what is left is deleted
     assert(f.asks[AdoptRequest].isEmpty)
     assert(f.asks[PurgeRequest].map(_._1) == Seq("agent-4"), "only the volume's new holder reaches those files")

@@ -16,6 +16,7 @@ node's directory (its disk is lost with it).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from operator import add
 
@@ -207,6 +208,18 @@ def test_a_replacement_pod_on_the_lost_pods_volume_takes_its_outputs(pod_cluster
 
     pod_cluster.kill_pod(victim)
     assert c.model.wait_for(lambda m: not m.executors[victim.executor_id].alive, 30), "the pod's loss went unseen"
+    # the consumers run again at once, before the replacement exists: while the driver waits for the claim, their
+    # fetches from the lost pod are held, not failed (a failure would end the wait and recompute the outputs)
+    job2: dict = {}
+
+    def run_job2() -> None:
+        try:
+            job2["maps"] = rerun(c, rdd)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            job2["error"] = e
+
+    consumers = threading.Thread(target=run_job2, name="job-2", daemon=True)
+    consumers.start()
     new = pod_cluster.replace_pod(victim, "a1-new", REPLACEMENT_ADDRESS)
     assert new.executor_id not in {p.executor_id for p in pods.values()}
 
@@ -221,9 +234,15 @@ def test_a_replacement_pod_on_the_lost_pods_volume_takes_its_outputs(pod_cluster
     assert sorted(a.map_index for a in adopted) == lost and {a.to_executor for a in adopted} == {new.executor_id}
     record = loss_record(c, victim.executor_id)
     assert record["adopted"] == len(lost) and record["adopter"] == new.executor_id, record
-    maps = rerun(c, rdd)
-    print(f"\n[pods] pod {victim.name} replaced on its volume: {len(lost)} outputs at {new.name}, {maps} map tasks")
-    assert maps == 0
+    consumers.join(180)
+    assert not consumers.is_alive(), "the consumers still wait 180 s after the adoption"
+    assert "error" not in job2, f"the consumers failed: {job2.get('error')!r}"
+    maps = job2["maps"]
+    print(
+        f"\n[pods] pod {victim.name} replaced on its volume while its consumers ran: {len(lost)} outputs at "
+        f"{new.name}, {maps} map tasks"
+    )
+    assert maps == 0, "the consumers' fetches from the lost pod failed instead of waiting for the claim"
     stop_and_walk(pod_cluster, c)
 
 

@@ -227,6 +227,14 @@ final class ChangeGuard(actions: GuardActions, graph: ConsumerGraph, offer: Even
     offer(compared(e, prev, determinism, verdict, row, reason).copy(
         downstream = down.shuffles.mkString(","), resultStages = readers.map(_._2.stageId).distinct.mkString(","),
         cancelledJobs = cancel.map(_.jobId).mkString(","), trustedFrom = if (down.shuffles.isEmpty) -1L else from))
+    // 3. When every job running the recomputed output's stage is cancelled, Spark drops that stage before the task
+    // returns, so its outputs never register; and everything computed from this shuffle's old outputs was undone
+    // above. Its outputs not registered now can then be read by nobody: their next versions are baselines, not
+    // compared with outputs nobody reads (a producer whose output differs at every run, random keys, would
+    // otherwise have every restart cancelled until the restart strategy gives up).
+    val running = graph.activeJobsWithStage(e.stageId)
+    if (caughtUp && running.nonEmpty && running.forall(j => cancel.exists(_.jobId == j.jobId)))
+      outputs.get(e.shuffleId).foreach(_.keepOnly(i => actions.registeredMapId(e.shuffleId, i)))
     // Late registrations of outputs committed before step 1 (a task's end still queued): sweep again.
     if (down.shuffles.nonEmpty) SweepDelaysMs.foreach { delay =>
       actions.schedule(delay)(sweep(down.shuffles))
@@ -297,6 +305,11 @@ private[consistency] final class EvidenceArray {
       val o = 6 * index
       Some(OutputEvidence(data(o), data(o + 1), data(o + 2), data(o + 3).toInt, data(o + 4), data(o + 5)))
     }
+
+  /** Forgets every index whose output is not the one `registered` names (its map id, or -1 for none). */
+  def keepOnly(registered: Int => Long): Unit = (0 until data.length / 6).foreach { i =>
+    if (data(6 * i) != Long.MinValue && registered(i) != data(6 * i)) data(6 * i) = Long.MinValue
+  }
 
   def update(index: Int, e: OutputEvidence): Unit = if (index >= 0) {
     if (6 * index >= data.length) {

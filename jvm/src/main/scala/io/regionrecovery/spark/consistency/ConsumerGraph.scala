@@ -140,6 +140,10 @@ final class ConsumerGraph {
   def activeJobsReading(shuffleIds: Set[Int]): Seq[JobNode] =
     jobs.values.asScala.filter(_.shuffles.exists(shuffleIds.contains)).toSeq.sortBy(_.jobId)
 
+  /** Running jobs that list stage `stageId` (a job reading a shuffle lists the stage that writes it). */
+  def activeJobsWithStage(stageId: Int): Seq[JobNode] =
+    jobs.values.asScala.filter(_.stageIds.contains(stageId)).toSeq.sortBy(_.jobId)
+
   /**
    * Whether a job's final stage is a result stage that may have read, or may still read, what it read
    * before a change: a task finished successfully (that partition cannot be rolled back), a task is

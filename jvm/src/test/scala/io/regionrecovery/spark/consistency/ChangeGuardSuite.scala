@@ -170,6 +170,36 @@ class ChangeGuardSuite extends AnyFunSuite {
     assert(f.actions.unregistered.isEmpty)
   }
 
+  test("a producer whose output differs at every run cancels the first restart only, not every one") {
+    val f = new Fixture(resultStarted = true)
+    f.guard.onCommit(commit(10, 0, 2L)); f.actions.registered((10, 0)) = 2L // still registered
+    f.guard.onCommit(commit(10, 2, 1L)) // read by the result stage, then lost with its executor
+    f.guard.onCommit(commit(10, 2, 50L, records = 11L)) // recomputed differently: job 0 cancelled, its stage dropped
+    assert(f.actions.cancelled.map(_._1) == Seq(0))
+    // the restart: a new job with a new stage writing shuffle 10; map 2 differs again from the copy nobody read
+    f.graph.jobEnded(0)
+    f.graph.jobStarted(1, Seq((4, 10, Array[Int](), D), (5, -1, Array(4), D)))
+    f.graph.taskStarted(5)
+    assert(f.guard.onCommit(commit(10, 2, 60L, records = 12L).copy(stageId = 4)) == null)
+    assert(f.actions.cancelled.map(_._1) == Seq(0) && f.compared.size == 1, "a baseline: compared with nothing")
+    // registered now and read: the next version is compared with it again, as is map 0 with its registered copy
+    f.actions.registered((10, 2)) = 60L
+    f.guard.onCommit(commit(10, 2, 70L, records = 13L).copy(stageId = 4))
+    f.guard.onCommit(commit(10, 0, 80L, digest = 8L).copy(stageId = 4))
+    assert(f.compared.drop(1).map(c => (c.mapIndex, c.oldMapId, c.outcome)) ==
+      Seq((2, 60L, Verdict.Refused), (0, 2L, Verdict.Refused)))
+  }
+
+  test("a recomputed output whose stage another running job keeps stays the baseline") {
+    val f = new Fixture(resultStarted = true)
+    f.graph.jobStarted(1, Seq((0, 10, Array[Int](), D), (6, -1, Array(0), D))) // not read yet: not cancelled
+    f.guard.onCommit(commit(10, 2, 1L))
+    f.guard.onCommit(commit(10, 2, 50L, records = 11L))
+    assert(f.actions.cancelled.map(_._1) == Seq(0))
+    f.guard.onCommit(commit(10, 2, 60L, records = 12L)) // job 1 registers 50, and may read it
+    assert(f.compared.map(c => (c.oldMapId, c.outcome)) == Seq((1L, Verdict.Changed), (50L, Verdict.Changed)))
+  }
+
   test("when the listener does not catch up, every running job reading the output is cancelled") {
     val f = new Fixture
     f.actions.onBarrier = _ => () // never delivered

@@ -53,6 +53,8 @@ VALUES = ("int", "int", "float", "decimal")  # what the pipeline sums: exact, or
 KIND_POOL = (*FAULTS, "kill-holder", "kill-holder", "kill-fetching", "kill-fetching")
 # faults after which the victim's retained outputs must be adopted (the driver-kill one: by the driver before it died)
 ADOPTING = tuple(k for k in TAKES if k != "driver-kill-adoption")
+# why the driver found no executor to adopt a lost executor's outputs (its record, and each output's reason)
+NO_ADOPTER = ("no live executor", "no registered outputs")
 TMPFS_SIZE = "96m"  # the disk a disk-full trial fills: its local dirs and retained root
 
 
@@ -124,8 +126,7 @@ def judge(record: dict) -> tuple[str, list[str]]:
     no_adopter = {
         loss["executor_id"]
         for loss in rec.get("losses", [])
-        if loss.get("adopter") is None
-        and any(why in (loss.get("adopter_reason") or "") for why in ("no live executor", "no registered outputs"))
+        if loss.get("adopter") is None and any(why in (loss.get("adopter_reason") or "") for why in NO_ADOPTER)
     }
     log = record.get("faults") or []
     for f in log:
@@ -139,11 +140,18 @@ def judge(record: dict) -> tuple[str, list[str]]:
             why = {(s, m): w for s, m, w in rec.get("recomputed_why", [])}
             fell_back = [tuple(m) for m in f.get("held_retained", []) if tuple(m) != damaged_id]
             # one the release policy deleted after the fault (consumers finished, the cap) and Spark needed again (a
-            # successor driver re-planning the action) is recomputed by that policy's documented cost, not a fallback
+            # successor driver re-planning the action) is recomputed by that policy's documented cost, not a fallback;
+            # so is one of a victim whose loss found no adopter while another victim's found one (two executors lost
+            # at once, a new executor's agent not registered yet for the first loss): per output, as per loss above
             fell_back = [
                 m
                 for m in fell_back
-                if m in recomputed and m not in adopted and not (why.get(m) or "").startswith("released: ")
+                if m in recomputed
+                and m not in adopted
+                and not (why.get(m) or "").startswith("released: ")
+                and not (
+                    (why.get(m) or "").startswith("retention: not adopted: ") and any(w in why[m] for w in NO_ADOPTER)
+                )
             ]
             if fell_back:
                 why = {m: w for m, w in why.items() if m in fell_back}

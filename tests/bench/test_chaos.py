@@ -325,6 +325,28 @@ def test_the_judge_excuses_a_recomputation_when_no_executor_of_the_host_lived_to
     assert chaos.judge(record([KILL], {**recomputed, "losses": [empty]})) == ("pass", [])
 
 
+def test_the_judge_excuses_per_output_the_victim_of_two_whose_loss_found_no_adopter():
+    """Seed 12, trial 25: executors 1 and 2 killed at once; 1's loss was handled 79 ms after its removal, before
+    the new executor 3 (registered 440 ms earlier) had said hello, so no agent could adopt; 2's loss, 0.4 s later,
+    was adopted by 3."""
+    none = "retention: not adopted: no live executor with a retention agent on node 192.0.2.2"
+    two = {"kind": "kill-two", "landed": True, "victims": ["1", "2"], "held_retained": [[0, 9], [0, 10], [0, 11]]}
+    losses = [
+        {"executor_id": "1", "adopted": 0, "adopter": None, "adopter_reason": none.split("not adopted: ")[1]},
+        {"executor_id": "2", "adopted": 1, "adopter": "3", "adopter_reason": "lowest executor id among 1"},
+    ]
+    recovery = {
+        "adopted_map_ids": [[0, 11]],
+        "recomputed_map_ids": [[0, 9], [0, 10]],
+        "recomputed_why": [[0, 9, none], [0, 10, none]],
+        "losses": losses,
+    }
+    assert chaos.judge(record([two], recovery)) == ("pass", [])
+    silent = {**recovery, "recomputed_why": [[0, 9, none], [0, 10, "retention: not adopted: the ask timed out"]]}
+    status, problems = chaos.judge(record([two], silent))
+    assert status == "fail" and "recomputed instead of adopted: [(0, 10)]" in problems[0]
+
+
 def test_the_judge_fails_a_damaged_output_kept_and_accepts_its_recomputation():
     hit = {**KILL, "kind": "corrupt-then-kill", "damaged": {"shuffle_id": 0, "map_id": 12, "did": "flipped"}}
     recomputed = {"adopted_map_ids": [[0, 10]], "adopted_from": ["1"], "recomputed_map_ids": [[0, 12]]}

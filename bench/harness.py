@@ -161,8 +161,10 @@ def run_mode(
     cluster: StandaloneCluster | None = None,
     params: dict | None = None,
     conf: dict[str, str] | None = None,
+    rep: int | None = None,
 ) -> dict:
-    """One measured run of a mode: one application, or two for vanilla transient-failure (the rerun)."""
+    """One measured run of a mode: one application, or two for vanilla transient-failure (the rerun); `rep`
+    (with more than one application per mode) names its kept logs apart from the other repetitions'."""
     work = tempfile.mkdtemp(prefix=f"bench-{scenario}-{mode}-")
     state = os.path.join(work, "state")
     os.makedirs(state)
@@ -219,21 +221,24 @@ def run_mode(
             # consumer stage's own retries (its tasks, which fetch-failed, are shuffle map tasks too)
             job1 = eventlog.counts_by_group(apps).get("map-stage", {})
             row["outputs_recomputed"] = job1.get("map_tasks_reexecuted", 0)
+        if "executor_losses" in r:
+            row["executor_losses"] = r["executor_losses"]
         if r.get("report"):
             row["recovery_report"] = {k: r["report"].get(k) for k in ("runs", "jobs", "consumer_restarts")}
         _announce(scenario, scale, row)
         return row
     finally:
         if keep:  # the driver's log and Spark's event logs, for reading a run's timeline afterwards
-            shutil.copy(log, os.path.join(keep, f"{scenario}-{mode}.log"))
+            name = f"{scenario}-{mode}" + (f"-rep{rep}" if rep is not None else "")
+            shutil.copy(log, os.path.join(keep, f"{name}.log"))
             events = os.path.join(work, "events")
             if os.path.isdir(events):
-                kept = os.path.join(keep, f"{scenario}-{mode}-events")
+                kept = os.path.join(keep, f"{name}-events")
                 shutil.rmtree(kept, ignore_errors=True)
                 shutil.copytree(events, kept)
             pod_logs = os.path.join(work, "pods", "logs")
             if os.path.isdir(pod_logs):  # pod-loss: each pod's executor log
-                kept = os.path.join(keep, f"{scenario}-{mode}-pods")
+                kept = os.path.join(keep, f"{name}-pods")
                 shutil.rmtree(kept, ignore_errors=True)
                 shutil.copytree(pod_logs, kept)
         shutil.rmtree(work, ignore_errors=True)
@@ -482,6 +487,8 @@ def _combine(rows: list[dict]) -> dict:
         row["succeeded"] = all(r["succeeded"] for r in rows)
         row["error"] = next((r.get("error") for r in rows if r.get("error")), None)
         row["result_checksum_runs"] = [r.get("result_checksum") for r in rows]
+        if any("executor_losses" in r for r in rows):
+            row["executor_losses_runs"] = [r.get("executor_losses") for r in rows]
         for key in ("adoption_latency_ms_p50", "adoption_latency_ms_p99"):  # shuffle-scale: each application's
             if any(key in r.get("extra", {}) for r in rows):
                 row["extra"] = {**row.get("extra", {}), f"{key}_runs": [r.get("extra", {}).get(key) for r in rows]}
@@ -536,7 +543,8 @@ def run_scenario(
     try:
         for rep in range(reps):  # alternate the order so that drift on the machine hits every mode
             for mode in order if rep % 2 == 0 else order[::-1]:
-                measured[mode].append(run_mode(scenario, mode, scale, master, keep, cluster, params, conf))
+                tag = rep + 1 if reps > 1 else None
+                measured[mode].append(run_mode(scenario, mode, scale, master, keep, cluster, params, conf, tag))
     finally:
         if cluster is not None:
             cluster.stop()

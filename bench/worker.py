@@ -195,6 +195,9 @@ def _run(spec: dict, spark, pods, started: float) -> dict:
     out["wall_s"] = round(time.monotonic() - t0 - ctx.extra.get("untimed_s", 0), 3)
     if rr is not None:
         out["report"] = rr.report()
+        # each executor loss the driver handled: who adopted its outputs, or why nobody did
+        keys = ("executor_id", "adopter", "adopter_reason", "adopted", "unregistered", "total_ms")
+        out["executor_losses"] = [{k: loss.get(k) for k in keys} for loss in rr.retention() or []]
         status = rr.status()  # fetches waiting on a lost executor that went to its adopter (retained.redirect-fetches)
         ctx.extra["fetches_redirected"] = {
             k: int(status.get(k) or 0) for k in ("fetches_redirected", "blocks_redirected", "blocks_failed_fast")

@@ -132,8 +132,10 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     if (reason == Event.Reason.FetchFailed && lostExec != null) features.foreach(_.fetchFailed(lostExec))
   }
 
-  override def onExecutorAdded(e: SparkListenerExecutorAdded): Unit =
+  override def onExecutorAdded(e: SparkListenerExecutorAdded): Unit = {
     offer(ExecutorAddedEvent(e.time, e.executorId, e.executorInfo.executorHost, e.executorInfo.totalCores))
+    features.foreach(_.executorAdded(e.executorId, e.executorInfo.executorHost))
+  }
 
   override def onExecutorRemoved(e: SparkListenerExecutorRemoved): Unit = {
     offer(ExecutorRemovedEvent(e.time, e.executorId, e.reason))

@@ -171,8 +171,9 @@ object ConfigKeys {
       "the lost one's retained files, verifies them and the outputs are registered at it, so no map task re-runs. " +
       "Past the timeout they are unregistered and recomputed. Tasks that fetch from the lost executor during the " +
       "wait wait too (their fetches are held, with retained.redirect-fetches): a timeout longer than a " +
-      "replacement takes to start delays a job whose replacement never comes by that much.", ReadBy.Jvm,
-    deprecatedNames = Seq(Prefix + "retained.reattachTimeout"))
+      "replacement takes to start delays a job whose replacement never comes by that much. With 0 the outputs " +
+      "wait only while an executor Spark already registered on that node has not said hello yet, up to 5 s.",
+    ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.reattachTimeout"))
 
   val RetainedEarlyLoss: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.early-loss-detection", BooleanType, true,
     "true", "true, false",

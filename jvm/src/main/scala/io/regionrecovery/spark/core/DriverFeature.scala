@@ -35,6 +35,9 @@ trait DriverFeature {
   /** A task failed to fetch a map output served by `executorId` (SparkListenerTaskEnd with FetchFailed). */
   def fetchFailed(executorId: String): Unit = ()
 
+  /** SparkListenerExecutorAdded: Spark registered an executor on `host`. */
+  def executorAdded(executorId: String, host: String): Unit = ()
+
   /** SparkListenerExecutorRemoved. */
   def executorRemoved(executorId: String, reason: String, time: Long): Unit = ()
 

@@ -81,12 +81,17 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
   /**
    * The driver waits up to `waitMs` for a new executor that mounts the volume of lost executor `from`
    * ([[AwaitingVolume]]): its fetches are held from now on. Should neither a move nor the end of the
-   * wait come within `waitMs` + [[HoldMarginMs]], the held blocks fail then.
+   * wait come within `waitMs` + [[HoldMarginMs]], the held blocks fail then. Its outputs are registered
+   * at it again: moves reported before (to a standby that died before it answered) no longer hold.
    */
   def awaitVolume(from: String, waitMs: Long): Unit = {
     val token = new Object
     val holding = synchronized {
-      !handled.contains(from) && { remember(from); held.put(from, token); true }
+      !handled.contains(from) && {
+        remember(from); held.put(from, token)
+        moved.remove(from); received.remove(from)
+        true
+      }
     }
     if (holding) later(waitMs + HoldMarginMs, () => release(from, token))
   }

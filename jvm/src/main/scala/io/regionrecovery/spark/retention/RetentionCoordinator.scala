@@ -107,10 +107,11 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   def handle(request: DriverRequest, from: String = null): AnyRef = request match {
     case h: RetentionAgentHello =>
       agents.register(h)
+      announced.remove(h.executorId)
       if (h.held.nonEmpty) onWorker(s"reattached volume of executor ${h.executorId}")(reattached(h.executorId))
-      if (deployment.reattachTimeoutMs > 0) onWorker(s"volume waits told to executor ${h.executorId}") {
+      onWorker(s"volume waits told to executor ${h.executorId}") {
         agents.get(h.executorId).foreach(a => // those still waiting once its own volume was handled
-          waitingForVolume.keys.foreach(id => agents.send(a, AwaitingVolume(id, deployment.reattachTimeoutMs))))
+          waitingForVolume.values.foreach(l => agents.send(a, AwaitingVolume(l.executorId, l.waitMs))))
       }
       if (deployment.prepares) onWorker(s"preparation at new executor ${h.executorId}")(prepareForNewcomer(h))
       if (earlyLossDetection && agents.live.exists(a => a.node == h.node && a.executorId != h.executorId))
@@ -274,10 +275,37 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   }
 
   /** From the listener thread: hand off, return at once. Spark may report one removal twice. */
-  override def executorRemoved(executorId: String, reason: String, time: Long): Unit =
+  override def executorRemoved(executorId: String, reason: String, time: Long): Unit = {
+    announced.remove(executorId)
     if (!stopped && agents.markRemoved(executorId)) onWorker(s"loss of executor $executorId") {
       handleLoss(executorId, reason, time)
     }
+  }
+
+  /**
+   * Executors Spark registered whose agent has not said hello yet, with their hosts: a loss on such a
+   * host that no live agent can adopt waits [[RetentionCoordinator.HelloWaitMs]] for that hello (two
+   * executors of a node lost close together, Spark's replacement for the first already starting).
+   */
+  private val announced = new java.util.concurrent.ConcurrentHashMap[String, String]()
+
+  /** From the listener thread: O(1). A hello that came first leaves nothing to wait for. */
+  override def executorAdded(executorId: String, host: String): Unit =
+    if (!stopped && host != null && agents.get(executorId).isEmpty && !agents.isRemoved(executorId))
+      announced.put(executorId, host)
+
+  /**
+   * How long the outputs of a lost executor that no live agent of `node` can adopt stay registered,
+   * waiting for an executor that holds its volume: `retained.reattach-timeout`; without it, while an
+   * executor Spark registered on the node has not said hello yet, [[RetentionCoordinator.HelloWaitMs]];
+   * else 0, no wait.
+   */
+  private def volumeWaitMs(node: String, lost: String): Long =
+    if (deployment.reattachTimeoutMs > 0) deployment.reattachTimeoutMs
+    else if (node != null && announced.asScala.exists { case (id, host) =>
+        host == node && id != lost && agents.get(id).isEmpty && !agents.isRemoved(id)
+      }) RetentionCoordinator.HelloWaitMs
+    else 0L
 
   private def isHeartbeatTimeout(reason: String): Boolean =
     reason != null && reason.startsWith("Executor heartbeat timed out")
@@ -386,27 +414,38 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     val decision = AdoptionDecision.decide(currentPolicy, executorId, node, reachable, outputs, load,
       preparedAt)(_._1, unsafeToAdopt)
     val noneOnNode = !reachable.exists(a => a.node == node && a.executorId != executorId)
-    if (decision.adopter.isEmpty && noneOnNode && deployment.reattachTimeoutMs > 0) {
+    val waitMs = volumeWaitMs(node, executorId)
+    if (decision.adopter.isEmpty && noneOnNode && waitMs > 0) {
       val (eligible, refusals) = AdoptionDecision.eligible(currentPolicy, outputs)(_._1, unsafeToAdopt)
       if (eligible.nonEmpty) {
         unregister(executorId, refusals)
-        val loss = LostOutputs(executorId, reason, lossTime, startedAt, node, eligible, outputs.size, sparkDirs)
-        agents.live.find(_.held.contains(executorId)) match {
-          case Some(a) => adoptFromVolume(loss, a) // its replacement was faster than this handler
-          case None => waitForVolume(loss)
-        }
+        awaitVolume(LostOutputs(executorId, reason, lossTime, startedAt, node, eligible, outputs.size, sparkDirs,
+          waitMs = waitMs))
         return
       }
     }
     unregister(executorId, decision.refused)
+    var waits = false
+    // every executor of the node failed to adopt (they died too, their losses not known yet): the outputs wait
+    // for a new executor there, as if none had been left
+    val toVolume = Option.when(waitMs > 0) { (l: LostOutputs) => waits = true; awaitVolume(l) }
     val adopted = adopt(LostOutputs(executorId, reason, lossTime, startedAt, node, decision.offered, outputs.size,
-      sparkDirs, startedCpuNs),
+      sparkDirs, startedCpuNs, waitMs),
       decision.adopter, decision.reason,
-      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, reachableAgents, failed, load), ready)
+      failed => AdoptionDecision.nextAdopter(currentPolicy, executorId, node, reachableAgents, failed, load), ready,
+      toVolume)
     // What is left of the lost executor's retained directory (outputs not adopted) goes now.
-    purge(node, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost",
-      adopted, sparkDirs)
+    if (!waits)
+      purge(node, executorId, if (outputs.isEmpty) "executor lost, no registered outputs" else "executor lost",
+        adopted, sparkDirs)
   }
+
+  /** A lost executor's outputs wait for an executor that mounts its volume, or go to one that does already. */
+  private def awaitVolume(loss: LostOutputs): Unit =
+    agents.live.find(_.held.contains(loss.executorId)) match {
+      case Some(a) => adoptFromVolume(loss, a) // its replacement was faster than this handler
+      case None => waitForVolume(loss)
+    }
 
   private def unregister(executorId: String, refused: Seq[((Int, Int, Long, BlockManagerId), String)]): Unit =
     refused.foreach { case ((sid, idx, mapId, location), why) =>
@@ -421,10 +460,13 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * ask timeout, and early outputs are readable before the last are checked. Outputs `ready` at the first
    * adopter (its standby said it prepared them) are relocated there before the ask: reducers read them at
    * once, and the reply confirms them or has them unregistered. Returns the adopter that answered, if any
-   * (the reattached volume's holder purges the lost executor's directory).
+   * (the reattached volume's holder purges the lost executor's directory). Should no adopter of the node
+   * answer the first ask and `toVolume` be given, nothing is unregistered or recorded: what was relocated
+   * before the ask goes back to the lost executor, and `toVolume` gets every output.
    */
   private def adopt(loss: LostOutputs, first: Option[AgentInfo], firstReason: String,
-      next: Set[String] => Either[String, (AgentInfo, String)], ready: Option[ReadyAt] = None): Option[AgentInfo] = {
+      next: Set[String] => Either[String, (AgentInfo, String)], ready: Option[ReadyAt] = None,
+      toVolume: Option[LostOutputs => Unit] = None): Option[AgentInfo] = {
     val executorId = loss.executorId
     var adopterReason = firstReason
     var adopter = first
@@ -455,23 +497,28 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     }
     val earlyDone = if (early.isEmpty) "null" else (early.values.max - loss.lossTime).toString
     val maxBytes = if (deployment.adopterReadsData) AdoptionBatches.MaxBytes else Long.MaxValue
-    AdoptionBatches.split(offered, maxBytes)(o =>
-      ledger.synchronized(ledger.entry(o._1, o._3).map(_.bytes)).getOrElse(0L))
-      .foreach { current =>
-        val askStart = now
-        val refs = current.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
-        val digests = current.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
-        // The adopter may be lost too (two executors of a node die at once, its loss not handled yet): the
-        // next one of the node tries, until one answers or none is left.
-        var reply: Option[AdoptReply] = adopter.flatMap(ask(_, refs, digests))
-        while (reply.isEmpty && adopter.nonEmpty) {
-          failed += adopter.get.executorId
-          adopter = next(failed) match {
-            case Right((a, why)) => adopterReason += s"; then executor ${a.executorId}: $why"; Some(a)
-            case Left(why) => adopterReason += s"; no other adopter: $why"; None
-          }
-          reply = adopter.flatMap(ask(_, refs, digests))
+    val batches = AdoptionBatches.split(offered, maxBytes)(o =>
+      ledger.synchronized(ledger.entry(o._1, o._3).map(_.bytes)).getOrElse(0L)).iterator
+    var deferred = false
+    while (!deferred && batches.hasNext) {
+      val current = batches.next()
+      val askStart = now
+      val refs = current.map { case (sid, idx, mapId, _) => OutputRef(sid, mapId, idx) }.toArray
+      val digests = current.map { case (sid, _, mapId, _) => digestOf(sid, mapId) }.toArray
+      // The adopter may be lost too (two executors of a node die at once, its loss not handled yet): the
+      // next one of the node tries, until one answers or none is left.
+      var reply: Option[AdoptReply] = adopter.flatMap(ask(_, refs, digests))
+      while (reply.isEmpty && adopter.nonEmpty) {
+        failed += adopter.get.executorId
+        adopter = next(failed) match {
+          case Right((a, why)) => adopterReason += s"; then executor ${a.executorId}: $why"; Some(a)
+          case Left(why) => adopterReason += s"; no other adopter: $why"; None
         }
+        reply = adopter.flatMap(ask(_, refs, digests))
+      }
+      deferred = reply.isEmpty && !answered && toVolume.isDefined &&
+        !reachableAgents.exists(a => a.node == loss.node && a.executorId != executorId && !failed(a.executorId))
+      if (!deferred) {
         val askEnd = now
         askMs += askEnd - askStart
         answered ||= reply.isDefined
@@ -498,6 +545,13 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
           "ask_ms" -> (askEnd - askStart).toString, "relocate_ms" -> (now - askEnd).toString,
           "done_after_loss_ms" -> (now - loss.lossTime).toString)
       }
+    }
+    if (deferred) {
+      logWarning(s"region-recovery: no executor of node ${loss.node} could adopt the outputs of $executorId " +
+        s"($adopterReason): they wait for an executor that mounts its volume")
+      toVolume.get(loss.copy(offered = restoreEarly(loss, early.keySet, readyAtFirst)))
+      return None
+    }
     // fetches still waiting on the lost executor for an output that did not move fail now, not after a retry
     agents.tellAll(OutputsMoved(executorId, null, Array.empty, Array.empty, complete = true, movedBatches))
     if (adopted > 0)
@@ -528,6 +582,20 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         } else o
       }
       (current, early.result())
+  }
+
+  /**
+   * Moves the outputs of `loss` that were relocated to `ready`'s standby before an ask it never answered
+   * back to the lost executor, where they wait for its volume; returns what is still registered there.
+   */
+  private def restoreEarly(loss: LostOutputs, early: collection.Set[(Int, Long)],
+      ready: Option[ReadyAt]): Seq[(Int, Int, Long, BlockManagerId)] = {
+    val restored = loss.offered.filter { case (sid, idx, mapId, location) =>
+      !early.contains(sid -> mapId) ||
+      actions.relocateIfCurrent(sid, idx, mapId, ready.get.location, location) == Relocation.Relocated
+    }
+    if (early.nonEmpty) actions.incrementEpoch()
+    restored
   }
 
   /**
@@ -606,15 +674,14 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     waitingForVolume(loss.executorId) = loss
     if (volumeTimer == null) volumeTimer = actions.newTimer()
     logInfo(s"region-recovery: executor ${loss.executorId} lost (${loss.reason}) with no live executor on node " +
-      s"${loss.node}: its ${loss.offered.size} map outputs stay registered for up to " +
-      s"${deployment.reattachTimeoutMs} ms (${ConfigKeys.RetainedReattachTimeout.name}), waiting for an executor " +
-      "that mounts its volume")
-    agents.tellAll(AwaitingVolume(loss.executorId, deployment.reattachTimeoutMs)) // reducers hold their fetches
+      s"${loss.node}: its ${loss.offered.size} map outputs stay registered for up to ${loss.waitMs} ms " +
+      s"(${waitedFor(loss)}), waiting for an executor that mounts its volume")
+    agents.tellAll(AwaitingVolume(loss.executorId, loss.waitMs)) // reducers hold their fetches
     val expire: Runnable = () =>
       onWorker(s"reattach timeout of executor ${loss.executorId}") {
         waitingForVolume.remove(loss.executorId).foreach(noVolumeInTime)
       }
-    volumeTimer.schedule(expire, deployment.reattachTimeoutMs, TimeUnit.MILLISECONDS)
+    volumeTimer.schedule(expire, loss.waitMs, TimeUnit.MILLISECONDS)
   }
 
   /**
@@ -638,7 +705,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       val pending = a.held.filter(id =>
         agents.get(id).isDefined &&
           (agents.isRemoved(id) || disconnectedExecutors.contains(id)))
-      if (pending.isEmpty) agents.send(a, VolumesSettled(appKey))
+      if (pending.isEmpty) volumesSettled(a.executorId)
       else unsettled(executorId) = mutable.Set(pending: _*)
     }
 
@@ -652,9 +719,12 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   private def settle(executorId: String): Unit =
     unsettled.filterInPlace { (holder, pending) =>
       pending -= executorId
-      if (pending.isEmpty) agents.get(holder).foreach(agents.send(_, VolumesSettled(appKey)))
+      if (pending.isEmpty) volumesSettled(holder)
       pending.nonEmpty
     }
+
+  /** New executor `holder` may start tasks: every lost executor whose files its store holds is handled. */
+  private def volumesSettled(holder: String): Unit = agents.get(holder).foreach(agents.send(_, VolumesSettled(appKey)))
 
   /** Lost executors' own Spark directories, by executor id (a later holder of their volume deletes them). */
   private val lostSparkDirs = new java.util.concurrent.ConcurrentHashMap[String, Seq[String]]()
@@ -673,19 +743,23 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * recomputes all the waiting outputs in one attempt (as without the wait), not one per fetch failure.
    */
   override def fetchFailed(executorId: String): Unit =
-    if (!stopped && deployment.reattachTimeoutMs > 0) onWorker(s"fetch failure from executor $executorId") {
+    if (!stopped) onWorker(s"fetch failure from executor $executorId") {
       waitingForVolume.remove(executorId).foreach { loss =>
         giveUp(loss,
           s"a task failed to fetch from executor ${loss.executorId} while its outputs waited for its " +
-            s"volume (${ConfigKeys.RetainedReattachTimeout.name}): they are recomputed with the output it read")
+            s"volume (${waitedFor(loss)}): they are recomputed with the output it read")
       }
     }
 
+  /** What set the wait of a loss: the user's reattach timeout, or a new executor's hello. */
+  private def waitedFor(loss: LostOutputs): String =
+    if (deployment.reattachTimeoutMs > 0) ConfigKeys.RetainedReattachTimeout.name
+    else s"a new executor Spark registered on node ${loss.node}, whose agent had not said hello yet"
+
   private def noVolumeInTime(loss: LostOutputs): Unit =
     giveUp(loss,
-      s"no executor mounted the volume of executor ${loss.executorId} within " +
-        s"${deployment.reattachTimeoutMs} ms (${ConfigKeys.RetainedReattachTimeout.name}) and no live executor is on " +
-        s"node ${loss.node}")
+      s"no executor mounted the volume of executor ${loss.executorId} within ${loss.waitMs} ms " +
+        s"(${waitedFor(loss)}) and no live executor is on node ${loss.node}")
 
   private def giveUp(loss: LostOutputs, why: String): Unit = {
     unregister(loss.executorId, loss.offered.map(_ -> ("not adopted: " + why)))
@@ -1056,6 +1130,12 @@ object RetentionCoordinator {
 
   /** Outputs retained within this many ms are prepared at their standby in one message. */
   val PrepareDelayMs = 50L
+
+  /**
+   * How long a lost executor's outputs wait, without `retained.reattach-timeout`, for the hello of an
+   * executor Spark registered on its node already (an agent says hello about a second after that).
+   */
+  val HelloWaitMs = 5000L
 
   /** Outputs adopted are prepared at the adopter's standby this many ms after their relocation. */
   val AdoptedPrepareDelayMs = 1000L

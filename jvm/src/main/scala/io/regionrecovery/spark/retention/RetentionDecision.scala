@@ -83,8 +83,9 @@ private[retention] final case class ReadyAt(standby: String, location: org.apach
 
 /**
  * A lost executor's outputs being handed to an adopter: `offered` to it, `total` registered at the
- * loss; `sparkDirs` its own Spark directories, deleted on its node once this is done.
+ * loss; `sparkDirs` its own Spark directories, deleted on its node once this is done; `waitMs` how long
+ * they wait for an executor that holds its volume, when no executor of its node can adopt them.
  */
 private[retention] final case class LostOutputs(executorId: String, reason: String, lossTime: Long,
     startedAt: Long, node: String, offered: Seq[(Int, Int, Long, org.apache.spark.storage.BlockManagerId)],
-    total: Int, sparkDirs: Seq[String], startedCpuNs: Long = -1L)
+    total: Int, sparkDirs: Seq[String], startedCpuNs: Long = -1L, waitMs: Long = 0L)

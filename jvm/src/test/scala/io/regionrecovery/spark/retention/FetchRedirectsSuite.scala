@@ -302,6 +302,18 @@ class FetchRedirectsSuite extends AnyFunSuite {
     assert(f.client.to("1").map(_.blocks) == Seq(Seq("shuffle_0_11_0")))
   }
 
+  test("a wait after moves to a standby that never answered: fetches are held, not sent to it") {
+    val f = new Fixture
+    f.moved(10L)() // relocated to the prepared standby 2 before the ask; 2 had died too
+    f.redirects.awaitVolume("1", 60000L) // the driver moved them back to 1, waiting for its volume
+    f.fetch(source, "shuffle_0_10_0")
+    assert(f.client.sent.isEmpty && f.reader.answers.isEmpty, "held: neither the dead source nor the dead standby")
+    val volume = TestLocations.blockManagerId("3", "h1", 7003)
+    f.redirects.outputsMoved("1", volume, Array(0), Array(10L), false, 0)
+    f.redirects.outputsMoved("1", null, Array.empty, Array.empty, true, 1)
+    assert(f.client.to("3").map(_.blocks) == Seq(Seq("shuffle_0_10_0")) && !f.redirects.holds("1"))
+  }
+
   test("a wait announced after the loss was handled holds nothing") {
     val f = new Fixture
     f.moved()(complete = true)

@@ -689,6 +689,42 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     assert(f.unregistered.map(_.reason) == Seq("not adopted: no live executor with a retention agent on node pod-1"))
   }
 
+  test("without a reattach timeout, a new executor Spark registered on the node is waited for, briefly") {
+    val f = new Fixture
+    f.agent("2", host = "host-b")(); f.stage(0)
+    val m0 = f.output(0, 0, "1")
+    f.coordinator.executorAdded("3", "host-a") // Spark's replacement: its JVM starts, no hello yet
+    f.coordinator.executorAdded("4", "host-b")
+    f.coordinator.executorRemoved("1", "Command exited with code 137", 0L)
+    assert(f.unregistered.isEmpty && f.spark.timeouts.map(_._2) == Seq(RetentionCoordinator.HelloWaitMs))
+    assert(f.sent[AwaitingVolume] == Seq("agent-2" -> AwaitingVolume("1", RetentionCoordinator.HelloWaitMs)))
+    f.agent("3", held = Seq("1"))() // its store holds executor 1's retained files
+    assert(f.spark.registered((0, 0)) == ((m0, f.spark.location("3", "host-a"))) && f.unregistered.isEmpty)
+    assert(f.lossRecords.head.contains("executor 3 mounts the lost executor's volume"), f.lossRecords.head)
+  }
+
+  test("a new executor that never says hello: the outputs are unregistered after the short wait, saying why") {
+    val f = new Fixture
+    f.agent("2", host = "host-b")(); f.stage(0)
+    f.output(0, 0, "1"); f.output(0, 1, "5")
+    f.coordinator.executorAdded("3", "host-a")
+    f.coordinator.executorRemoved("1", "Command exited with code 137", 0L)
+    f.runTimers(RetentionCoordinator.HelloWaitMs)
+    assert(
+      f.unregistered.map(_.mapId) == Seq(0L) && f.unregistered.head.reason.contains(
+        "within 5000 ms (a new executor Spark registered on node host-a, whose agent had not said hello yet)"),
+      f.unregistered)
+    f.coordinator.executorRemoved("3", "Command exited with code 1", 0L) // it never started: nothing to wait for
+    f.coordinator.executorRemoved("5", "Command exited with code 137", 0L)
+    assert(f.unregistered.map(_.mapId) == Seq(0L, 1L) && f.spark.timeouts.isEmpty)
+    f.coordinator.executorAdded("6", "host-a")
+    f.agent("6")() // said hello before Spark's event reached the listener: a live adopter, not a wait
+    f.output(0, 2, "7"); f.coordinator.executorAdded("7", "host-a"); f.agent("7")()
+    f.coordinator.executorRemoved("7", "Command exited with code 137", 0L)
+    assert(f.asks[AdoptRequest].map(_._1) == Seq("agent-6"))
+    assert(!f.spark.timeouts.exists(_._2 == RetentionCoordinator.HelloWaitMs), "no wait")
+  }
+
   private val Exec1At = "10.0.0.1:40001"
   private val Exec2At = "10.0.0.1:40002"
 
@@ -724,6 +760,31 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     f.coordinator.executorRemoved("1", "Command exited with code 137", 0L)
     assert(f.asks[AdoptRequest].isEmpty)
     assert(f.unregistered.map(_.reason) == Seq("not adopted: no live executor with a retention agent on node host-a"))
+  }
+
+  test("two executors of a node die at once, the other's loss not known yet: its failed ask does not unregister") {
+    for (prepared <- Seq(true, false)) {
+      val f = new Fixture(deployment =
+        RetentionDeployment(reattachTimeoutMs = 60000L, earlyLossDetection = false, prepareAdoption = prepared,
+          adopterReadsData = !prepared))
+      f.agent("1")(); f.agent("2")(_ => throw new java.io.IOException("connection refused")) // dead, not known yet
+      f.stage(0)
+      val m0 = f.output(0, 0, "1"); val m1 = f.output(0, 1, "2")
+      if (prepared) {
+        f.runPreparation()
+        this.prepared(f, "2", "1", OutputRef(0, m0, 0)) // relocated to 2 before the ask that fails
+      }
+      f.coordinator.executorRemoved("1", "Command exited with code 137", 0L)
+      assert(f.asks[AdoptRequest].map(_._1) == Seq("agent-2"))
+      assert(f.unregistered.isEmpty && f.lossRecords.isEmpty, s"prepared=$prepared: nothing given up yet")
+      assert(f.spark.registered((0, 0)) == ((m0, f.spark.location("1", "host-a"))), "back at the lost executor")
+      assert(f.sent[AwaitingVolume].map(_._2.fromExecutor).contains("1"), "reducers hold their fetches from 1")
+      f.coordinator.executorRemoved("2", "Command exited with code 137", 0L)
+      f.agent("3", held = Seq("1", "2"))() // the node's new executor sees both directories
+      val to = f.spark.location("3", "host-a")
+      assert(f.spark.registered.toMap == Map((0, 0) -> (m0, to), (0, 1) -> (m1, to)) && f.unregistered.isEmpty,
+        s"prepared=$prepared")
+    }
   }
 
   test("an executor whose connection closed adopts again once it pinged the driver again") {

@@ -6,7 +6,8 @@ plugin's settings (retention true in three trials of five, auto or false in one 
 policy; a small byte cap or none; spills and many small fetches; speculative copies of slow tasks) and
 one or two faults (bench/chaos_faults.py), each struck when the live model says it can hurt: an
 executor holding outputs that a stage still reads is SIGKILLed (while that stage waits, or while it
-fetches; two at once) or decommissioned (SIGPWR); one of its retained outputs is corrupted (index,
+fetches; two at once; with --focus kill-node, every executor at once, the new ones adopting from the
+volume within retained.reattach-timeout) or decommissioned (SIGPWR); one of its retained outputs is corrupted (index,
 checksum, middle of the data) or deleted first; it is frozen past the heartbeat timeout and thawed;
 the driver is killed as it handles the loss, or while its executors renew their leases; the Python
 workers of a running task are killed; the trial's own disk (a tmpfs) is filled while a stage runs; a
@@ -51,8 +52,9 @@ RELEASE = ("shuffle-cleanup", "job-end", "consumers-finished")
 VALUES = ("int", "int", "float", "decimal")  # what the pipeline sums: exact, order-dependent, or exact decimals
 # the kinds a fault is drawn from: the plain executor kills three times more, so that most trials adopt
 KIND_POOL = (*FAULTS, "kill-holder", "kill-holder", "kill-fetching", "kill-fetching")
-# faults after which the victim's retained outputs must be adopted (the driver-kill one: by the driver before it died)
-ADOPTING = tuple(k for k in TAKES if k != "driver-kill-adoption")
+# faults after which the victim's retained outputs must be adopted (the driver-kill one: by the driver before it died;
+# kill-node: by the node's new executors, from the volume)
+ADOPTING = (*(k for k in TAKES if k != "driver-kill-adoption"), "kill-node")
 # why the driver found no executor to adopt a lost executor's outputs (its record, and each output's reason)
 NO_ADOPTER = ("no live executor", "no registered outputs")
 TMPFS_SIZE = "96m"  # the disk a disk-full trial fills: its local dirs and retained root
@@ -70,6 +72,8 @@ def _draw_fault(rng: random.Random, kind: str) -> dict:
         fault["full_s"] = round(rng.uniform(0.5, 2.5), 1)
     elif kind == "partition-holder":
         fault["cut_s"] = round(rng.uniform(14.0, 20.0), 1)  # past the 10 s network timeout
+    elif kind == "kill-node":
+        fault["fetching"] = rng.random() < 0.5  # as a consumer stage fetches, or while one waits to
     return fault
 
 

@@ -37,8 +37,10 @@ NEEDS_RETENTION = ("corrupt-then-kill", "delete-then-kill", "driver-kill-holding
 FAULTS = (*TAKES, "driver-kill-holding", "freeze-holder", "kill-python-worker", "disk-full", "task-failure")
 # kinds added after the committed 50-run campaigns: drawn only by a focused campaign (--focus KIND), so
 # that those campaigns' draws stay replayable. `partition-holder` is judged like a freeze: the driver
-# declares its executor lost on the heartbeat timeout and does not trust a timed-out executor's files
-FOCUS_ONLY = ("partition-holder",)
+# declares its executor lost on the heartbeat timeout and does not trust a timed-out executor's files.
+# `kill-node` SIGKILLs every executor at once (the node is lost; Spark starts new ones on the same disk)
+# with retained.reattach-timeout set: the new executors must adopt the lost ones' outputs from the volume
+FOCUS_ONLY = ("partition-holder", "kill-node")
 IPTABLES_TAG = "region-recovery-chaos"  # the comment on every rule a partition adds: removed by tag at the end
 DAMAGES = ("index", "checksum", "data-middle", "data-deleted")  # what corrupt/delete-then-kill does to one output
 POLL_S = 0.05
@@ -192,7 +194,8 @@ class Faults:
 
     def _wait_for(self, fetching: bool, n: int, after_s: float) -> tuple[dict[str, list], list[str]] | None:
         """Waits (`after_s` at least) until `n` executors hold outputs still to be read and one more executor
-        lives to adopt them; returns (holders, victims), None when the action ended first."""
+        lives to adopt them (n = 0: one executor holds such outputs, and every live one is a victim); returns
+        (holders, victims), None when the action ended first."""
         start = time.monotonic()
         while not self._done.is_set():
             if time.monotonic() - start >= after_s:
@@ -207,6 +210,12 @@ class Faults:
         with self._choosing:  # two faults of a trial never choose at once: one executor always lives
             found = holders(model, self.retains, fetching)
             candidates = sorted(e for e in found if e in pids and e not in self.doomed)
+            if n == 0:  # the whole node: every live executor, once one holds outputs still to be read
+                if not candidates:
+                    return None
+                victims = sorted(e for e, x in model.executors.items() if x.alive and e in pids)
+                self.doomed.update(victims)
+                return found, victims
             if len(candidates) < n:
                 return None
             victims = self.rng.sample(candidates, n)
@@ -223,8 +232,9 @@ class Faults:
                 return self._kill_python_worker(fault, record)
             if kind == "disk-full":
                 return self._fill_disk(fault, record)
-            n = 2 if kind == "kill-two" else 1
-            chosen = self._wait_for(kind == "kill-fetching", n, fault.get("after_s", 0.0))
+            n = {"kill-two": 2, "kill-node": 0}.get(kind, 1)
+            fetching = kind == "kill-fetching" or (kind == "kill-node" and fault["fetching"])
+            chosen = self._wait_for(fetching, n, fault.get("after_s", 0.0))
             if chosen is None:
                 record["missed"] = "the action ended before an executor held outputs still to be read"
                 return

@@ -57,6 +57,8 @@ def build_session(spec: dict, workdir: Path, app_name: str):
             .config("spark.reducer.maxSizeInFlight", "16k")
             .config("spark.reducer.maxBlocksInFlightPerAddress", "2")
         )
+    if "kill-node" in kinds:  # the node's executors all die: their outputs wait for the new ones Spark starts
+        b = b.config("spark.regionRecovery.retained.reattach-timeout", "30s")
     if "decommission-holder" in kinds:  # SIGPWR decommissions (no block migration: its outputs go with it)
         b = b.config("spark.decommission.enabled", "true")
     if spec.get("speculation"):  # copies of slow tasks at a stage's tail: two attempts write one map output

@@ -83,6 +83,10 @@ def test_a_focused_draw_keeps_the_trial_and_strikes_one_fault_of_its_kind():
         same = ("api", "ops", "slow_ms", "release", "cap", "pressure", "values", "speculation")
         assert {k: plain[k] for k in same} == {k: focused[k] for k in same}
     assert "partition-holder" not in chaos.KIND_POOL, "the committed campaigns' draws stay what they were"
+    node = [chaos.draw_trial(3, index, "kill-node") for index in range(20)]
+    assert all([f["kind"] for f in t["faults"]] == ["kill-node"] and t["retention"] == "true" for t in node)
+    assert {t["faults"][0]["fetching"] for t in node} == {True, False}, "as the reader fetches, or while it waits"
+    assert "kill-node" not in chaos.KIND_POOL and "kill-node" in chaos.ADOPTING
     with pytest.raises(ValueError, match="not a fault kind"):
         chaos.campaign(1, 3, focus="unplug-the-rack")
 
@@ -344,6 +348,25 @@ def test_the_judge_excuses_per_output_the_victim_of_two_whose_loss_found_no_adop
     assert chaos.judge(record([two], recovery)) == ("pass", [])
     silent = {**recovery, "recomputed_why": [[0, 9, none], [0, 10, "retention: not adopted: the ask timed out"]]}
     status, problems = chaos.judge(record([two], silent))
+    assert status == "fail" and "recomputed instead of adopted: [(0, 10)]" in problems[0]
+
+
+def test_the_judge_wants_every_output_of_a_lost_node_adopted_from_the_volume():
+    """kill-node: every executor died; with retained.reattach-timeout the new ones adopt from the volume. A loss
+    that found no live executor waits instead of giving up, so 'no live executor' excuses nothing here."""
+    node = {"kind": "kill-node", "landed": True, "victims": ["0", "1"], "held_retained": [[0, 9], [0, 10]]}
+    mounts = "executor 2 mounts the lost executor's volume: its store holds the retained files of 0"
+    losses = [{"executor_id": e, "adopted": 1, "adopter": "2", "adopter_reason": mounts} for e in ("0", "1")]
+    adopted = {"adopted_map_ids": [[0, 9], [0, 10]], "adopted_from": ["0", "1"], "recomputed_map_ids": []}
+    assert chaos.judge(record([node], {**adopted, "losses": losses})) == ("pass", [])
+    timeout = "retention: not adopted: no executor mounted the volume of executor 1 within 30000 ms"
+    gave_up = {
+        "adopted_map_ids": [[0, 9]],
+        "recomputed_map_ids": [[0, 10]],
+        "recomputed_why": [[0, 10, timeout]],
+        "losses": [losses[0], {"executor_id": "1", "adopted": 0, "adopter": None, "adopter_reason": timeout[24:]}],
+    }
+    status, problems = chaos.judge(record([node], gave_up))
     assert status == "fail" and "recomputed instead of adopted: [(0, 10)]" in problems[0]
 
 

@@ -240,7 +240,7 @@ class Faults:
                 return
             found, victims = chosen
             pids = procs.executor_pids()
-            held = [o for v in victims for o in found[v]]
+            held = [o for v in victims for o in found.get(v, [])]  # kill-node: a victim may hold none
             record.update(
                 victims=victims,
                 held=len(held),

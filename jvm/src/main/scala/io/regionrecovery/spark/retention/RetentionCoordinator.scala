@@ -303,7 +303,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
   private def volumeWaitMs(node: String, lost: String): Long =
     if (deployment.reattachTimeoutMs > 0) deployment.reattachTimeoutMs
     else if (node != null && announced.asScala.exists { case (id, host) =>
-        host == node && id != lost && agents.get(id).isEmpty && !agents.isRemoved(id)
+        host == node && id != lost && !agents.isRemoved(id)
       }) RetentionCoordinator.HelloWaitMs
     else 0L
 
@@ -410,11 +410,12 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       return
     }
     val load = ledger.synchronized(ledger.bytesByExecutor).withDefaultValue(0L)
+    // before the live agents: a new executor's hello between the two finds it in one of them, never in neither
+    val waitMs = volumeWaitMs(node, executorId)
     val reachable = reachableAgents
     val decision = AdoptionDecision.decide(currentPolicy, executorId, node, reachable, outputs, load,
       preparedAt)(_._1, unsafeToAdopt)
     val noneOnNode = !reachable.exists(a => a.node == node && a.executorId != executorId)
-    val waitMs = volumeWaitMs(node, executorId)
     if (decision.adopter.isEmpty && noneOnNode && waitMs > 0) {
       val (eligible, refusals) = AdoptionDecision.eligible(currentPolicy, outputs)(_._1, unsafeToAdopt)
       if (eligible.nonEmpty) {

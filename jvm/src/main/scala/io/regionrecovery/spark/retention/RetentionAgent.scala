@@ -579,7 +579,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
         val key = o.shuffleId -> o.mapId
         try lockOf(key).synchronized { // after a preparation of this output in progress, never beside it
             adoptedHere.add(key)
-            served(i) = takePrepared(r.fromExecutor, o, digest, checkData)
+            served(i) = takePrepared(r.appKey, r.fromExecutor, o, digest, checkData)
               .getOrElse(adoptOne(r.appKey, r.fromExecutor, o, digest, checkData, phases))
           }
         catch { case NonFatal(e) => failures(i) = e.getMessage }
@@ -697,14 +697,28 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   /**
    * The prepared output `o` of `from`, if it was checked against the same digest and as thoroughly as
    * this adoption asks, and the files served here are still the very files (the same inodes) retained
-   * for it: then its checks hold and it is served already. Otherwise the adoption checks it anew.
+   * for it: it is served already. Otherwise the adoption checks it anew. The same inodes may hold other
+   * bytes by now (a disk that corrupts, a process that writes into them), so the cheap checks run again:
+   * they read only the index and checksum files. A prepared output that fails them is no longer served
+   * here, and the adoption of it fails with their reason.
    */
-  private def takePrepared(from: String, o: OutputRef, digest: Long, checkData: Boolean): Option[VerifiedOutput] =
+  private def takePrepared(appKey: String, from: String, o: OutputRef, digest: Long,
+      checkData: Boolean): Option[VerifiedOutput] =
     if (checkData) None
     else
       Option(prepared.remove(o.shuffleId -> o.mapId))
         .filter(p => p.from == from && p.digest == digest && stillLinked(p.files, o))
-        .map { p => preparedTaken.incrementAndGet(); p.files }
+        .map { p =>
+          try RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
+              executor.checksumAlgorithm, digest, checkData = false)
+          catch {
+            case e: IOException =>
+              executor.removeMapOutputFiles(o.shuffleId, o.mapId)
+              throw e
+          }
+          preparedTaken.incrementAndGet()
+          p.files
+        }
 
   private def stillLinked(v: VerifiedOutput, o: OutputRef): Boolean = {
     val (ownData, ownIndex, ownChecksum) = executor.shuffleFiles(o.shuffleId, o.mapId)

@@ -301,7 +301,7 @@ class RetentionAgentSuite extends AnyFunSuite {
     }
   }
 
-  test("a prepared output is linked before the loss and adopted without another check; unprepared ones are checked") {
+  test("a prepared output is linked before the loss and adopted without linking again; unprepared ones are checked") {
     withFixture() { f =>
       f.executor.detectsCorruption = true
       val digests = Array(retainedOf2(f, 1L, corrupt = false), retainedOf2(f, 2L, corrupt = false))
@@ -317,7 +317,7 @@ class RetentionAgentSuite extends AnyFunSuite {
       f.agent.handle(PrepareAdoption(App, "2", outputs.take(1), digests.take(1)))
       assert(reported == Seq(me, me), "prepared already: told again (the driver may have dropped the first)")
       val lost = f.store.executorDir(App, "2")
-      // a prepared output's checks are not made again; an unprepared one's are
+      // a prepared output is served already; an unprepared one is checked and linked now
       Files.delete(lost.resolve(RetainedStore.fileBase(0, 2L) + ".checksum.ADLER32"))
       val r = f.agent.handle(AdoptRequest(App, "2", outputs, digests)).asInstanceOf[AdoptReply]
       assert(r.failures(0) == null && r.failures(1).contains("retained checksum file missing"), r.failures.toSeq)
@@ -339,6 +339,24 @@ class RetentionAgentSuite extends AnyFunSuite {
       FakeAgentActions.write(index, b.array())
       val r = f.agent.handle(AdoptRequest(App, "2", Array(OutputRef(0, 1L, 0)), Array(digest))).asInstanceOf[AdoptReply]
       assert(r.failures(0).contains("digest mismatch"), r.failures.toSeq)
+    }
+  }
+
+  test("a prepared output damaged in place since (the same inodes) is refused at the adoption and unlinked") {
+    withFixture() { f =>
+      f.executor.detectsCorruption = true
+      val digest = retainedOf2(f, 1L, corrupt = false)
+      f.agent.handle(PrepareAdoption(App, "2", Array(OutputRef(0, 1L, 0)), Array(digest)))
+      assert(f.executor.owned.toSet == Set(0 -> 1L), "prepared")
+      val index = f.store.executorDir(App, "2").resolve(RetainedStore.fileBase(0, 1L) + ".index")
+      val raf = new java.io.RandomAccessFile(index.toFile, "rw") // the chaos campaign's index damage
+      try { raf.seek(8); raf.writeLong(~5L) }
+      finally raf.close()
+      val r = f.agent.handle(AdoptRequest(App, "2", Array(OutputRef(0, 1L, 0)), Array(digest))).asInstanceOf[AdoptReply]
+      assert(r.failures(0) != null && r.failures(0).contains("offsets are not increasing"), r.failures.toSeq)
+      assert(f.executor.removed.toSeq == Seq(0 -> 1L), "its links are no longer served here")
+      val mine = f.store.executorDir(App, f.agent.executorId)
+      assert(!Files.exists(mine.resolve(RetainedStore.fileBase(0, 1L) + ".index")), "not kept as this executor's")
     }
   }
 

@@ -41,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import procs
 from bench.chaos_faults import DAMAGES, FAULTS, FOCUS_ONLY, NEEDS_RETENTION, TAKES, remove_partitions, trial_disk
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,13 +175,15 @@ def adopted_after_fault(record: dict) -> bool:
     return bool(victims & set((record.get("recovery") or {}).get("adopted_from", [])))
 
 
-def _run_process(spec: dict, successor: bool, timeout: float) -> tuple[str, str, bool]:
-    """Runs the trial (or its successor) in a new session; kills its whole process group on timeout."""
+def _run_process(spec: dict, successor: bool, timeout: float, sessions: list) -> tuple[str, str, bool]:
+    """Runs the trial (or its successor) in a new session, added to `sessions` (its leader's pid and start
+    time, for procs.end_session); kills its whole process group on timeout."""
     cmd = [sys.executable, "-m", "bench.chaos_trial", json.dumps(spec)] + (["--successor"] if successor else [])
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
+    sessions.append((proc.pid, procs.start_time(proc.pid)))
     try:
         out, err = proc.communicate(timeout=timeout)
         return out, err, False
@@ -241,15 +244,25 @@ def run_trial(spec: dict, base: Path) -> dict:
 
 
 def _run_and_check(spec: dict, workdir: Path, root: Path, sentinel: Path) -> dict:
+    sessions: list = []
+    try:
+        record = _check(spec, workdir, root, sentinel, sessions)
+    finally:  # the next trial starts with none of this one's processes
+        left = sum(procs.end_session(pid, since) for pid, since in sessions)
+    record["processes_left"] = left
+    return record
+
+
+def _check(spec: dict, workdir: Path, root: Path, sentinel: Path, sessions: list) -> dict:
     spec = {**spec, "workdir": str(workdir)}
     started = time.monotonic()
-    out, err, hung = _run_process(spec, successor=False, timeout=TRIAL_TIMEOUT_S)
+    out, err, hung = _run_process(spec, successor=False, timeout=TRIAL_TIMEOUT_S, sessions=sessions)
     record: dict = {"spec": {k: v for k, v in spec.items() if k != "workdir"}, "hang": hung}
     trial = _trial_line(out)
     record["faults"] = _fault_lines(out)
     if not hung and trial is None and "DRIVER-KILL" in out:
         record["driver_killed"] = True
-        out, err, hung = _run_process(spec, successor=True, timeout=TRIAL_TIMEOUT_S)
+        out, err, hung = _run_process(spec, successor=True, timeout=TRIAL_TIMEOUT_S, sessions=sessions)
         record["hang"] = hung
         trial = _trial_line(out)
     record.update(trial or {"outcome": "hang" if record["hang"] else "crashed"})
@@ -293,6 +306,7 @@ def summarize(records: list[dict]) -> dict:
         "hangs": sum(1 for r in records if r["hang"]),
         "crashed": by("crashed"),
         "orphaned_bytes": sum(r["orphaned_bytes"] for r in records),
+        "processes_left": sum(r.get("processes_left", 0) for r in records),
         "outside_root_deleted": sum(1 for r in records if not r["outside_root_intact"]),
         "driver_kills": sum(1 for r in records if r.get("driver_killed")),
         "trials_adopting_after_a_fault": sum(1 for r in records if adopted_after_fault(r)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 
-from region_recovery.testing.faults import is_descendant
+from region_recovery.testing.faults import is_descendant, is_gone, session_of, signal_if_same, start_time
 
 
 def _ancestors() -> list[int]:
@@ -99,3 +99,21 @@ def connections_to(pid: int, port: int) -> list[int]:
             if fields[9] in inodes and int(fields[2].rsplit(":", 1)[1], 16) == port:
                 local.append(int(fields[1].rsplit(":", 1)[1], 16))
     return sorted(set(local))
+
+
+def end_session(leader: int, since: int | None) -> int:
+    """SIGKILLs, by pid, what is left of the session a trial's process started (`leader`, which
+    called setsid, at `since`): processes still alive after it exited, such as an executor frozen by a fault
+    when the driver was killed (it neither dies with its driver nor is thawed by the dead trial). Only
+    processes of that session that started since its leader are touched. Returns how many were left."""
+    if since is None:
+        return 0
+    left = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and session_of(int(entry)) == leader and not is_gone(int(entry)):
+            started = start_time(int(entry))
+            if started is not None and started >= since:
+                left.append((int(entry), started))
+    for pid, started in left:
+        signal_if_same(pid, started, signal.SIGKILL)  # a stopped process dies of it too
+    return len(left)

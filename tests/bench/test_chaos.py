@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from bench import chaos, chaos_faults, chaos_oracle, procs
 from region_recovery.jvm.events import Determinism
 from region_recovery.model.live import ExecutorState, LiveModel, MapOutput, Shuffle, Stage, StageAttempt
+from region_recovery.testing import faults as test_faults
 
 # seed 1's trials 25 and 47 (see the docstring); their draws are pinned below so the CI form cannot drift
 CI_TRIALS = (25, 47)
@@ -261,6 +262,30 @@ def test_python_workers_are_the_processes_a_daemon_forked(tmp_path):
     finally:
         daemon.kill()
         daemon.wait()
+
+
+def test_what_a_trial_s_processes_leave_behind_is_killed_after_it(tmp_path):
+    # a trial's process that leaves a stopped child behind (a frozen executor whose driver was killed);
+    # the kernel's SIGHUP to an orphaned group with a stopped member is ignored, as a stopped JVM does
+    pid_file = tmp_path / "child"
+    script = (
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    time.sleep(120)\n"
+        "else:\n    os.kill(pid, signal.SIGSTOP)\n    open(sys.argv[1], 'w').write(str(pid))\n"
+    )
+    leader = subprocess.Popen([sys.executable, "-c", script, str(pid_file)], start_new_session=True)
+    since = procs.start_time(leader.pid)
+    assert leader.wait(10) == 0
+    child = int(pid_file.read_text())
+    assert not test_faults.is_gone(child), "the child outlives the trial's process"
+    assert procs.end_session(leader.pid, since) == 1
+    deadline = time.monotonic() + 10
+    while not test_faults.is_gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert test_faults.is_gone(child)
+    assert procs.end_session(leader.pid, since) == 0, "nothing is left the second time"
 
 
 def test_damage_changes_the_named_file_and_misses_when_it_is_absent(tmp_path):

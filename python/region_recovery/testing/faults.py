@@ -46,6 +46,12 @@ def _parent(pid: int) -> int | None:
     return None if fields is None else int(fields[1])
 
 
+def session_of(pid: int) -> int | None:
+    """The session id of `pid` (the pid of the process that called setsid), or None if it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[3])
+
+
 def is_gone(pid: int) -> bool:
     """Whether `pid` has exited (a zombie not yet reaped counts as exited)."""
     fields = _stat(pid)

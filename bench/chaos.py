@@ -42,7 +42,16 @@ import time
 from pathlib import Path
 
 from bench import procs
-from bench.chaos_faults import DAMAGES, FAULTS, FOCUS_ONLY, NEEDS_RETENTION, TAKES, remove_partitions, trial_disk
+from bench.chaos_faults import (
+    DAMAGES,
+    FAULTS,
+    FOCUS_ONLY,
+    NEEDS_RETENTION,
+    SEEN_AT_ADOPTION,
+    TAKES,
+    remove_partitions,
+    trial_disk,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIAL_TIMEOUT_S = 300
@@ -139,8 +148,14 @@ def judge(record: dict) -> tuple[str, list[str]]:
             problems.append(f"{f['kind']}: retained files of live executors vanished: {f['lost_retained']}")
         damaged = f.get("damaged")
         damaged_id = (damaged["shuffle_id"], damaged["map_id"]) if damaged else None
-        if damaged_id is not None and damaged_id in adopted and damaged_id not in recomputed:
-            problems.append(f"{f['kind']}: the damaged output {damaged_id} was adopted and kept ({damaged['did']})")
+        if damaged_id is not None and damaged_id in adopted:
+            if damaged_id not in recomputed:
+                problems.append(f"{f['kind']}: the damaged output {damaged_id} was adopted and kept ({damaged['did']})")
+            elif damaged.get("how") in SEEN_AT_ADOPTION:
+                problems.append(
+                    f"{f['kind']}: the damaged output {damaged_id} was adopted, its damage found only after "
+                    f"({damaged['did']}): the adopter's cheap checks see {damaged['how']} damage"
+                )
         if f.get("landed") and f["kind"] in ADOPTING and not set(f.get("victims", [])) <= no_adopter:
             why = {(s, m): w for s, m, w in rec.get("recomputed_why", [])}
             fell_back = [tuple(m) for m in f.get("held_retained", []) if tuple(m) != damaged_id]

@@ -43,6 +43,9 @@ FAULTS = (*TAKES, "driver-kill-holding", "freeze-holder", "kill-python-worker", 
 FOCUS_ONLY = ("partition-holder", "kill-node")
 IPTABLES_TAG = "region-recovery-chaos"  # the comment on every rule a partition adds: removed by tag at the end
 DAMAGES = ("index", "checksum", "data-middle", "data-deleted")  # what corrupt/delete-then-kill does to one output
+# the damages an adopter's cheap checks see (index structure, data length, commit digest): refused at the adoption,
+# also when the output was prepared before the damage; a flip in the middle of the data is found after it
+SEEN_AT_ADOPTION = ("index", "checksum", "data-deleted")
 POLL_S = 0.05
 
 
@@ -256,7 +259,7 @@ class Faults:
                 if did is None:
                     record["missed"] = f"no retained {how} file to damage"
                     return
-                record["damaged"] = {"shuffle_id": target.shuffle_id, "map_id": target.map_id, "did": did}
+                record["damaged"] = {"shuffle_id": target.shuffle_id, "map_id": target.map_id, "did": did, "how": how}
             if kind == "freeze-holder":
                 pid = pids[victims[0]]
                 procs.freeze(pid)

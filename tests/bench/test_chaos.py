@@ -396,7 +396,8 @@ def test_the_judge_wants_every_output_of_a_lost_node_adopted_from_the_volume():
 
 
 def test_the_judge_fails_a_damaged_output_kept_and_accepts_its_recomputation():
-    hit = {**KILL, "kind": "corrupt-then-kill", "damaged": {"shuffle_id": 0, "map_id": 12, "did": "flipped"}}
+    damaged = {"shuffle_id": 0, "map_id": 12, "did": "flipped", "how": "data-middle"}
+    hit = {**KILL, "kind": "corrupt-then-kill", "damaged": damaged}
     recomputed = {"adopted_map_ids": [[0, 10]], "adopted_from": ["1"], "recomputed_map_ids": [[0, 12]]}
     assert chaos.judge(record([hit], recomputed)) == ("pass", [])
     # adopted on the cheap checks, then found by the adopter's data check (or the reader) and recomputed
@@ -405,6 +406,18 @@ def test_the_judge_fails_a_damaged_output_kept_and_accepts_its_recomputation():
     kept = {"adopted_map_ids": [[0, 10], [0, 12]], "adopted_from": ["1"], "recomputed_map_ids": []}
     status, problems = chaos.judge(record([hit], kept))
     assert status == "fail" and "damaged output (0, 12) was adopted and kept" in problems[0]
+
+
+@pytest.mark.parametrize("how", chaos_faults.SEEN_AT_ADOPTION)
+def test_the_judge_fails_damage_the_cheap_checks_see_found_only_after_the_adoption(how):
+    """Seed 1, trial 47 in the CI of stop 55: an index damaged after its output was prepared was adopted
+    (the prepared output was not checked again) and only the data check after the reply found it."""
+    hit = {**KILL, "kind": "corrupt-then-kill", "damaged": {"shuffle_id": 0, "map_id": 12, "did": "x", "how": how}}
+    found = {"adopted_map_ids": [[0, 10], [0, 12]], "adopted_from": ["1"], "recomputed_map_ids": [[0, 12]]}
+    status, problems = chaos.judge(record([hit], found))
+    assert status == "fail" and f"the adopter's cheap checks see {how} damage" in problems[0], problems
+    refused = {"adopted_map_ids": [[0, 10]], "adopted_from": ["1"], "recomputed_map_ids": [[0, 12]]}
+    assert chaos.judge(record([hit], refused)) == ("pass", [])
 
 
 def test_the_judge_reports_missed_faults_and_fails_refusals_hangs_and_orphans():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 
-from region_recovery.testing.faults import is_descendant, is_gone, session_of, signal_if_same, start_time
+from region_recovery.testing.faults import is_descendant, session_of, signal_if_same, start_time
 
 
 def _ancestors() -> list[int]:
@@ -105,15 +105,14 @@ def end_session(leader: int, since: int | None) -> int:
     """SIGKILLs, by pid, what is left of the session a trial's process started (`leader`, which
     called setsid, at `since`): processes still alive after it exited, such as an executor frozen by a fault
     when the driver was killed (it neither dies with its driver nor is thawed by the dead trial). Only
-    processes of that session that started since its leader are touched. Returns how many were left."""
+    processes of that session that started since its leader are touched. Returns how many it killed."""
     if since is None:
         return 0
-    left = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and session_of(int(entry)) == leader and not is_gone(int(entry)):
-            started = start_time(int(entry))
-            if started is not None and started >= since:
-                left.append((int(entry), started))
-    for pid, started in left:
-        signal_if_same(pid, started, signal.SIGKILL)  # a stopped process dies of it too
-    return len(left)
+    pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    left = [(pid, start_time(pid)) for pid in pids if session_of(pid) == leader]
+    # signal_if_same skips a zombie and a pid reused since it was read
+    return sum(
+        signal_if_same(pid, started, signal.SIGKILL)
+        for pid, started in left
+        if started is not None and started >= since
+    )

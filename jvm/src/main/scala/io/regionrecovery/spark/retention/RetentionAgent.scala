@@ -708,16 +708,17 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
     else
       Option(prepared.remove(o.shuffleId -> o.mapId))
         .filter(p => p.from == from && p.digest == digest && stillLinked(p.files, o))
-        .map { p =>
-          try RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
-              executor.checksumAlgorithm, digest, checkData = false)
-          catch {
-            case e: IOException =>
-              executor.removeMapOutputFiles(o.shuffleId, o.mapId)
-              throw e
-          }
+        .map { _ =>
+          val v =
+            try RetainedVerification.verify(store.executorDir(appKey, from), o.shuffleId, o.mapId,
+                executor.checksumAlgorithm, digest, checkData = false)
+            catch {
+              case e: IOException =>
+                executor.removeMapOutputFiles(o.shuffleId, o.mapId)
+                throw e
+            }
           preparedTaken.incrementAndGet()
-          p.files
+          v
         }
 
   private def stillLinked(v: VerifiedOutput, o: OutputRef): Boolean = {

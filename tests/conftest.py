@@ -60,8 +60,8 @@ ONE_BY_ONE = ("tests/bench/test_bench_smoke.py",)
 # one at the end. Unlisted groups count 30 s.
 SECONDS: dict[str, float] = {
     "tests/containers": 480,
+    "tests/integration/test_job_identity.py": 450,
     "tests/integration/test_job_recovery.py": 420,
-    "tests/integration/test_job_identity.py": 235,
     "tests/integration/test_retained_lifecycle.py": 215,
     "tests/integration/test_job_recovery_limits.py": 210,
     "tests/integration/test_streaming_sources.py": 165,

@@ -4,6 +4,7 @@ written to a temporary directory and imported, and a real distribution installed
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import importlib
 import itertools
@@ -17,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from region_recovery.jobrecovery import code_identity
-from region_recovery.jobrecovery.code_identity import ModuleDigests, referenced_modules
+from region_recovery.jobrecovery.code_identity import ModuleDigests
+from region_recovery.jobrecovery.function_code import function_digest, referenced_modules
 
 _names = itertools.count()
 
@@ -58,10 +60,10 @@ def test_a_module_function_is_pinned_by_its_source_and_what_it_calls(modules, tm
         }
     )
     scale = mods[lib].scale
-    assert lib in referenced_modules(scale)
+    assert lib in referenced_modules(scale)[0]
     before = ModuleDigests().identity(scale)
     assert before.unpinned is None
-    assert set(before.parts) == {"python", "pyspark", f"module {lib}", f"module {helper}"}
+    assert {"python", "pyspark", f"module {lib}", f"module {helper}"} <= set(before.parts)
     # the module it calls changes: the function's pickled bytes do not, its identity does
     (tmp_path / f"{helper}.py").write_text("def mul(a, b):\n    return a * b * 3 // 2\n")
     after = ModuleDigests().identity(scale)
@@ -95,8 +97,10 @@ def test_standard_library_and_pyspark_are_pinned_by_version():
 
     identity = ModuleDigests().identity((lambda x: json.dumps(math.floor(x)), LongType()))
     assert identity.unpinned is None
-    assert set(identity.parts) == {"python", "pyspark"}
+    modules = {k.split(" ", 1)[1].partition(".")[0] for k in identity.parts if k.startswith("module ")}
+    assert not modules & ({"json", "math", "pyspark", "py4j"} | set(sys.stdlib_module_names))
     assert identity.parts["python"].split()[1] == sys.version.split()[0]
+    assert "distribution pyspark" not in identity.parts  # pinned by its version
 
 
 def test_an_installed_distribution_is_pinned_by_version_and_record(tmp_path, monkeypatch):
@@ -132,7 +136,7 @@ def test_an_installed_distribution_is_pinned_by_version_and_record(tmp_path, mon
         importlib.invalidate_caches()
         second = ModuleDigests().identity(module.f)
         assert second.parts[f"distribution {name}"].startswith("2.0 ")
-        assert second.parts[f"module {name}"] != first.parts[f"module {name}"]
+        assert f"module {name}" not in second.parts  # its RECORD holds its files' hashes
     finally:
         sys.modules.pop(name, None)
 
@@ -188,23 +192,23 @@ def module_graphs(draw):
     return n, edges, draw(st.integers(0, n - 1))
 
 
-@pytest.fixture(scope="module")
+_scan: list = []
+
+
+@contextlib.contextmanager
 def distributions_scanned_once():
-    """Every ModuleDigests scans the installed distributions once (0.3 s); the property below builds three per
-    example, and nothing is installed while it runs: the scan is done once for it."""
-    names = importlib.metadata.packages_distributions()
-    dists = list(importlib.metadata.distributions())
+    """Every ModuleDigests reads the installed distributions once (0.3 s and more); the property below builds three
+    per example, and nothing is installed while it runs: they are read once for it, and only inside it."""
+    if not _scan:
+        _scan.append(ModuleDigests().environment())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(importlib.metadata, "packages_distributions", lambda: names)
-        patch.setattr(importlib.metadata, "distributions", lambda: iter(dists))
+        patch.setattr(ModuleDigests, "environment", lambda self: _scan[0])
         yield
 
 
 @settings(max_examples=25, deadline=None)
 @given(graph=module_graphs())
-def test_the_identity_changes_exactly_when_a_reached_module_changes(
-    tmp_path_factory, distributions_scanned_once, graph
-):
+def test_the_identity_changes_exactly_when_a_reached_module_changes(tmp_path_factory, graph):
     n, edges, changed = graph
     root = tmp_path_factory.mktemp("graph")
     prefix = _unique("g")
@@ -219,22 +223,30 @@ def test_the_identity_changes_exactly_when_a_reached_module_changes(
     sys.path.insert(0, str(root))
     importlib.invalidate_caches()
     try:
-        entry = importlib.import_module(names[0]).f
-        before = ModuleDigests().identity(entry)
-        assert before == ModuleDigests().identity(entry)  # deterministic
-        reached, frontier = {0}, [0]
-        while frontier:
-            for j in edges[frontier.pop()]:
-                if j not in reached:
-                    reached.add(j)
-                    frontier.append(j)
-        assert {k for k in before.parts if k.startswith("module ")} == {f"module {names[i]}" for i in reached}
-        (root / f"{names[changed]}.py").write_text(source(changed, 1))
-        assert (ModuleDigests().identity(entry) != before) == (changed in reached)
+        with distributions_scanned_once():
+            _graph_property(names, edges, changed, root, prefix, source)
     finally:
         sys.path.remove(str(root))
         for name in names:
             sys.modules.pop(name, None)
+
+
+def _graph_property(names, edges, changed, root, prefix, source) -> None:
+    """The property's body: the modules of the graph the identity counts are exactly those reached from the
+    entry module, and it changes exactly when one of them changes."""
+    entry = importlib.import_module(names[0]).f
+    before = ModuleDigests().identity(entry)
+    assert before == ModuleDigests().identity(entry)  # deterministic
+    reached, frontier = {0}, [0]
+    while frontier:
+        for j in edges[frontier.pop()]:
+            if j not in reached:
+                reached.add(j)
+                frontier.append(j)
+    ours = {k for k in before.parts if k.startswith(f"module {prefix}_")}
+    assert ours == {f"module {names[i]}" for i in reached}
+    (root / f"{names[changed]}.py").write_text(source(changed, 1))
+    assert (ModuleDigests().identity(entry) != before) == (changed in reached)
 
 
 def test_paths_are_not_part_of_the_identity(modules, tmp_path):
@@ -244,3 +256,141 @@ def test_paths_are_not_part_of_the_identity(modules, tmp_path):
     first = ModuleDigests().identity(mods[name].f)
     assert all(str(tmp_path) not in v for v in first.parts.values())
     assert Path(mods[name].__file__).parent == tmp_path
+
+
+# ---- deny by default: what the pickler does not meet ----------------------------------------------------
+
+
+def _script_function(source: str, path: str, name: str = "f"):
+    """A function of a script (module ``__main__``, pickled by value), compiled as if it were in ``path``."""
+    namespace = {"__name__": "__main__", "__file__": path}
+    exec(compile(source, path, "exec"), namespace)
+    fn = namespace[name]
+    fn.__module__ = "__main__"
+    return fn
+
+
+def test_a_function_local_import_counts_though_the_driver_never_imported_it(tmp_path, monkeypatch):
+    helper = _unique("helpers")
+    (tmp_path / f"{helper}.py").write_text("def g(x):\n    return x + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    fn = _script_function(f"def f(x):\n    import {helper}\n    return {helper}.g(x)\n", "/jobs/a/job.py")
+    assert helper in referenced_modules(fn)[1]
+    before = ModuleDigests().identity(fn)
+    assert before.unpinned is None and f"module {helper}" in before.parts
+    assert helper not in sys.modules, "found without importing it"
+    (tmp_path / f"{helper}.py").write_text("def g(x):\n    return x + 2\n")
+    after = ModuleDigests().identity(fn)
+    assert after.parts[f"module {helper}"] != before.parts[f"module {helper}"]
+    assert after.function == before.function, "the function's own code did not change"
+
+
+def test_what_a_module_imports_inside_its_functions_counts_transitively(tmp_path, monkeypatch):
+    outer, inner = _unique("outer"), _unique("inner")
+    (tmp_path / f"{outer}.py").write_text(f"def g(x):\n    from {inner} import h\n    return h(x)\n")
+    (tmp_path / f"{inner}.py").write_text("def h(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    fn = _script_function(f"def f(x):\n    import {outer}\n    return {outer}.g(x)\n", "/jobs/a/job.py")
+    before = ModuleDigests().identity(fn)
+    (tmp_path / f"{inner}.py").write_text("def h(x):\n    return -x\n")
+    assert ModuleDigests().identity(fn).parts[f"module {inner}"] != before.parts[f"module {inner}"]
+
+
+def test_an_import_the_driver_cannot_find_counts_as_absent():
+    missing = _unique("nowhere")
+    fn = _script_function(f"def f(x):\n    import {missing}\n    return x\n", "/jobs/a/job.py")
+    identity = ModuleDigests().identity(fn)
+    assert identity.unpinned is None and identity.parts[f"module {missing}"] == "absent in the driver"
+
+
+def test_every_installed_distribution_counts_not_only_those_a_function_reaches(tmp_path, monkeypatch):
+    """A depends on B; the function is A's. B upgraded, A unchanged: the identity changes."""
+    site = tmp_path / "site"
+    a, b = _unique("rra"), _unique("rrb")
+
+    def install(name: str, version: str, body: str) -> None:
+        for old in site.glob(f"{name}-*.dist-info"):
+            for f in old.iterdir():
+                f.unlink()
+            old.rmdir()
+        (site / name).mkdir(parents=True, exist_ok=True)
+        (site / name / "__init__.py").write_text(body)
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        (info / "RECORD").write_text(f"{name}/__init__.py,,\n")
+
+    install(a, "1.0", f"def f(x):\n    import {b}\n    return {b}.g(x)\n")
+    install(b, "1.0", "def g(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    module = importlib.import_module(a)
+    try:
+        first = ModuleDigests().identity(module.f)
+        assert first.parts[f"distribution {b}"].startswith("1.0 ")
+        install(b, "2.0", "def g(x):\n    return -x\n")
+        importlib.invalidate_caches()
+        second = ModuleDigests().identity(module.f)
+        assert second.parts[f"distribution {b}"].startswith("2.0 ")
+        assert second.parts[f"distribution {a}"] == first.parts[f"distribution {a}"]
+        # the user's narrowing: B declared irrelevant
+        narrowed = ModuleDigests().identity(module.f, ignored_code=[b])
+        assert f"distribution {b}" not in narrowed.parts
+    finally:
+        sys.modules.pop(a, None)
+        sys.modules.pop(b, None)
+
+
+def test_files_shipped_to_executors_count_by_content(tmp_path):
+    shipped = tmp_path / "userFiles"
+    shipped.mkdir()
+    (shipped / "lookup.csv").write_text("a,1\n")
+    (shipped / "env").mkdir()
+    (shipped / "env" / "lib.py").write_text("X = 1\n")
+    fn = _script_function("def f(x):\n    return x\n", "/jobs/a/job.py")
+    before = ModuleDigests().identity(fn, shipped_dir=str(shipped))
+    assert {"shipped lookup.csv", "shipped env"} <= set(before.parts)
+    (shipped / "env" / "lib.py").write_text("X = 2\n")
+    after = ModuleDigests().identity(fn, shipped_dir=str(shipped))
+    assert after.parts["shipped env"] != before.parts["shipped env"]
+    assert after.parts["shipped lookup.csv"] == before.parts["shipped lookup.csv"]
+    assert "shipped lookup.csv" not in ModuleDigests().identity(fn, str(shipped), ["lookup.csv"]).parts
+
+
+def test_loaded_modules_count_though_no_function_reaches_them(modules, tmp_path):
+    unrelated = _unique("unrelated")
+    modules({unrelated: "VALUE = 1\n"})
+    fn = _script_function("def f(x):\n    return x\n", "/jobs/a/job.py")
+    assert f"module {unrelated}" in ModuleDigests().identity(fn).parts
+    assert f"module {unrelated}" not in ModuleDigests().identity(fn, ignored_code=[f"{unrelated[:6]}*"]).parts
+
+
+def test_a_moved_script_or_a_line_added_above_is_the_same_function():
+    source = "def f(x):\n    k = 3\n    return [x * k for _ in range(2)]\n"
+    here = function_digest(_script_function(source, "/jobs/attempt-1/job.py"))
+    assert function_digest(_script_function(source, "/tmp/attempt-2/staging/job.py")) == here
+    assert function_digest(_script_function("# a comment\n\n" + source, "/jobs/attempt-1/job.py")) == here
+    assert function_digest(_script_function(source.replace("k = 3", "k = 4"), "/jobs/attempt-1/job.py")) != here
+    assert function_digest(_script_function(source.replace("x * k", "x + k"), "/jobs/attempt-1/job.py")) != here
+
+
+_bodies = st.lists(st.sampled_from(["x + 1", "x * 2", "x - k", "-x", "x // 3", "abs(x)"]), min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    body=_bodies,
+    other=_bodies,
+    blank=st.integers(0, 5),
+    dirs=st.lists(st.sampled_from(["a", "b", "stage-7", "tmp"]), min_size=1, max_size=3),
+)
+def test_function_digest_sees_the_code_and_nothing_of_where_it_sits(body, other, blank, dirs):
+    def source(lines: list[str]) -> str:
+        steps = "".join(f"    x = {e}\n" for e in lines)
+        return f"k = 5\n\ndef f(x):\n{steps}    return x\n"
+
+    first = function_digest(_script_function(source(body), "/jobs/job.py"))
+    moved = function_digest(_script_function("# note\n" * blank + source(other), "/" + "/".join(dirs) + "/job.py"))
+    assert (first == moved) == (body == other)

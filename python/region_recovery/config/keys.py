@@ -491,6 +491,25 @@ JOB_RECOVERY_INPUT_DIGEST = choice(
     read_by="jvm",
     section=_JOB_RECOVERY,
 )
+JOB_RECOVERY_IGNORED_CODE = register(
+    ConfigKey(
+        _JR + "ignored-code",
+        [],
+        parse_setting_names,
+        "distribution, module or shipped file names, or prefixes ending in '*', comma-separated",
+        (
+            "Python code the user declares cannot change a result of this job, left out of every Python "
+            "function's identity: an installed distribution (by name), a module (by name, or a prefix ending in "
+            "'*'), or a file shipped to the executors (by file name). By default every installed distribution, "
+            "every module the driver loaded or a function imports and every shipped file counts. A refusal's "
+            "detail names what differed."
+        ),
+        "(none)",
+        type="setting-names",
+        read_by="python",
+        section=_JOB_RECOVERY,
+    )
+)
 JOB_RECOVERY_IGNORED_SETTINGS = register(
     ConfigKey(
         _JR + "ignored-settings",

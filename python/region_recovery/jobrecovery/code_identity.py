@@ -1,37 +1,51 @@
-"""The Python code a pickled function reaches, pinned down for job recovery's shuffle identity.
+"""The Python code a pickled function can run, pinned down for job recovery's shuffle identity.
 
-cloudpickle stores a function or class of an importable module as a reference (module and name), so
-its pickled bytes stay the same when the module changes; the JVM's identity of a shuffle hashes those
-bytes. Here the driver finds what the bytes leave out, when PySpark pickles a function: every module
-the function's pickled form names (a function, a class or a module object), and from each module,
-the modules its globals reach, transitively. Each is pinned down by what an executor would load:
+Deny by default: a function's identity counts everything its result can depend on in the driver's
+environment unless it is known not to matter, not only what the pickler happens to meet.
 
-- the standard library, by the Python version; PySpark and py4j, by PySpark's version;
-- a module of an installed distribution, by the distribution's name and version, the hash of its
-  RECORD (every installed file's hash) and of the module's own file;
-- any other module (a file shipped with ``addPyFile``, a module on ``sys.path``, an editable
-  install), by the SHA-256 of its file, read from disk as an executor would read it.
+- **The function itself**, by a digest of its pickled form with file paths and line numbers taken out
+  of every code object (``function_digest``): the same script moved to another directory, or with a
+  line added above a function, pins the same; a changed byte code, constant, closure or default does
+  not. The JVM renders the function by this digest in the plan.
+- **Every installed distribution** of the driver's environment, by name, version and the hash of its
+  RECORD (so any upgrade of any distribution counts, not only of those a function calls into).
+- **Every module the driver has loaded** from outside the standard library, PySpark and the installed
+  distributions (a module on ``sys.path``, an editable install, a file shipped with ``addPyFile``), by
+  the SHA-256 of its file as an executor would read it from disk.
+- **Every module imported by code that runs** but not loaded in the driver: the imports inside the
+  function's byte code (``def f(x): import helpers``) and inside those modules' files, found on the
+  driver's ``sys.path`` without importing them, transitively; one the driver cannot find counts as
+  absent (code that only the executors have is declared with ``job-recovery.code-version``).
+- **Every file shipped to the executors** (``addFile``, ``addPyFile``, ``spark.files``,
+  ``spark.submit.pyFiles``, archives), by content, from the driver's copy in SparkFiles' directory.
 
-A function that reaches a module with no file (built at run time), a module not imported in the
-driver, or too many modules is unpinned: the JVM refuses its shuffles. ``install`` wraps PySpark's
-``_prepare_for_python_RDD`` (every Python function PySpark ships passes through it) and registers
-each function's parts with the driver JVM by the SHA-256 of its pickled bytes.
+The standard library is pinned by the Python version, PySpark and py4j by PySpark's version (this
+package by the plugin's version, in the settings). ``job-recovery.ignored-code`` names distributions,
+modules (a trailing ``*`` for a prefix) or shipped files the user declares cannot change a result.
+A function that reaches, through the pickler, a module with no file (built at run time) is unpinned:
+the JVM refuses its shuffles. ``install`` wraps PySpark's ``_prepare_for_python_RDD`` (every Python
+function PySpark ships passes through it) and registers each function's identity with the driver JVM
+by the SHA-256 of its pickled bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.metadata
-import io
+import importlib.util
 import json
 import logging
 import os
-import pickle
+import re
 import sys
 import threading
 import types
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from .function_code import find_spec, function_digest, referenced_modules, source_imports
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -39,185 +53,266 @@ if TYPE_CHECKING:
 log = logging.getLogger("region_recovery")
 
 #: Top-level names pinned by the interpreter's version.
-STANDARD_LIBRARY = frozenset(sys.stdlib_module_names) | {"builtins", "__main__", "__future__"}
+STANDARD_LIBRARY = frozenset(sys.stdlib_module_names) | {"builtins", "__main__", "__future__", "__mp_main__"}
 #: Top-level names pinned by PySpark's version (this package: by the plugin's version, in the settings).
 PINNED_BY_VERSION = frozenset({"pyspark", "py4j", "region_recovery"})
-#: A function reaching more modules than this is unpinned: no identity is worth walking that far.
+#: Distributions pinned by those versions.
+PINNED_DISTRIBUTIONS = frozenset({"pyspark", "py4j", "region-recovery"})
+#: Imports followed from a function beyond what the driver loaded: more is no identity worth walking.
 MAX_MODULES = 5000
+#: Shipped files larger than this count by length and modification time instead of content.
+MAX_HASHED_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
 class CodeIdentity:
-    """What a function reaches: ``parts`` (``"module NAME"``, ``"distribution NAME"``, ``"python"``,
-    ``"pyspark"`` -> a digest or version), or ``unpinned``: why its code cannot be pinned down."""
+    """What a function can run: ``parts`` (``"module NAME"``, ``"distribution NAME"``, ``"shipped NAME"``,
+    ``"python"``, ``"pyspark"`` -> a digest or version), ``function``: the digest of its code without
+    where it sits, or ``unpinned``: why its code cannot be pinned down."""
 
     parts: dict[str, str]
     unpinned: str | None = None
+    function: str | None = None
 
 
 class Unpinned(Exception):
     """The code cannot be pinned down; the message says why."""
 
 
-def referenced_modules(obj: object) -> set[str]:
-    """The modules whose functions, classes or module objects the pickled form of ``obj`` names.
-
-    Pickles ``obj`` once more with cloudpickle as PySpark does, and notes the module of every
-    function, class and module object the pickler stores as a reference (by name, to be imported
-    where it is unpickled). What it stores by value (a script's functions, lambdas, nested
-    functions) is in the pickled bytes already; the pickler meets its globals in turn."""
-    from pyspark import cloudpickle
-    from pyspark.cloudpickle.cloudpickle import _lookup_module_and_qualname, _should_pickle_by_reference
-
-    found: set[str] = set()
-
-    def note(o: object) -> None:
-        if isinstance(o, types.ModuleType):
-            if _should_pickle_by_reference(o):
-                found.add(o.__name__)
-        elif isinstance(o, type | types.FunctionType):
-            if _should_pickle_by_reference(o):
-                module, _ = _lookup_module_and_qualname(o)
-                found.add(module.__name__)
-        elif isinstance(o, types.BuiltinFunctionType | types.MethodType):
-            module = getattr(o, "__module__", None)  # C functions are always stored by name
-            if isinstance(module, str):
-                found.add(module)
-
-    class Recorder(cloudpickle.Pickler):
-        def reducer_override(self, o):
-            note(o)
-            note(type(o))
-            return super().reducer_override(o)
-
-    Recorder(io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-    return found
+def _canonical(name: str) -> str:
+    """A distribution's name as packaging normalizes it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _sha256_file(path: str, module: types.ModuleType) -> str:
+def ignored(name: str, patterns: Iterable[str]) -> bool:
+    """Whether ``name`` (a module, distribution or shipped file) is listed in ``job-recovery.ignored-code``:
+    exactly, as a distribution name, or by a prefix ending in ``*``."""
+    for p in patterns:
+        if p.endswith("*"):
+            if name.startswith(p[:-1]):
+                return True
+        elif name == p or (name.partition(".")[0] == p) or _canonical(name) == _canonical(p):
+            return True
+    return False
+
+
+def _sha256_file(path: str, loader: Any = None) -> str:
     try:
         with open(path, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:
-        loader = getattr(module, "__loader__", None)  # a module inside a zip shipped with addPyFile
-        if loader is not None and hasattr(loader, "get_data"):
+        if loader is not None and hasattr(loader, "get_data"):  # a module inside a zip shipped with addPyFile
             return hashlib.sha256(loader.get_data(path)).hexdigest()
         raise
 
 
+# ---- digests, cached while files do not change --------------------------------------------------------
+
+
 class ModuleDigests:
-    """Digests of modules and distributions, cached while their files do not change (by path, size and
-    modification time); one per process."""
+    """Digests of modules, distributions and shipped files, cached while their files do not change (by path,
+    size and modification time); one per process."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._modules: dict[tuple, tuple[dict[str, str], set[str]]] = {}
-        self._distributions: dict[str, list[importlib.metadata.Distribution]] | None = None
-        self._dist_files: dict[str, tuple[str, set[str]]] = {}
-        self._dist_digest: dict[str, str] = {}
+        self._files: dict[tuple, tuple[str, set[str]]] = {}  # (path, size, mtime) -> (digest, imports)
+        self._environment: tuple[tuple, dict[str, str], dict[str, set[str]]] | None = None
+        self._members: dict[str, bool] = {}  # module file -> whether a distribution installed it
 
-    # ---- distributions ---------------------------------------------------------------------
-    def _candidates(self, top: str) -> list[importlib.metadata.Distribution]:
-        if self._distributions is None:
-            by_top: dict[str, list[importlib.metadata.Distribution]] = {}
-            names = importlib.metadata.packages_distributions()
-            dists: dict[str, importlib.metadata.Distribution] = {}
-            for d in importlib.metadata.distributions():
-                dists.setdefault(d.metadata["Name"], d)
-            for t, ds in names.items():
-                by_top[t] = [dists[n] for n in dict.fromkeys(ds) if n in dists]
-            self._distributions = by_top
-        return self._distributions.get(top, [])
+    # ---- the installed distributions ------------------------------------------------------------
+    def _environment_state(self) -> tuple:
+        """What changes when a distribution is installed or removed: sys.path and its folders' times."""
+        state = []
+        for entry in sys.path:
+            try:
+                state.append((entry, os.stat(entry or ".").st_mtime_ns))
+            except OSError:
+                state.append((entry, -1))
+        return tuple(state)
 
-    def _files(self, dist: importlib.metadata.Distribution) -> tuple[str, set[str]]:
-        name = dist.metadata["Name"]
-        if name not in self._dist_files:
-            base = os.path.realpath(str(dist.locate_file("")))
-            files = {os.path.normpath(str(f)) for f in dist.files or ()}
-            self._dist_files[name] = (base, files)
-        return self._dist_files[name]
-
-    def distribution_of(self, name: str, file: str | None) -> importlib.metadata.Distribution | None:
-        """The installed (not editable) distribution whose RECORD lists this module's file, or None."""
-        if not file:
-            return None
-        real = os.path.realpath(file)
-        for dist in self._candidates(name.partition(".")[0]):
-            if _editable(dist):
-                continue
-            base, files = self._files(dist)
-            if real.startswith(base + os.sep) and os.path.relpath(real, base) in files:
-                return dist
-        return None
-
-    def distribution_digest(self, dist: importlib.metadata.Distribution) -> str:
-        name = dist.metadata["Name"]
-        if name not in self._dist_digest:
-            record = dist.read_text("RECORD") or dist.read_text("METADATA") or ""
-            self._dist_digest[name] = f"{dist.version} {hashlib.sha256(record.encode()).hexdigest()}"
-        return self._dist_digest[name]
-
-    # ---- modules ---------------------------------------------------------------------------
-    def module(self, name: str) -> tuple[dict[str, str], set[str]]:
-        """The parts one module adds and the modules it reaches next; raises Unpinned."""
-        module = sys.modules.get(name)
-        if module is None:
-            raise Unpinned(f"reaches module {name}, which is not imported in the driver")
-        file = getattr(module, "__file__", None)
-        if file is None:
-            spec = getattr(module, "__spec__", None)
-            if spec is not None and spec.submodule_search_locations is not None and spec.origin in (None, "namespace"):
-                return {f"module {name}": "namespace package"}, set()
-            raise Unpinned(f"reaches module {name}, which has no source file (built at run time)")
-        try:
-            st = os.stat(file)
-            key = (name, file, st.st_size, st.st_mtime_ns)
-        except OSError:
-            key = (name, file, -1, -1)  # inside a zip: the zip's own file changes with it
+    def environment(self) -> tuple[dict[str, str], dict[str, set[str]]]:
+        """Every installed distribution (``"distribution NAME"`` -> version and RECORD hash), and the files of
+        the non-editable ones by their real paths (a module among them is pinned by its distribution)."""
+        state = self._environment_state()
         with self._lock:
-            cached = self._modules.get(key)
+            if self._environment is not None and self._environment[0] == state:
+                return self._environment[1], self._environment[2]
+        parts: dict[str, str] = {}
+        files: dict[str, set[str]] = {}
+        seen: set[str] = set()
+        for dist in importlib.metadata.distributions():
+            raw = dist.metadata["Name"]
+            if not raw:
+                continue
+            name = _canonical(raw)
+            if name in seen:  # the first on sys.path is the one imported
+                continue
+            seen.add(name)
+            if name in PINNED_DISTRIBUTIONS:
+                continue
+            record = dist.read_text("RECORD") or dist.read_text("METADATA") or ""
+            editable = _editable(dist)
+            parts[f"distribution {raw}"] = f"{dist.version} {hashlib.sha256(record.encode()).hexdigest()}" + (
+                " editable" if editable else ""
+            )
+            if not editable:
+                base = os.path.realpath(str(dist.locate_file("")))
+                files[name] = {os.path.join(base, os.path.normpath(str(f))) for f in dist.files or ()}
+        with self._lock:
+            self._environment = (state, parts, files)
+            self._members = {}
+        return parts, files
+
+    def _in_distribution(self, file: str, files: dict[str, set[str]]) -> bool:
+        """Whether a module's file is one a non-editable distribution installed (cached with the environment)."""
+        with self._lock:
+            known = self._members.get(file)
+        if known is None:
+            real = os.path.realpath(file)
+            known = any(real in fs for fs in files.values())
+            with self._lock:
+                self._members[file] = known
+        return known
+
+    # ---- one module's file --------------------------------------------------------------------------
+    def module_file(self, name: str, path: str, is_package: bool, loader: Any = None) -> tuple[str, set[str]]:
+        """The SHA-256 of a module's file and the modules its source imports; raises OSError."""
+        try:
+            st = os.stat(path)
+            key = (name, path, st.st_size, st.st_mtime_ns)
+        except OSError:
+            key = (name, path, -1, -1)  # inside a zip: the zip's own file changes with it
+        with self._lock:
+            cached = self._files.get(key)
         if cached is not None:
             return cached
-        try:
-            digest = _sha256_file(file, module)
-        except OSError as e:
-            raise Unpinned(f"reaches module {name}, whose file {file} cannot be read: {e}") from e
-        dist = self.distribution_of(name, file)
-        if dist is not None:
-            parts = {f"module {name}": digest, f"distribution {dist.metadata['Name']}": self.distribution_digest(dist)}
-            found: tuple[dict[str, str], set[str]] = (parts, set())  # the distribution pins what it imports
-        else:
-            found = ({f"module {name}": digest}, _reached_from(module))
+        found = (_sha256_file(path, loader), source_imports(path, name, is_package, loader))
         with self._lock:
-            self._modules[key] = found
+            self._files[key] = found
         return found
 
-    def identity(self, obj: object) -> CodeIdentity:
-        """The code ``obj`` (a function, or PySpark's command tuple) reaches."""
+    def shipped_file(self, path: str) -> str:
+        """A shipped file's digest: SHA-256 of its bytes, or of its tree for an unpacked archive (relative
+        paths, lengths and contents), cached by path, size and modification time."""
+        st = os.stat(path)
+        key = ("shipped", path, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            cached = self._files.get(key)
+        if cached is not None:
+            return cached[0]
+        if os.path.isdir(path):
+            h = hashlib.sha256()
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                for n in sorted(names):
+                    p = os.path.join(root, n)
+                    h.update(os.path.relpath(p, path).encode() + b"\0")
+                    h.update(self.shipped_file(p).encode() + b"\n")
+            digest = h.hexdigest()
+        elif st.st_size > MAX_HASHED_BYTES:
+            digest = f"length {st.st_size} modified {st.st_mtime_ns}"
+        else:
+            digest = _sha256_file(path)
+        with self._lock:
+            self._files[key] = (digest, set())
+        return digest
+
+    # ---- the identity -----------------------------------------------------------------------------------
+    def identity(self, obj: object, shipped_dir: str | None = None, ignored_code: Iterable[str] = ()) -> CodeIdentity:
+        """What ``obj`` (a function, or PySpark's command tuple) can run, in this driver's environment;
+        ``shipped_dir``: the driver's copy of the files shipped to executors (SparkFiles' directory)."""
         import pyspark
 
+        ignore = tuple(ignored_code)
         parts = {"python": f"{sys.implementation.name} {sys.version.split()[0]}", "pyspark": pyspark.__version__}
         try:
-            queue = sorted(referenced_modules(obj))
+            function = function_digest(obj)
+            named, imported = referenced_modules(obj)
+            distributions, dist_files = self.environment()
+            parts.update({k: v for k, v in distributions.items() if not ignored(k.split(" ", 1)[1], ignore)})
+            for name in sorted(named):
+                _check_named(name)
+            queue = sorted(imported | {n for n in list(sys.modules) if self._counted(n, ignore)})
             seen: set[str] = set()
             while queue:
                 name = queue.pop()
-                if name in seen:
+                if name in seen or not self._counted(name, ignore):
                     continue
                 seen.add(name)
-                top = name.partition(".")[0]
-                if top in STANDARD_LIBRARY or top in PINNED_BY_VERSION:
-                    continue
-                if len(seen) > MAX_MODULES:
-                    raise Unpinned(f"reaches more than {MAX_MODULES} modules")
-                more_parts, reached = self.module(name)
-                parts.update(more_parts)
-                queue.extend(sorted(reached - seen))
+                if len(seen) > MAX_MODULES + len(sys.modules):
+                    raise Unpinned(f"imports more than {MAX_MODULES} modules the driver has not loaded")
+                part, more = self._module_part(name, dist_files)
+                if part is not None:
+                    parts[f"module {name}"] = part
+                queue.extend(sorted(more - seen))
+            if shipped_dir:
+                parts.update(self._shipped(shipped_dir, ignore))
         except Unpinned as e:
             return CodeIdentity({}, str(e))
         except Exception as e:  # pickling or inspecting failed: never the user's problem, but unpinned
             return CodeIdentity({}, f"could not be inspected ({type(e).__name__}: {e})")
-        return CodeIdentity(parts)
+        return CodeIdentity(parts, function=function)
+
+    @staticmethod
+    def _counted(name: str, ignore: tuple[str, ...]) -> bool:
+        top = name.partition(".")[0]
+        return top not in STANDARD_LIBRARY and top not in PINNED_BY_VERSION and not ignored(name, ignore)
+
+    def _module_part(self, name: str, dist_files: dict[str, set[str]]) -> tuple[str | None, set[str]]:
+        """One module's part (None when its distribution pins it) and the modules its source imports."""
+        module = sys.modules.get(name)
+        if module is not None:
+            file = getattr(module, "__file__", None)
+            if file is None:
+                return ("namespace package" if _is_namespace(module) else "built at run time"), set()
+            is_package = hasattr(module, "__path__")
+            loader = getattr(module, "__loader__", None)
+        else:
+            spec = find_spec(name)
+            if spec is None:
+                return "absent in the driver", set()
+            if spec.origin in (None, "namespace") or not spec.has_location:
+                return ("namespace package" if spec.submodule_search_locations is not None else "built in"), set()
+            file, is_package, loader = spec.origin, spec.submodule_search_locations is not None, spec.loader
+        if self._in_distribution(file, dist_files):
+            return None, set()
+        try:
+            digest, imports = self.module_file(name, file, is_package, loader)
+        except OSError as e:
+            raise Unpinned(f"reaches module {name}, whose file {file} cannot be read: {e}") from e
+        return digest, imports
+
+    def _shipped(self, directory: str, ignore: tuple[str, ...]) -> dict[str, str]:
+        parts = {}
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            return {}
+        for n in names:
+            if ignored(n, ignore):
+                continue
+            try:
+                parts[f"shipped {n}"] = self.shipped_file(os.path.join(directory, n))
+            except OSError as e:
+                raise Unpinned(f"ships {n}, which cannot be read: {e}") from e
+        return parts
+
+
+def _check_named(name: str) -> None:
+    """A module the pickler stores by reference must be one an executor imports from a file, as the driver did."""
+    top = name.partition(".")[0]
+    if top in STANDARD_LIBRARY or top in PINNED_BY_VERSION:
+        return
+    module = sys.modules.get(name)
+    if module is None:
+        raise Unpinned(f"reaches module {name}, which is not imported in the driver")
+    if getattr(module, "__file__", None) is None and not _is_namespace(module):
+        raise Unpinned(f"reaches module {name}, which has no source file (built at run time)")
+
+
+def _is_namespace(module: types.ModuleType) -> bool:
+    spec = getattr(module, "__spec__", None)
+    return spec is not None and spec.submodule_search_locations is not None and spec.origin in (None, "namespace")
 
 
 def _editable(dist: importlib.metadata.Distribution) -> bool:
@@ -230,48 +325,44 @@ def _editable(dist: importlib.metadata.Distribution) -> bool:
         return False
 
 
-def _reached_from(module: types.ModuleType) -> set[str]:
-    """The modules a module's globals name: its parent packages, module objects, and the modules of
-    its functions, classes and other values."""
-    name = module.__name__
-    reached = {name.rpartition(".")[0]} if "." in name else set()
-    for value in list(vars(module).values()):
-        if isinstance(value, types.ModuleType):
-            reached.add(value.__name__)
-            continue
-        for o in (value, type(value)):
-            m = getattr(o, "__module__", None) if isinstance(o, type | types.FunctionType) else None
-            if isinstance(m, str):
-                reached.add(m)
-    reached.discard(name)
-    reached.discard("")
-    return reached
-
-
 # ---- the hook into PySpark ---------------------------------------------------------------------
 
 _digests = ModuleDigests()
 _install_lock = threading.Lock()
-_active_by_context: dict[int, bool] = {}
+_settings_by_context: dict[int, tuple[bool, tuple[str, ...]]] = {}
 
 
-def _active(sc: SparkContext) -> bool:
-    """Whether job recovery is on in ``sc``'s application (read once per SparkContext)."""
+def _settings(sc: SparkContext) -> tuple[bool, tuple[str, ...]]:
+    """Whether job recovery is on in ``sc``'s application, and its ``ignored-code`` (read once per context)."""
     key = id(sc._jsc)
-    if key not in _active_by_context:
-        value = sc.getConf().get("spark.regionRecovery.job-recovery.enabled", "false")
-        _active_by_context[key] = str(value).strip().lower() == "true"
-    return _active_by_context[key]
+    if key not in _settings_by_context:
+        conf = sc.getConf()
+        on = str(conf.get("spark.regionRecovery.job-recovery.enabled", "false")).strip().lower() == "true"
+        raw = conf.get("spark.regionRecovery.job-recovery.ignored-code", "") or ""
+        _settings_by_context[key] = (on, tuple(n.strip() for n in raw.split(",") if n.strip()))
+    return _settings_by_context[key]
+
+
+def _shipped_dir(sc: SparkContext) -> str | None:
+    """The driver's copy of what the application ships to its executors (SparkFiles' root directory)."""
+    jvm = sc._jvm
+    if jvm is None:
+        return None
+    try:
+        return str(jvm.org.apache.spark.SparkFiles.getRootDirectory())
+    except Exception:
+        return None
 
 
 def register(sc: SparkContext, pickled: bytes, command: Any) -> CodeIdentity:
     """Registers ``command``'s code with the driver JVM under the SHA-256 of its pickled bytes."""
     from ..jvm.gateway import jvm_bridge
 
-    identity = _digests.identity(command)
+    _, ignored_code = _settings(sc)
+    identity = _digests.identity(command, _shipped_dir(sc), ignored_code)
     sha = hashlib.sha256(bytes(pickled)).hexdigest()
     parts = None if identity.unpinned else json.dumps(identity.parts, sort_keys=True)
-    jvm_bridge(sc).registerPythonCode(sha, parts, identity.unpinned)
+    jvm_bridge(sc).registerPythonCode(sha, identity.function, parts, identity.unpinned)
     if identity.unpinned:
         log.info("job recovery cannot pin down a Python function's code: it %s", identity.unpinned)
     return identity
@@ -290,7 +381,7 @@ def install() -> None:
         def _prepare_for_python_RDD(sc, command):
             result = original(sc, command)
             try:
-                if _active(sc):
+                if _settings(sc)[0]:
                     register(sc, result[0], command)
             except Exception as e:  # never fail the user's function: its shuffles are refused instead
                 log.warning("registering a Python function's code failed: %s", e)
@@ -301,4 +392,4 @@ def install() -> None:
         rdd._prepare_for_python_RDD = _prepare_for_python_RDD
 
 
-__all__ = ["CodeIdentity", "ModuleDigests", "install", "referenced_modules", "register"]
+__all__ = ["CodeIdentity", "ModuleDigests", "function_digest", "install", "referenced_modules", "register"]

@@ -185,7 +185,9 @@ def describe_job_recovery(status: Mapping[str, Any] | None) -> list[str]:
             what = f"computed ({d['maps']} map tasks) and recorded"
         else:
             what = d["outcome"]
-        why = f" [{d['reason']}: {d['detail']}]" if d.get("reason") else ""
+        why = (
+            f" [{d['reason']}: {d['detail']}]" if d.get("reason") else (f" [{d['detail']}]" if d.get("detail") else "")
+        )
         lines.append(f"    {d['description']}: {what}{why}")
     return lines
 

@@ -76,11 +76,12 @@ object RegionRecoveryBridge {
 
   /**
    * The code a Python function reaches, found by the driver's Python when PySpark pickled it: the
-   * SHA-256 of the pickled command, its parts as a JSON object of strings, or null with the reason
-   * its code cannot be pinned down (job recovery refuses its shuffles then).
+   * SHA-256 of the pickled command, the digest of its code without file paths and line numbers, its
+   * parts as a JSON object of strings, or null with the reason its code cannot be pinned down (job
+   * recovery refuses its shuffles then).
    */
-  def registerPythonCode(commandSha256: String, partsJson: String, unpinned: String): Unit =
-    jobrecovery.PythonCode.register(commandSha256, partsJson, unpinned)
+  def registerPythonCode(commandSha256: String, functionDigest: String, partsJson: String, unpinned: String): Unit =
+    jobrecovery.PythonCode.register(commandSha256, functionDigest, partsJson, unpinned)
 
   /** Unregisters all map outputs of a shuffle so that Spark recomputes it (full failover). */
   def unregisterShuffle(shuffleId: Int): Boolean =

@@ -241,6 +241,14 @@ object ConfigKeys {
       "from elsewhere than its input files, a module whose source is unchanged but whose values are computed " +
       "when it is imported.", ReadBy.Jvm)
 
+  val JobRecoveryIgnoredCode: ConfigKey[Seq[String]] = ConfigKey(JR + "ignored-code", SettingNamesType, Nil,
+    "(none)", "distribution, module or shipped file names, or prefixes ending in '*', comma-separated",
+    "Python code the user declares cannot change a result of this job, left out of every Python function's " +
+      "identity: an installed distribution (by name), a module (by name, or a prefix ending in '*'), or a file " +
+      "shipped to the executors (by file name). By default every installed distribution, every module the driver " +
+      "loaded or a function imports and every shipped file counts. A refusal's detail names what differed.",
+    ReadBy.Python)
+
   val JobRecoveryIgnoredSettings: ConfigKey[Seq[String]] = ConfigKey(JR + "ignored-settings", SettingNamesType, Nil,
     "(none)", "setting names or prefixes ending in '*', comma-separated",
     "Settings the user declares cannot change a result of this job, left out of every shuffle's identity on top " +
@@ -355,8 +363,8 @@ object ConfigKeys {
     RetainedRelease, RetainedLeaseTimeout, RetainedNodeEnv, RetainedReattachTimeout, RetainedEarlyLoss,
     RetainedRedirectFetches, RetainedPrepareAdoption, ShuffleIoDelegate,
     JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,
-    JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryDir, JobRecoveryWorkerTimeout, JobRecoveryWindow,
-    JobRecoveryLeaseTimeout,
+    JobRecoveryInputDigest, JobRecoveryIgnoredSettings, JobRecoveryIgnoredCode, JobRecoveryDir,
+    JobRecoveryWorkerTimeout, JobRecoveryWindow, JobRecoveryLeaseTimeout,
     JobEventWriteBufferSize, JobEventFlushInterval,
     CheckpointingInterval, CheckpointingIntervalDuringBacklog, CheckpointingDuringRecovery, StreamingInitialBatch,
     StreamingRampFactor, StreamingMaxBatch, StreamingLagThreshold).sortBy(_.name)

@@ -38,7 +38,7 @@ final case class IdentityPart(kind: String, values: SortedMap[String, String]) {
    * What differs from `recorded`, for a refusal's detail: the first `max` keys in order, each with its
    * value then and now (long values cut), and how many more differ.
    */
-  def changesSince(recorded: IdentityPart, max: Int = 4): String = {
+  def changesSince(recorded: IdentityPart, max: Int = 6): String = {
     def shown(v: Option[String]): String = v match {
       case None => "unset"
       case Some(s) if s.length > 80 => "'" + s.take(77) + "...'"

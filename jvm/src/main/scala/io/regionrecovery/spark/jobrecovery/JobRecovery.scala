@@ -79,7 +79,7 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
       d.maps, d.mapsRecovered, d.bytesRecovered))
     if (before == null || before.outcome != d.outcome || before.reason != d.reason) {
       val msg = s"region-recovery: job $jobId, shuffle ${d.description}: ${d.outcome}" +
-        (if (d.reason == null) "" else s" (${d.reason}: ${d.detail})")
+        (if (d.reason != null) s" (${d.reason}: ${d.detail})" else if (d.detail != null) s" (${d.detail})" else "")
       if (d.outcome == JobRecovery.Recovered || d.outcome == JobRecovery.Recorded) logInfo(msg) else logWarning(msg)
     }
   }
@@ -91,6 +91,13 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
       decide(ShuffleDecision(key, s"Exchange ${e.outputPartitioning}", JobRecovery.Refused, reason, detail, -1, 0, 0,
         0L, clock.millis()))
   }
+
+  /** What was compared for a planned exchange that matched its record, by plan digest (for its decision). */
+  private val compared = new ConcurrentHashMap[String, String]()
+
+  /** A planned exchange matched a record in every part of its identity: says which, once it is recovered. */
+  def matched(id: ShuffleIdentity.Identity, input: InputFingerprint.Fingerprint): Unit =
+    compared.put(id.planDigest, JobRecovery.compared(id, input))
 
   /** A recorded shuffle has the same plan but not the same input or settings. */
   def notReused(id: ShuffleIdentity.Identity, reason: String, detail: String): Unit =
@@ -194,8 +201,9 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
       actions.recoveredOutput(sid, ref.mapId, o.mapIndex, agent.executorId, agent.node, bytes, o.digest)
     }
     val bytes = ok.map(_._5).sum
+    val detail = Option(compared.get(rec.planDigest)).toSeq ++ (if (missing == 0) Nil else missingDetail)
     decide(ShuffleDecision(rec.planDigest, rec.description, JobRecovery.Recovered,
-      if (missing == 0) null else "partly", if (missing == 0) null else missingDetail.mkString("; "), sid, numMaps,
+      if (missing == 0) null else "partly", if (detail.isEmpty) null else detail.mkString("; "), sid, numMaps,
       ok.size, bytes, clock.millis()))
     true
   }
@@ -324,6 +332,20 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
 }
 
 object JobRecovery extends Logging {
+  /** The parts of an identity a recovery compared, for its decision and the log. */
+  def compared(id: ShuffleIdentity.Identity, input: InputFingerprint.Fingerprint): String = {
+    def count(prefix: String) = id.code.values.keys.count(_.startsWith(prefix))
+    val code =
+      if (id.code.values.isEmpty) "none (no Python function)"
+      else s"${id.code.digest.take(12)} (${count("module ")} modules, ${count("distribution ")} distributions, " +
+        s"${count("shipped ")} shipped files)"
+    val hadoop = id.settings.values.keys.count(_.startsWith("hadoop "))
+    val files = id.settings.values.keys.count(_.startsWith("reader option "))
+    s"identity compared: plan ${id.planDigest.take(12)}, input ${input.describe}, settings " +
+      s"${id.settings.digest.take(12)} (${id.settings.values.size} values, $hadoop Hadoop keys, $files reader files), " +
+      s"code $code"
+  }
+
   val Recovered = "recovered"
   val Recomputed = "recomputed"
   val Refused = "refused"

@@ -26,7 +26,7 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
     case Some(jr) =>
       // the settings the session plans and runs this query with (read once per planning)
       lazy val settings = SettingsIdentity.of(session.sparkContext.getConf, session.sessionState.conf,
-        PluginVersion.current)
+        session.sessionState.newHadoopConf(), PluginVersion.current)
       plan.transformDown { case e: ShuffleExchangeExec =>
         try wrap(jr, e, settings)
         catch {
@@ -62,7 +62,10 @@ class JobRecoveryRule(session: SparkSession) extends Rule[SparkPlan] with Loggin
                   "the Python code its functions reach differs from the recorded run's: " +
                     jr.changes(rec.codeDigest, id.code))
                 None
-              } else Some(rec)
+              } else {
+                jr.matched(id, input)
+                Some(rec)
+              }
             }
             val wrapped = RecoverableShuffleExchangeExec(e, id, input, same)
             e.logicalLink.foreach(wrapped.setLogicalLink)

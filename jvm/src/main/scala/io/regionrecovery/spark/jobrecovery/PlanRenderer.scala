@@ -421,8 +421,9 @@ private[jobrecovery] final class PlanRenderer {
   }
 
   /**
-   * A Python function (read through SparkInternals: `PythonFunction` is private to Spark): SHA-256 of
-   * its pickled command, with the interpreter and the environment it runs with. Only PySpark's
+   * A Python function (read through SparkInternals: `PythonFunction` is private to Spark): the digest
+   * of its code that Python registered for its pickled command (paths and line numbers taken out),
+   * with the interpreter and the environment it runs with. Only PySpark's
    * `SimplePythonFunction` without broadcast variables is pinned down by those bytes.
    */
   private def python(p: SparkInternals.PythonFunctionParts): Unit = {
@@ -434,8 +435,10 @@ private[jobrecovery] final class PlanRenderer {
           "command large enough to be broadcast): its bytes do not pin it down")
     if (p.command.isEmpty) refuse(Reason.PythonUdf, "a Python function without a pickled command")
     val command = hexOf(MessageDigest.getInstance("SHA-256").digest(p.command))
-    PythonCode.lookup(command) match {
-      case Some(PythonCode.Pinned(part)) => code ++= part.values
+    val function = PythonCode.lookup(command) match {
+      case Some(PythonCode.Pinned(part, digest)) =>
+        code ++= part.values
+        Option(digest).getOrElse(command)
       case Some(PythonCode.Unpinned(why)) => refuse(Reason.PythonUdf, s"a Python function whose code $why")
       case None =>
         refuse(Reason.PythonUdf,
@@ -443,7 +446,8 @@ private[jobrecovery] final class PlanRenderer {
             "configured with region_recovery, or by a client without it): the modules it reaches cannot be " +
             "pinned down")
     }
-    out.append("PythonFunction(command=").append(command)
+    // by its code without file paths and line numbers: the pickled bytes hold the script's path
+    out.append("PythonFunction(code=").append(function)
     out.append(", pythonVer=").append(Json.str(p.pythonVer))
     out.append(", pythonExec=").append(Json.str(p.pythonExec))
     out.append(", envVars=")

@@ -3,7 +3,12 @@ package io.regionrecovery.spark.jobrecovery
 import java.nio.charset.Charset
 import java.util.{Locale, TimeZone}
 
+import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
+import scala.util.matching.Regex
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.util.VersionInfo
 
 import org.apache.spark.SparkConf
 import org.apache.spark.network.util.JavaUtils
@@ -25,6 +30,12 @@ import io.regionrecovery.spark.config.ConfigKeys
  * (the session time zone and ANSI mode, resolved), the driver JVM's default time zone, locale and
  * charset, the Java, Spark and plugin versions, and the start-up settings that change shuffle bytes
  * read with Spark's defaults, so that unset and explicitly default are the same.
+ *
+ * The Hadoop configuration the file readers run with counts the same way ([[hadoopValues]]): the
+ * session's (`sessionState.newHadoopConf()`: the context's, with the values set at run time on
+ * `sc.hadoopConfiguration` and those of the cluster's `*-site.xml` files), every key whose value is
+ * not Hadoop's own default, unless [[ignoredHadoop]] names it as one that cannot change what a
+ * reader returns (credentials, endpoints, timeouts, buffers and pools, observers).
  */
 object SettingsIdentity {
 
@@ -137,10 +148,78 @@ object SettingsIdentity {
       (ignoredPrefixes.exists(key.startsWith) || secretKey.findFirstIn(key).isDefined ||
         byUser.exists(n => if (n.endsWith("*")) key.startsWith(n.dropRight(1)) else key == n))
 
-  /** The settings part of a session about to plan a query. */
-  def of(conf: SparkConf, sql: SQLConf, pluginVersion: String): IdentityPart = {
+  /**
+   * The settings part of a session about to plan a query: its Spark settings, and `hadoop`, the
+   * Hadoop configuration its readers run with (`sessionState.newHadoopConf()`).
+   */
+  def of(conf: SparkConf, sql: SQLConf, hadoop: Configuration, pluginVersion: String): IdentityPart = {
     val set = conf.getAll.toMap ++ sql.getAllConfs // the session's own values win
-    of(set, sql.sessionLocalTimeZone, sql.ansiEnabled.toString, pluginVersion)
+    val part = of(set, sql.sessionLocalTimeZone, sql.ansiEnabled.toString, pluginVersion)
+    val byUser = try ConfigKeys.JobRecoveryIgnoredSettings.read(set.get)
+    catch { case NonFatal(_) => Nil }
+    IdentityPart(part.kind, part.values ++ hadoopValues(hadoop, byUser))
+  }
+
+  // ---- the Hadoop configuration --------------------------------------------------------------------
+
+  /** Hadoop's own defaults files: a key at the value they give counts as unset. */
+  private val hadoopDefaultResources =
+    Seq("core-default.xml", "hdfs-default.xml", "hdfs-rbf-default.xml", "mapred-default.xml", "yarn-default.xml")
+
+  /** Hadoop's defaults alone, without any `*-site.xml` or value set at run time. */
+  private lazy val hadoopDefaults: Configuration = {
+    val c = new Configuration(false)
+    val loader = Option(Thread.currentThread.getContextClassLoader).getOrElse(getClass.getClassLoader)
+    hadoopDefaultResources.filter(r => loader.getResource(r) != null).foreach(r => c.addResource(r))
+    c
+  }
+
+  /**
+   * Hadoop keys that cannot change what a reader returns, by pattern (case-insensitive, found anywhere
+   * in the key); each line says why. Anything not listed counts.
+   */
+  private[jobrecovery] val ignoredHadoop: Seq[Regex] = Seq(
+    // credentials and who runs: they rotate between runs and do not change what a path holds
+    "secret|password|token|access[.]?key|credential|keytab|principal|oauth|[.]sas[.]|signer|signing",
+    "encryption[.]key|[.]kms[.]|^hadoop[.]security[.]|^hadoop[.]kerberos[.]|^hadoop[.]proxyuser[.]|^hadoop[.]user[.]",
+    "^hadoop[.]ssl[.]|^hadoop[.]http[.]|^hadoop[.]rpc[.]|^ipc[.]",
+    // where services are reached (the paths a plan reads are qualified with their file system)
+    "endpoint|[.]address$|[.]hosts?$|[.]port$|proxy|^fs[.]defaultfs$|^fs[.]default[.]name$",
+    "^hive[.]metastore[.]warehouse[.]dir$|^hadoop[.]tmp[.]dir$",
+    // timeouts, retries and liveness
+    "timeout|retry|retries|attempts|backoff|[.]sleep|interval|[.]ttl|keepalive|idle",
+    // buffers, threads, pools, caches, read-ahead, uploads: how fast, not what
+    "buffer|threads|[.]max[.]total|connection|pool|[.]cache|readahead|prefetch|fadvise|multipart|fast[.]upload",
+    "block[.]output|vectored|[.]committer[.]|fileoutputcommitter|upload",
+    // observers
+    "metrics|audit|[.]log[.]|logging|tracing|[.]trace[.]|statistics|instrumentation"
+  ).map(p => ("(?i)" + p).r)
+
+  /** Whether a Hadoop key is left out of the identity; `byUser`: job-recovery.ignored-settings. */
+  def hadoopIgnored(key: String, byUser: Seq[String] = Nil): Boolean =
+    key.startsWith("spark.") || // Spark's own settings came through the session: counted above, by their rules
+      ignoredHadoop.exists(_.findFirstIn(key).isDefined) ||
+      byUser.exists(n => if (n.endsWith("*")) key.startsWith(n.dropRight(1)) else key == n)
+
+  /**
+   * The Hadoop configuration's part of the identity: `hadoop KEY` for every key whose raw value is not
+   * Hadoop's default (set at run time, by a `*-site.xml`, or unset), and Hadoop's version.
+   */
+  def hadoopValues(hadoop: Configuration, byUser: Seq[String] = Nil): Map[String, String] = {
+    val values = Map.newBuilder[String, String]
+    val defaults = hadoopDefaults
+    val present = scala.collection.mutable.HashSet.empty[String]
+    hadoop.iterator().asScala.foreach { e =>
+      val key = e.getKey
+      present += key
+      if (e.getValue != null && !hadoopIgnored(key, byUser) && defaults.getRaw(key) != e.getValue)
+        values += s"hadoop $key" -> e.getValue.trim
+    }
+    defaults.iterator().asScala.foreach { e =>
+      if (!present(e.getKey) && !hadoopIgnored(e.getKey, byUser)) values += s"hadoop ${e.getKey}" -> "<unset>"
+    }
+    values += "hadoop.version" -> VersionInfo.getVersion
+    values.result()
   }
 
   /**

@@ -34,7 +34,9 @@ import org.apache.spark.sql.types.{ArrayType, DataType, MapType, ObjectType, Str
  *    result, a refusal only costs a recomputation;
  *  - the settings part ([[SettingsIdentity]]): every setting of the session that can change what the
  *    map side computes, its bytes or its split, the JVM's time zone and locale, and the versions;
- *  - the code part ([[PythonCode]]): the modules and distributions its Python functions reach;
+ *    with the files its readers' options name ([[OptionFiles]]: an XSD, a schema file), by identity;
+ *  - the code part ([[PythonCode]]): the modules, distributions and shipped files its Python functions
+ *    can run, deny by default;
  *  - for recomputing only some map outputs, the map side's splits ([[splitSignature]]) and a
  *    partitioning that places rows the same way in every application ([[partialRecoveryAllowed]]).
  *
@@ -118,7 +120,9 @@ object ShuffleIdentity {
       case Right((text, code)) =>
         val description = try describe(exchange)
         catch { case NonFatal(_) => exchange.nodeName }
-        Identity(sha256(Iterator(text)), settings, code, text, description)
+        val files = OptionFiles.of(exchange)
+        val withFiles = if (files.isEmpty) settings else IdentityPart(settings.kind, settings.values ++ files)
+        Identity(sha256(Iterator(text)), withFiles, code, text, description)
     }
 
   /** The rendering of a canonical plan alone (tests); `Left` names why it cannot be rendered. */

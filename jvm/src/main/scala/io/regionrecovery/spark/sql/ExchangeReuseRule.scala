@@ -23,6 +23,7 @@ class ExchangeReuseRule(session: SparkSession) extends Rule[SparkPlan] {
     val scope = ExchangeReuse.scopeOf(sc.getLocalProperty(ExchangeReuse.ScopeProperty),
       sc.getJobTags())
     ExchangeReuse.rewrite(plan, scope, execution,
-      SettingsIdentity.of(sc.getConf, session.sessionState.conf, PluginVersion.current))
+      SettingsIdentity.of(sc.getConf, session.sessionState.conf, session.sessionState.newHadoopConf(),
+        PluginVersion.current))
   }
 }

@@ -109,7 +109,7 @@ class ConfigKeySuite extends AnyFunSuite {
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
     val names = ConfigKeys.all.map(_.name)
-    assert(names == names.sorted && names.distinct == names && names.size == 45)
+    assert(names == names.sorted && names.distinct == names && names.size == 46)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
     assert(jvm == Set("event-buffer.capacity", "retained.enabled", "retained.dir", "retained.max-bytes",

@@ -72,7 +72,8 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   private def settings: IdentityPart =
-    SettingsIdentity.of(spark.sparkContext.getConf, spark.sessionState.conf, pluginVersion)
+    SettingsIdentity.of(spark.sparkContext.getConf, spark.sessionState.conf, spark.sessionState.newHadoopConf(),
+      pluginVersion)
 
   private def result(df: DataFrame): ShuffleIdentity.Result =
     ShuffleIdentity.of(topExchange(df), settings)
@@ -334,9 +335,11 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     PythonCode.clear()
     val unknown = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3))))
     assert(unknown.left.toOption.exists(r => r.reason == Reason.PythonUdf && r.detail.contains("did not see")), unknown)
-    PythonCode.register(sha(Array[Byte](1, 2, 3)), """{"module scalelib": "s1", "python": "3.11.2"}""", null)
-    PythonCode.register(sha(Array[Byte](1, 2, 4)), """{"module scalelib": "s1", "python": "3.11.2"}""", null)
-    PythonCode.register(sha(Array[Byte](1, 2, 5)), null, "reaches module dyn, which has no source file")
+    PythonCode.register(sha(Array[Byte](1, 2, 3)), "f1", """{"module scalelib": "s1", "python": "3.11.2"}""", null)
+    PythonCode.register(sha(Array[Byte](1, 2, 4)), "f2", """{"module scalelib": "s1", "python": "3.11.2"}""", null)
+    // other pickled bytes (the script moved: its path is in them), the same code: the same function
+    PythonCode.register(sha(Array[Byte](1, 2, 6)), "f1", """{"module scalelib": "s1", "python": "3.11.2"}""", null)
+    PythonCode.register(sha(Array[Byte](1, 2, 5)), null, null, "reaches module dyn, which has no source file")
     val unpinned = ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 5))))
     assert(unpinned.left.toOption.exists(r => r.reason == Reason.PythonUdf && r.detail.contains("module dyn")),
       unpinned)
@@ -344,7 +347,8 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(a.isRight, a)
     assert(a == ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 3)))))
     assert(a != ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 4)))))
-    assert(a.toOption.get.contains("PythonFunction(command="))
+    assert(a == ShuffleIdentity.render(plan(pythonFn(Array[Byte](1, 2, 6)))))
+    assert(a.toOption.get.contains("PythonFunction(code=f1"))
 
     val bc = spark.sparkContext.broadcast("a broadcast variable")
     try {
@@ -359,7 +363,7 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
       org.apache.spark.sql.execution.exchange.ShuffleExchangeExec(SinglePartition, plan(fn))
     val id = ShuffleIdentity.of(exchangeOver(pythonFn(Array[Byte](1, 2, 3))), settings).asInstanceOf[Identity]
     assert(id.code.values == Map("module scalelib" -> "s1", "python" -> "3.11.2"), id.code)
-    PythonCode.register(sha(Array[Byte](1, 2, 3)), """{"module scalelib": "s2", "python": "3.11.2"}""", null)
+    PythonCode.register(sha(Array[Byte](1, 2, 3)), "f1", """{"module scalelib": "s2", "python": "3.11.2"}""", null)
     val changed = ShuffleIdentity.of(exchangeOver(pythonFn(Array[Byte](1, 2, 3))), settings).asInstanceOf[Identity]
     assert(changed.planDigest == id.planDigest && changed.codeDigest != id.codeDigest)
     assert(changed.code.changesSince(id.code) == "module scalelib: 's1' then, 's2' now")
@@ -425,6 +429,66 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     val la = SettingsIdentity.of(Map("spark.sql.session.timeZone" -> "America/Los_Angeles"), "America/Los_Angeles",
       "true", pluginVersion)
     assert(la.changesSince(part) == "spark.sql.session.timeZone: 'UTC' then, 'America/Los_Angeles' now", la)
+  }
+
+  test("settings: the Hadoop configuration readers run with counts, deny by default") {
+    val hc = new org.apache.hadoop.conf.Configuration(spark.sparkContext.hadoopConfiguration)
+    val base = SettingsIdentity.hadoopValues(hc)
+    assert(base.contains("hadoop.version"))
+    def counts(key: String, value: String, byUser: Seq[String] = Nil): Boolean = {
+      val c = new org.apache.hadoop.conf.Configuration(hc)
+      c.set(key, value)
+      SettingsIdentity.hadoopValues(c, byUser) != SettingsIdentity.hadoopValues(hc, byUser)
+    }
+    // what a reader does with what it reads: a line reader's maximum line length, a text delimiter
+    assert(counts("mapreduce.input.linerecordreader.line.maxlength", "20"))
+    assert(counts("textinputformat.record.delimiter", ";"))
+    assert(counts("some.site.setting", "x"), "a key Hadoop does not know counts too")
+    // credentials, endpoints, timeouts, buffers and pools, observers: they cannot change what a path holds
+    Seq("fs.s3a.secret.key" -> "s", "fs.s3a.access.key" -> "a", "fs.s3a.endpoint" -> "http://127.0.0.1:9",
+      "fs.s3a.connection.timeout" -> "5s", "fs.s3a.threads.max" -> "3", "io.file.buffer.size" -> "1",
+      "fs.defaultFS" -> "hdfs://127.0.0.1:8020", "hadoop.tmp.dir" -> "/tmp/h", "fs.s3a.retry.limit" -> "2")
+      .foreach { case (k, v) => assert(!counts(k, v), s"$k must not count") }
+    // the user's own list (job-recovery.ignored-settings) covers Hadoop keys by name or prefix
+    assert(!counts("myjob.run.id", "7", Seq("myjob.*")))
+    // set to Hadoop's default is the same as unset
+    val default = new org.apache.hadoop.conf.Configuration(hc)
+    default.set("io.map.index.skip", "0") // core-default.xml's value
+    assert(SettingsIdentity.hadoopValues(default) == base)
+    // read from the session: a value set at run time on the context's configuration changes the part
+    val key = "mapreduce.input.linerecordreader.line.maxlength"
+    val before = settings
+    spark.sparkContext.hadoopConfiguration.set(key, "20")
+    try {
+      assert(settings.values(s"hadoop $key") == "20")
+      assert(settings.changesSince(before) == s"hadoop $key: unset then, '20' now")
+    } finally spark.sparkContext.hadoopConfiguration.unset(key)
+    assert(settings.digest == before.digest)
+  }
+
+  test("settings: a file a reader option names counts by its content, not by its path alone") {
+    val data = root.resolve("xml-data")
+    Files.createDirectories(data)
+    Files.writeString(data.resolve("d.xml"), "<rows><r><a>1</a><b>x</b></r><r><a>2</a><b>yy</b></r></rows>")
+    val xsd = root.resolve("rows.xsd")
+    def schema(maxLength: Int): Unit = Files.writeString(xsd,
+      """<?xml version="1.0"?><xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema"><xs:element name="r">""" +
+        """<xs:complexType><xs:sequence><xs:element name="a" type="xs:int"/><xs:element name="b"><xs:simpleType>""" +
+        s"""<xs:restriction base="xs:string"><xs:maxLength value="$maxLength"/></xs:restriction></xs:simpleType>""" +
+        """</xs:element></xs:sequence></xs:complexType></xs:element></xs:schema>""")
+    def identity(): Identity = result(spark.read.format("xml").option("rowTag", "r")
+        .option("rowValidationXSDPath", xsd.toString).load(data.toString).groupBy("b").count()).asInstanceOf[Identity]
+    schema(5)
+    val first = identity()
+    val key = s"reader option rowValidationXSDPath (${xsd})"
+    assert(first.settings.values.get(key).exists(_.startsWith("length ")), first.settings.values.keys)
+    schema(1) // another schema at the same path: the plan is the same, the identity is not
+    val changed = identity()
+    assert(changed.planDigest == first.planDigest && changed.confDigest != first.confDigest)
+    assert(changed.settings.changesSince(first.settings).startsWith(s"$key: "))
+    schema(5) // the same bytes written again (a new modification time): the same file
+    assert(identity().confDigest == first.confDigest)
+    assert(!OptionFiles.namesAFile("/") && !OptionFiles.namesAFile("yyyy/MM/dd") && OptionFiles.namesAFile("s3a://b/k"))
   }
 
   test("settings: read from the session, including what spark.conf.set changed") {

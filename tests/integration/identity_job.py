@@ -4,7 +4,11 @@ job recovery's identity (test_job_identity.py). Run as a script, one process per
 - ``tz``: CSV timestamps parsed in the session time zone, grouped by epoch hour;
 - ``shipped``: a UDF that is a function of ``scalelib``, a module shipped with ``addPyFile``;
 - ``constant``: a lambda of this script reading ``consts.FACTOR``, a module constant;
-- ``package``: a UDF that is a function of ``rrpkg``, an installed distribution.
+- ``package``: a UDF that is a function of ``rrpkg``, an installed distribution;
+- ``local``: a UDF of this script that imports ``localhelper`` inside its body (the driver never imports it);
+- ``transitive``: a UDF of ``rrpkg`` that calls into ``rrdep``, another installed distribution;
+- ``lines``: a text file read line by line, which the Hadoop configuration's maximum line length changes;
+- ``xsd``: an XML file read with rows validated against an XSD file that a reader option names.
 
 ``--recovery off`` is plain Spark without the plugin (the oracle). ``--crash`` SIGKILLs the driver JVM
 once the four shuffles are recorded, then exits: a driver crash. ``--out`` receives each query's
@@ -20,7 +24,13 @@ import time
 from pathlib import Path
 
 
-def queries(spark, data: Path):
+def local_step(x):
+    import localhelper  # the usual PySpark idiom: imported where it runs, on the executors
+
+    return localhelper.step(x)
+
+
+def queries(spark, data: Path, extra: Path):
     import consts
     import rrpkg
     import scalelib
@@ -30,11 +40,26 @@ def queries(spark, data: Path):
     shipped = F.udf(scalelib.scale, "long")  # by reference: module and name
     constant = F.udf(lambda x: x * consts.FACTOR, "long")  # by value, reaching module consts
     package = F.udf(rrpkg.bump, "long")  # by reference, into an installed distribution
+    local = F.udf(local_step, "long")  # by value; its import is byte code, not a global
+    transitive = F.udf(rrpkg.via_dep, "long")  # rrpkg unchanged, the distribution it calls into upgraded
+    lines = spark.read.text(str(extra / "lines"))
+    rows = (
+        spark.read.format("xml")
+        .option("rowTag", "r")
+        .option("mode", "DROPMALFORMED")
+        .option("rowValidationXSDPath", str(extra / "rows.xsd"))
+        .schema("a long, b string")
+        .load(str(extra / "xml"))
+    )
     return {
         "tz": events.groupBy((F.col("ts").cast("long") / 3600).cast("long").alias("hour")).agg(F.sum("x").alias("v")),
         "shipped": events.groupBy((F.col("id") % 7).alias("k7")).agg(F.sum(shipped("x")).alias("v")),
         "constant": events.groupBy((F.col("id") % 5).alias("k5")).agg(F.sum(constant("x")).alias("v")),
         "package": events.groupBy((F.col("id") % 3).alias("k3")).agg(F.sum(package("x")).alias("v")),
+        "local": events.groupBy((F.col("id") % 4).alias("k4")).agg(F.sum(local("x")).alias("v")),
+        "transitive": events.groupBy((F.col("id") % 6).alias("k6")).agg(F.sum(transitive("x")).alias("v")),
+        "lines": lines.groupBy((F.length("value") % 4).alias("m")).agg(F.count("*").alias("n")),
+        "xsd": rows.groupBy((F.col("a") % 2).alias("odd")).agg(F.count("*").alias("n")),
     }
 
 
@@ -49,6 +74,8 @@ def main(argv=None) -> int:
     p.add_argument("--crash", action="store_true")
     p.add_argument("--master", default="local-cluster[2,1,1024]")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--extra", required=True, type=Path, help="holds lines/, xml/ and rows.xsd")
+    p.add_argument("--hadoop", action="append", default=[], metavar="KEY=VALUE", help="set at run time")
     args = p.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -85,7 +112,10 @@ def main(argv=None) -> int:
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.sparkContext.addPyFile(str(args.lib / "scalelib.py"))
-    planned = queries(spark, args.data)
+    for setting in args.hadoop:  # on the context's Hadoop configuration, as a script does at run time
+        key, _, value = setting.partition("=")
+        spark.sparkContext._jsc.hadoopConfiguration().set(key, value)
+    planned = queries(spark, args.data, args.extra)
     out = {name: sorted(map(tuple, q.collect())) for name, q in planned.items()}
     if rr is not None:
         rr.sync()

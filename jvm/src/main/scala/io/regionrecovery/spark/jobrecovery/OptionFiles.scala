@@ -15,8 +15,9 @@ import org.apache.spark.sql.execution.{FileSourceScanExec, SparkPlan}
  * a schema file, a dictionary. The plan renders an option's value (the path), not what the file holds,
  * so a file rewritten between a crash and the resubmission would leave the identity as it was.
  *
- * Deny by default: every option of a file scan whose value is an absolute path or a URI that exists
- * counts by the identity of what it names, whatever the option (the data paths excepted: the input
+ * Deny by default: every option of a file scan whose value is an absolute path or a URI that exists,
+ * or a relative name of a regular file in the driver's working directory, counts by the identity of
+ * what it names, whatever the option (the data paths excepted: the input
  * fingerprint holds them). A file up to [[MaxContentBytes]] counts by a digest of its content (so a copy
  * that keeps the bytes is the same); a larger one by its length, modification time and the file
  * system's checksum where it offers one (HDFS); a directory by the listing of its entries (names,
@@ -39,6 +40,17 @@ object OptionFiles {
     value != null && value.length > 1 && !value.contains('\n') &&
       (value.startsWith("/") || uri.pattern.matcher(value).matches())
 
+  /**
+   * Whether a relative value names a regular file of the driver's working directory (a reader resolves
+   * it there, or in SparkFiles' directory, whose files the code part counts): a file only, so that a
+   * value such as "." never counts the working directory's listing.
+   */
+  def namesALocalFile(value: String): Boolean =
+    value != null && value.nonEmpty && value.length <= 4096 && !value.contains('\n') && !namesAFile(value) &&
+      !value.startsWith("/") &&
+      (try new java.io.File(value).isFile
+      catch { case NonFatal(_) => false })
+
   /** `reader option NAME (VALUE)` -> the identity of what it names, for every file scan in `plan`. */
   def of(plan: SparkPlan): Map[String, String] = {
     val found = Map.newBuilder[String, String]
@@ -51,8 +63,9 @@ object OptionFiles {
         }
         options.foreach { case (name, value) =>
           if (!dataOptions(name.toLowerCase(java.util.Locale.ROOT)) &&
-            ShuffleIdentity.secretKey.findFirstIn(name).isEmpty && namesAFile(value)) {
-            val id = try identity(new Path(value), r.sparkSession.sessionState.newHadoopConfWithOptions(r.options))
+            ShuffleIdentity.secretKey.findFirstIn(name).isEmpty && (namesAFile(value) || namesALocalFile(value))) {
+            val path = if (namesAFile(value)) new Path(value) else new Path(new java.io.File(value).toURI)
+            val id = try identity(path, r.sparkSession.sessionState.newHadoopConfWithOptions(r.options))
             catch { case NonFatal(_) => None } // not a path its file system can read: the plan holds the value
             id.foreach(v => found += s"reader option $name ($value)" -> v)
           }

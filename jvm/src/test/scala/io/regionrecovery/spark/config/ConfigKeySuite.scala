@@ -91,11 +91,11 @@ class ConfigKeySuite extends AnyFunSuite {
     val described = Set[ConfigKey[_]](ConfigKeys.RetainedDir, ConfigKeys.JobRecoveryDir, ConfigKeys.JobRecoveryJobId,
       ConfigKeys.JobRecoveryCodeVersion)
     val unsetMeansAnother = ConfigKeys.CheckpointingIntervalDuringBacklog
-    assert(ConfigKeys.JobRecoveryIgnoredSettings.default == Nil &&
-      ConfigKeys.JobRecoveryIgnoredSettings.parse("") == Nil)
+    val lists = Set[ConfigKey[_]](ConfigKeys.JobRecoveryIgnoredSettings, ConfigKeys.JobRecoveryIgnoredCode)
+    lists.foreach(k => assert(k.default == Nil && k.parse("") == Nil, k.name))
     ConfigKeys.all.filterNot(k =>
       described.contains(k) || k == unsetMeansAnother || k == ConfigKeys.RestartStrategyType ||
-        k == ConfigKeys.JobRecoveryIgnoredSettings).foreach { k =>
+        lists.contains(k)).foreach { k =>
       assert(k.parse(k.defaultText) == k.default, k.name)
     }
     // unset, the Python controller restarts under exponential-delay: the documented default says so

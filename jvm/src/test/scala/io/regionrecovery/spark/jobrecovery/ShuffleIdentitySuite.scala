@@ -489,6 +489,9 @@ class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {
     schema(5) // the same bytes written again (a new modification time): the same file
     assert(identity().confDigest == first.confDigest)
     assert(!OptionFiles.namesAFile("/") && !OptionFiles.namesAFile("yyyy/MM/dd") && OptionFiles.namesAFile("s3a://b/k"))
+    // a relative value counts only as a regular file of the working directory, never as a directory's listing
+    assert(!OptionFiles.namesALocalFile(".") && !OptionFiles.namesALocalFile("true") &&
+      !OptionFiles.namesALocalFile(xsd.toString) && OptionFiles.namesALocalFile("build.sbt"))
   }
 
   test("settings: read from the session, including what spark.conf.set changed") {

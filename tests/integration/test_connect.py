@@ -65,6 +65,7 @@ def server(plugin_jar, tmp_path_factory):
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
         "spark.regionRecovery.retained.dir": str(root / "retained"),
+        "spark.hadoop.fs.s3a.secret.key": SECRET,  # never shown to a client: Spark's redaction applies
     }
     args = [a for line in flags(False, connect=True) for a in shlex.split(line)]
     for k, v in conf.items():
@@ -101,6 +102,9 @@ def server(plugin_jar, tmp_path_factory):
         log.close()
 
 
+SECRET = "rr-test-s3cr3t-value"
+
+
 def client(url: str, code: str, work: str, timeout: int = 300) -> dict:
     """Runs `code` in a fresh interpreter whose SparkSession is a Connect client of `url` (``work``: a directory
     for its files); its SUMMARY line."""
@@ -130,7 +134,7 @@ assert rr.model.wait_for(lambda m: any(s.adoptions for s in m.shuffles.values())
 report = rr.report()
 print("SUMMARY " + json.dumps({**outcome, "adopted": rr.model.read(lambda m: sum(len(s.adoptions) for s in
     m.shuffles.values())), "retention": rr.retention(), "status": rr.status(), "connect": rr.connect,
-    "losses": report["executor_losses"]}))
+    "losses": report["executor_losses"], "conf": dict(rr._sc.getConf().getAll())}))
 rr.detach()
 """
 
@@ -144,6 +148,7 @@ def test_an_executor_killed_during_a_connect_client_s_queries_is_adopted_and_res
     assert s["status"]["retained_app_dir"], "retention runs on the server with the submit-args defaults"
     assert any(loss["executor_id"] == s["victim"] for loss in s["losses"]), s["losses"]
     assert s["retention"], "the server's record of the loss reaches the client"
+    assert SECRET not in json.dumps(s["conf"]) and s["conf"]["spark.hadoop.fs.s3a.secret.key"] == "*********(redacted)"
 
 
 TWO_CLIENTS = """

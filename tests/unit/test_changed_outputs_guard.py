@@ -23,22 +23,19 @@ from test_model import MAP0, RESULT, SH0, SH1, task_end
 
 
 class Recorder:
-    """The commands the guard sends to the driver JVM (jvm.commands.JvmCommands): unregistering shuffles,
-    cancelling jobs, reading row checksums; the model marks an unregistered shuffle lost, as attach wires it."""
+    """The commands the guard could send to the driver JVM (jvm.commands.JvmCommands): unregistering shuffles,
+    reading row checksums; the model marks an unregistered shuffle lost, as attach wires it. (Jobs are cancelled
+    by the driver JVM's own guard: no command for it exists.)"""
 
     def __init__(self, model: LiveModel):
         self.model = model
         self.unregistered: list[int] = []
-        self.cancelled: list[tuple[int, str]] = []
         self.row_checksums: dict[tuple[int, int, int], int] = {}
 
     def unregister_shuffle(self, shuffle_id: int, reason: str) -> bool:
         self.unregistered.append(shuffle_id)
         self.model.lose_shuffle(shuffle_id, reason)
         return True
-
-    def cancel_job(self, job_id: int, reason: str) -> None:
-        self.cancelled.append((job_id, reason))
 
     def map_output_row_checksum(self, shuffle_id: int, map_index: int, map_id: int) -> int:
         return self.row_checksums.get((shuffle_id, map_index, map_id), 0)
@@ -80,7 +77,7 @@ def test_a_driver_decision_is_recorded_as_a_consumer_restart(job_model):
     assert restart["consumer_shuffles_unregistered"] == [SH1] and restart["jobs_cancelled"] == [0]
     assert restart["result_stages_already_read"] == [RESULT] and restart["trusted_from"] == 5000
     assert restart["reason"].startswith(CHANGED_OUTPUT_MARKER)
-    assert rr.unregistered == [] and rr.cancelled == [], "the driver acted already; Python only records"
+    assert rr.unregistered == [], "the driver acted already; Python only records"
     (comparison,) = guard.comparisons_snapshot()
     assert (comparison["outcome"], comparison["basis"]) == ("changed", "partition-checksums")
 
@@ -184,5 +181,5 @@ def test_python_acts_on_nothing_itself_whatever_the_driver_reports(job_model):
     guard = ChangedOutputGuard(m, rr, "not running: ...")
     feed(guard, m, ev.ExecutorRemoved(5000, "1", "Command exited with code 137"))
     feed(guard, m, ev.StageSubmitted(6000, MAP0, 1, 2, SH0), task_end(MAP0, 0, "3", t=6100, bytes_written=123))
-    assert rr.unregistered == [] and rr.cancelled == []
+    assert rr.unregistered == []
     assert guard.snapshot() == [] and guard.comparisons_snapshot() == []

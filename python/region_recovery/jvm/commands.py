@@ -96,10 +96,6 @@ class JvmCommands:
             self._on_shuffle_unregistered(shuffle_id, reason)
         return known
 
-    def cancel_job(self, job_id: int, reason: str) -> None:
-        """Cancels a running Spark job; its action fails with "Job <id> cancelled <reason>"."""
-        self._sc._jsc.sc().cancelJob(job_id, reason)
-
     def map_output_row_checksum(self, shuffle_id: int, map_index: int, map_id: int) -> int:
         """Spark's order-independent row checksum of a registered map output (0: none, or not registered)."""
         return int(self._bridge.mapOutputRowChecksum(shuffle_id, map_index, map_id))

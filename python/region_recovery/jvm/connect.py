@@ -213,13 +213,10 @@ class _Conf:
 
 
 class _Jobs:
-    """What the controllers call on the JVM SparkContext (``sc._jsc.sc()``)."""
+    """What the bridge's calls take as the JVM SparkContext (``sc._jsc.sc()``): over Connect, the server's own."""
 
     def __init__(self, call: ConnectCall) -> None:
         self._call = call
-
-    def cancelJob(self, job_id: int, reason: str) -> None:
-        self._call("cancel-job", job_id=str(job_id), reason=reason)
 
     def sc(self) -> _Jobs:
         return self

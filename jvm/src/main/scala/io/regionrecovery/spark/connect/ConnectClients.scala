@@ -46,7 +46,13 @@ object ConnectClients {
     c
   }
 
-  def detach(id: String): Boolean = synchronized {
+  /** Detaches client `id` if it is `session`'s own (another session's client is left attached: false). */
+  def detach(id: String, session: String): Boolean = synchronized {
+    val c = clients.get(id)
+    c != null && c.session == session && detach(id)
+  }
+
+  private def detach(id: String): Boolean = synchronized {
     val c = clients.remove(id)
     if (c != null) c.state.removeClientBuffer(c.buffer)
     c != null

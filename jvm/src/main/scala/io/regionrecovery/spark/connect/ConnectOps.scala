@@ -24,6 +24,9 @@ object ConnectOps {
   private val recentOrder = new java.util.concurrent.ConcurrentLinkedQueue[String]()
   private val RecentMax = 16
 
+  /** The longest a client's request may hold a server thread waiting (the listeners, a drain's batch). */
+  val MaxWaitMs = 60000L
+
   /** Runs `request` for Connect session `session` on the application of `sc`, once per request id. */
   def run(request: ConnectRequest, session: String, sc: SparkContext): Reply =
     if (request.id.isEmpty) reply(request, session, sc)
@@ -50,18 +53,20 @@ object ConnectOps {
     case "attach" =>
       val s = state()
       val client = ConnectClients.attach(s, session)
-      val conf = sc.getConf.getAll.map { case (k, v) => Json.str(k) + ": " + Json.str(v) }.mkString("{", ", ", "}")
+      // what a client may see of the server's settings: as Spark's UI shows them, secrets redacted
+      val conf = SparkInternals.redacted(sc.getConf, sc.getConf.getAll.toSeq)
+        .map { case (k, v) => Json.str(k) + ": " + Json.str(v) }.mkString("{", ", ", "}")
       Reply(Json.obj("client" -> Json.str(client.id), "app_id" -> Json.str(sc.applicationId),
         "status" -> s.statusJson, "conf" -> conf))
-    case "detach" => Reply(ConnectClients.detach(r.arg("client")).toString)
+    case "detach" => Reply(ConnectClients.detach(r.arg("client"), session).toString)
     case "drain" =>
       val c = ConnectClients.client(r.arg("client"), session)
       val bytes = c.buffer.drainBatch(r.longArg("max_events").toInt, math.min(r.longArg("timeout_ms"), 5000L))
       Reply(Json.obj("stopped" -> c.state.stopped.toString), bytes)
     case "accepted" => Reply(ConnectClients.client(r.arg("client"), session).buffer.acceptedCount.toString)
     case "status" => Reply(state().statusJson)
-    case "wait-listeners" =>
-      SparkInternals.waitUntilListenersIdle(sc, r.longArg("timeout_ms"))
+    case "wait-listeners" => // a client's wait holds a server thread: bounded
+      SparkInternals.waitUntilListenersIdle(sc, math.max(0L, math.min(r.longArg("timeout_ms"), MaxWaitMs)))
       Reply("true")
     case "retention" => Reply(nullable(RegionRecoveryBridge.retentionJson()))
     case "ledger" => Reply(nullable(RegionRecoveryBridge.retainedLedgerJson()))
@@ -87,9 +92,6 @@ object ConnectOps {
     case "row-checksum" =>
       Reply(RegionRecoveryBridge.mapOutputRowChecksum(r.longArg("shuffle_id").toInt, r.longArg("map_index").toInt,
         r.longArg("map_id")).toString)
-    case "cancel-job" =>
-      sc.cancelJob(r.longArg("job_id").toInt, r.arg("reason"))
-      Reply("true")
     case "post-ui" =>
       RegionRecoveryBridge.postUiEvent(sc, r.arg("kind"), r.arg("json"))
       Reply("true")

@@ -317,7 +317,7 @@ object JobEventStore extends Logging {
     var attempt = 0
     while (true) {
       val path = new Path(dir, segmentName(ms, appId))
-      try return (path, fs.create(path, false))
+      try return (path, OwnerOnly.create(fs, path, overwrite = false))
       catch {
         case _: org.apache.hadoop.fs.FileAlreadyExistsException | _: FileAlreadyExistsException if attempt < 20 =>
           attempt += 1; ms += 1

@@ -104,7 +104,7 @@ private[jobrecovery] object LeaseLock extends Logging {
     } catch { case _: FileNotFoundException => None }
 
   def write(fs: FileSystem, path: Path, lease: Lease, overwrite: Boolean = true): Unit = {
-    val out = fs.create(path, overwrite)
+    val out = OwnerOnly.create(fs, path, overwrite)
     try out.write(lease.bytes)
     finally out.close()
   }

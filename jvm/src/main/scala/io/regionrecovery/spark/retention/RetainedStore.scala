@@ -6,7 +6,7 @@ import java.nio.charset.StandardCharsets
 import java.nio.file.{DirectoryNotEmptyException, FileAlreadyExistsException, Files, LinkOption, NoSuchFileException}
 import java.nio.channels.{FileChannel, FileLock}
 import java.nio.file.{Path, Paths, StandardCopyOption, StandardOpenOption}
-import java.nio.file.attribute.PosixFilePermissions
+import java.nio.file.attribute.{PosixFilePermission, PosixFilePermissions}
 import java.security.{MessageDigest, SecureRandom}
 
 import scala.jdk.CollectionConverters._
@@ -50,8 +50,18 @@ object RetainedStore {
     else {
       val owner = Files.getOwner(root, LinkOption.NOFOLLOW_LINKS).getName
       val me = System.getProperty("user.name")
+      val othersWrite = try {
+        val mode = Files.getPosixFilePermissions(root, LinkOption.NOFOLLOW_LINKS)
+        Seq(PosixFilePermission.GROUP_WRITE, PosixFilePermission.OTHERS_WRITE).filter(mode.contains)
+      } catch { case _: UnsupportedOperationException => Nil }
       if (owner != me) Some(s"$key=$root is owned by $owner, not by $me who runs Spark: refused, because the " +
         s"plugin creates and deletes files below it; give a directory of $me or one that does not exist yet")
+      else if (othersWrite.nonEmpty)
+        Some(s"$key=$root can be written by ${othersWrite.map(p =>
+            if (p == PosixFilePermission.GROUP_WRITE)
+              "its group"
+            else "every user").mkString(" and ")}: refused, because another user could plant or replace " +
+          s"retained files that an adopter then serves; chmod go-w $root, or give a directory that does not exist yet")
       else None
     }
   }
@@ -182,6 +192,24 @@ final class RetainedStore(val root: Path) extends Logging {
     answer
   }
 
+  /** Writes a new file readable and writable by its owner only (0600), whatever the umask. */
+  private def writeOwnerOnly(file: Path, bytes: Array[Byte]): Unit = {
+    Files.deleteIfExists(file)
+    val attrs = try Seq(PosixFilePermissions.asFileAttribute(ownerOnlyFile))
+    catch { case _: UnsupportedOperationException => Nil }
+    val channel = try Files.newByteChannel(file,
+        java.util.Set.of[java.nio.file.OpenOption](
+          StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE), attrs: _*)
+    catch {
+      case _: UnsupportedOperationException => Files.newByteChannel(file, StandardOpenOption.CREATE_NEW,
+          StandardOpenOption.WRITE)
+    }
+    try {
+      val buffer = ByteBuffer.wrap(bytes)
+      while (buffer.hasRemaining) channel.write(buffer)
+    } finally channel.close()
+  }
+
   /** Creates `dir` and its missing parents up to the root, each 0700. */
   def ensureDir(dir: Path): Unit = {
     if (Files.isDirectory(dir)) return
@@ -267,7 +295,7 @@ final class RetainedStore(val root: Path) extends Logging {
   def renewLease(appKey: String, expiresAt: Long): Unit = {
     ensureDir(root)
     val tmp = root.resolve(s"${safe(appKey)}.lease.${ProcessHandle.current().pid()}.tmp")
-    Files.write(tmp, expiresAt.toString.getBytes(StandardCharsets.UTF_8))
+    writeOwnerOnly(tmp, expiresAt.toString.getBytes(StandardCharsets.UTF_8))
     try Files.move(tmp, leaseFile(appKey), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
     catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
   }
@@ -318,7 +346,7 @@ final class RetainedStore(val root: Path) extends Logging {
     if (!Files.isDirectory(appDir(appKey))) return // nothing to keep: a mark alone would outlive everything
     val tmp = root.resolve(
       s"${safe(appKey)}.keep.${ProcessHandle.current().pid()}-${Thread.currentThread().getId}.tmp")
-    Files.write(tmp, s"$until\t$jobId".getBytes(StandardCharsets.UTF_8))
+    writeOwnerOnly(tmp, s"$until\t$jobId".getBytes(StandardCharsets.UTF_8))
     try Files.move(tmp, keepFile(appKey), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
     catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
   }

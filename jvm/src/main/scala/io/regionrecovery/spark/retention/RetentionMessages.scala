@@ -231,8 +231,20 @@ final case class PurgeReply(files: Int, bytes: Long)
  * the agent with the plugin's own class loader. An executor that loaded the plugin from --packages
  * deserializes RPC messages with Spark's class loader, which does not see the plugin's classes: a
  * case class sent as it is fails there with a ClassNotFoundException, and the ask with it.
+ *
+ * Reading back admits only the classes a request is made of ([[Allowed]]): Java deserialization of
+ * anything else is the classic gadget-chain door, and an agent's endpoint takes bytes from the RPC
+ * layer.
  */
 object AgentEnvelope {
+
+  /** The classes an [[AgentRequest]] is made of; anything else is rejected before it is instantiated. */
+  val Allowed: java.io.ObjectInputFilter = java.io.ObjectInputFilter.Config.createFilter(
+    "maxdepth=20;maxarray=50000000;maxrefs=100000000;" +
+      "io.regionrecovery.spark.retention.*;org.apache.spark.storage.BlockManagerId;" +
+      "scala.collection.**;scala.runtime.ModuleSerializationProxy;scala.Tuple2;scala.None$;scala.Some;" +
+      "java.lang.String;java.lang.Number;java.lang.Integer;java.lang.Long;java.lang.Boolean;java.lang.Enum;!*")
+
   def wrap(request: AgentRequest): Array[Byte] = {
     val bytes = new java.io.ByteArrayOutputStream()
     val out = new java.io.ObjectOutputStream(bytes)
@@ -248,6 +260,7 @@ object AgentEnvelope {
         try Class.forName(desc.getName, false, loader)
         catch { case _: ClassNotFoundException => super.resolveClass(desc) }
     }
+    in.setObjectInputFilter(Allowed)
     try in.readObject().asInstanceOf[AgentRequest]
     finally in.close()
   }

@@ -7,7 +7,7 @@ import scala.concurrent.duration._
 import scala.reflect.ClassTag
 
 import org.apache.spark.{MapOutputStatistics, MapOutputTrackerMaster, MapOutputTrackerWorker, ShuffleDependency}
-import org.apache.spark.{ShuffleStatus, SparkContext, SparkEnv}
+import org.apache.spark.{ShuffleStatus, SparkConf, SparkContext, SparkEnv}
 import org.apache.spark.rpc.{RpcAddress, RpcCallContext, RpcEndpoint, RpcEndpointRef, RpcEnv, RpcTimeout}
 import org.apache.spark.scheduler.{SparkListenerEvent, SparkListenerInterface, StageInfo, TaskSchedulerImpl}
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleChecksumUtils}
@@ -37,6 +37,10 @@ object SparkInternals {
 
   /** Blocks until every listener-bus queue is empty, so listeners have seen all posted events. */
   def waitUntilListenersIdle(sc: SparkContext, timeoutMs: Long): Unit = sc.listenerBus.waitUntilEmpty(timeoutMs)
+
+  /** Settings as Spark's UI and event log show them: values of keys matching `spark.redaction.regex` redacted. */
+  def redacted(conf: SparkConf, settings: Seq[(String, String)]): Seq[(String, String)] =
+    org.apache.spark.util.Utils.redact(conf, settings).toSeq
 
   /** One daemon thread named exactly `name`, from Spark's own factory (ThreadUtils). */
   def newDaemonSingleThreadExecutor(name: String): ExecutorService = ThreadUtils.newDaemonSingleThreadExecutor(name)

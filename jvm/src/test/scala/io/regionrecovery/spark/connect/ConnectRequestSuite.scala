@@ -70,8 +70,19 @@ class ConnectRequestSuite extends AnyFunSuite {
       assert(state.buffer.acceptedCount == 6, "the state's own buffer (py4j's drain) is unchanged")
       val missing = intercept[IllegalStateException](ConnectClients.client(client.id, "session-b"))
       assert(missing.getMessage.contains("not attached"))
-    } finally ConnectClients.detach(client.id)
+      assert(!ConnectClients.detach(client.id, "session-b"), "another session cannot detach this client")
+      assert(ConnectClients.client(client.id, "session-a") eq client)
+    } finally assert(ConnectClients.detach(client.id, "session-a"))
     state.offer(JobEndEvent(7L, 1, succeeded = true, null))
     assert(client.buffer.acceptedCount == 4, "a detached client's buffer gets nothing more")
+  }
+
+  test("attach shows the server's settings as Spark's UI does: no secret leaves the server") {
+    val conf = new org.apache.spark.SparkConf(false)
+      .set("spark.hadoop.fs.s3a.secret.key", "s3cr3t-value").set("spark.authenticate.secret", "another-s3cr3t")
+      .set("spark.app.name", "visible")
+    val shown = org.apache.spark.regionrecovery.SparkInternals.redacted(conf, conf.getAll.toSeq).toMap
+    assert(shown("spark.app.name") == "visible")
+    assert(!shown.values.exists(_.contains("s3cr3t")), shown)
   }
 }

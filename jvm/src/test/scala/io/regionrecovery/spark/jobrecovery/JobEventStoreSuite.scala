@@ -257,6 +257,21 @@ class JobEventStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("a segment is its owner's alone (0600): it names the job's shuffles and the hosts holding them") {
+    withDir { dir =>
+      val (store, _) = open(dir, "app-1", buffer = 1L)
+      store.append(ev("a", 1))
+      store.close()
+      val segments = Files.list(dir.resolve("job-1")).toArray.map(_.asInstanceOf[JPath])
+        .filter(_.getFileName.toString.startsWith("segment-"))
+      assert(segments.nonEmpty)
+      segments.foreach { f =>
+        assert(java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(f)) == "rw-------",
+          f)
+      }
+    }
+  }
+
   test("the flush thread writes the buffer every flush interval") {
     withDir { dir =>
       val (store, _) = open(dir, "app-1", buffer = 1L << 20, intervalMs = 1000L)

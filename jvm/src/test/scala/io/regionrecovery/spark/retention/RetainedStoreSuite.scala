@@ -200,6 +200,14 @@ class RetainedStoreSuite extends AnyFunSuite {
             p.contains("spark.regionRecovery.retained.dir") && p.contains(mine.toString)))
       val file = Files.write(base.resolve("file"), Array[Byte](1))
       assert(RetainedStore.rootProblem(file).exists(_.contains("is not a directory")))
+      // others could plant or replace files an adopter then serves
+      val open = Files.createDirectories(base.resolve("open"))
+      Files.setPosixFilePermissions(open, java.nio.file.attribute.PosixFilePermissions.fromString("rwxrwxrwx"))
+      assert(RetainedStore.rootProblem(open).exists(p => p.contains("every user") && p.contains("its group")))
+      Files.setPosixFilePermissions(open, java.nio.file.attribute.PosixFilePermissions.fromString("rwxrwxr-x"))
+      assert(RetainedStore.rootProblem(open).exists(p => p.contains("its group") && p.contains("chmod go-w")))
+      Files.setPosixFilePermissions(open, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"))
+      assert(RetainedStore.rootProblem(open).isEmpty)
       val nobody = scala.util.Try(root.getFileSystem.getUserPrincipalLookupService.lookupPrincipalByName("nobody"))
       assume(System.getProperty("user.name") == "root" && nobody.isSuccess, "giving a directory away needs root")
       val foreign = Files.createDirectories(base.resolve("foreign"))
@@ -440,5 +448,36 @@ class RetainedStoreSuite extends AnyFunSuite {
       intercept[IllegalArgumentException](store.markKept("app-1", 1L, ""))
       intercept[IllegalArgumentException](store.markKept("app-1", 1L, "a\tb"))
     }
+  }
+
+  test("leases and keep marks are the owner's alone (0600), whatever the umask") {
+    withRoot { (root, store) =>
+      store.renewLease("app-1", 1L)
+      Files.createDirectories(store.appDir("app-1"))
+      store.markKept("app-1", 2L, "job")
+      Seq(store.leaseFile("app-1"), store.keepFile("app-1")).foreach { f =>
+        assert(java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(f)) == "rw-------",
+          f)
+      }
+      store.renewLease("app-1", 3L) // renewed: still the owner's alone
+      assert(java.nio.file.attribute.PosixFilePermissions.toString(
+        Files.getPosixFilePermissions(store.leaseFile("app-1"))) == "rw-------")
+    }
+  }
+
+  test("an agent's request is read back only if it is made of a request's own classes") {
+    val request = RecoverRequest("app.1", "3", Array(RecoverRef(1, 2L, 3, 4L, 5, 6L)))
+    assert(AgentEnvelope.unwrap(AgentEnvelope.wrap(request)).asInstanceOf[RecoverRequest].outputs.head.mapId == 4L)
+    val withList = PurgeRequest("app.1", "3", fence = true, sparkDirs = Seq("/a/blockmgr-1", "/a/spark-2"))
+    assert(AgentEnvelope.unwrap(AgentEnvelope.wrap(withList)) == withList)
+    val bm = org.apache.spark.regionrecovery.TestLocations.blockManagerId("1", "127.0.0.1", 7000)
+    val moved = OutputsMoved("3", bm, Array(1), Array(2L), complete = true, batches = 1)
+    assert(AgentEnvelope.unwrap(AgentEnvelope.wrap(moved)).asInstanceOf[OutputsMoved].to == bm)
+    // anything else is rejected before it is built: here a plain JDK object where a request should be
+    val bytes = new java.io.ByteArrayOutputStream()
+    val out = new java.io.ObjectOutputStream(bytes)
+    out.writeObject(new java.util.Date(0L))
+    out.close()
+    intercept[java.io.InvalidClassException](AgentEnvelope.unwrap(bytes.toByteArray))
   }
 }

@@ -473,3 +473,28 @@ def test_submit_args_send_no_path_of_this_machine_to_executors(jar):
     bundled = flags(use_packages=False)
     assert f"--conf spark.jars={jar}" in bundled and f"--conf spark.driver.extraClassPath={jar}" in bundled
     assert not any("spark.executor.extraClassPath" in f for f in bundled)
+
+
+def test_submit_args_formats_have_no_shell_continuations_and_say_the_same(jar, capsys):
+    """`spark-submit $(region-recovery submit-args) app.py` gets the flags as words; conf and json say the same."""
+    import json
+    import shlex
+
+    from region_recovery.cli import main
+    from region_recovery.cli.submit_args import settings
+
+    def printed(*args: str) -> str:
+        assert main(["submit-args", *args]) == 0
+        return capsys.readouterr().out
+
+    expected = settings(use_packages=False)
+    words = shlex.split(printed())
+    assert "\\" not in words and len(words) == 2 * len(expected)
+    assert (
+        dict(w.split("=", 1) for flag, w in zip(words[::2], words[1::2], strict=True) if flag == "--conf") == expected
+    )
+    conf = dict(line.split(" ", 1) for line in printed("--format", "conf").splitlines())
+    assert conf == expected
+    assert json.loads(printed("--format", "json")) == expected
+    assert json.loads(printed("--format", "json", "--packages"))["spark.jars.packages"].startswith("io.")
+    assert shlex.split(printed("--packages"))[0] == "--packages"

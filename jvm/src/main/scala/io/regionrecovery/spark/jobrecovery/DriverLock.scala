@@ -6,6 +6,13 @@ import java.util.concurrent.ConcurrentHashMap
 private[jobrecovery] trait DriverLock {
   /** None while the lock is ours, else why it is no longer. */
   def renew(): Option[String]
+
+  /**
+   * None if the lock is still ours now, else why not: read afresh, never from what a renewal saw last. A
+   * driver asks before it deletes anything of the job's (a driver paused past its lease, a zombie, must
+   * not delete its successor's segments or the retained files the successor recovers from).
+   */
+  def verify(): Option[String]
   def release(): Unit
   /** Deletes the lock file, then releases. */
   def deleteAndRelease(): Unit

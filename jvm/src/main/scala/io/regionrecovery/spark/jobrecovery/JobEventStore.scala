@@ -427,9 +427,24 @@ final class JobEventStore private (val segment: String, jobId: String, fs: FileS
     if (ownsFs) closeFs()
   }
 
+  /** None while this driver still holds the job's lock, read afresh; else why not (it must delete nothing). */
+  def leaseLost(): Option[String] =
+    try lock.verify()
+    catch { case NonFatal(e) => Some(s"the job's lock could not be read: $e") }
+
+  /**
+   * Deletes the job's segments and lock, only while this driver still holds the lock (checked afresh
+   * first): a driver that lost it (paused past its lease while another took the job over) deletes
+   * nothing, and only closes the store.
+   */
   def deleteJob(): Unit =
     if (!finish()) logWarning(s"region-recovery: deleteJob on the closed event store of job $jobId: nothing deleted")
-    else {
+    else if (leaseLost().nonEmpty) {
+      logWarning(s"region-recovery: job $jobId is no longer this driver's (${leaseLost().get}): its event store " +
+        "is left as it is")
+      lock.release()
+      if (ownsFs) closeFs()
+    } else {
       try {
         for (s <- fs.listStatus(dir) if s.isFile) {
           val name = s.getPath.getName

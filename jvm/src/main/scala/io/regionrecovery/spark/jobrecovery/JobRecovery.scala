@@ -295,7 +295,13 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
   override def applicationEnding(exitCode: Option[Int]): Unit = if (!finished) {
     finished = true
     val byUser = !actions.jvmShuttingDown
-    val succeeded = byUser && exitCode.forall(_ == 0) && !lastJobFailed
+    // a driver that lost the job's lease (paused past it: another driver took the job over and recovers from the
+    // files the earlier applications kept) deletes nothing of the job's, whatever its own outcome
+    val lost = store.leaseLost()
+    lost.foreach(why =>
+      logWarning(s"region-recovery: job $jobId was taken over by another driver ($why): this " +
+        "driver deletes neither its event store nor the earlier applications' retained files"))
+    val succeeded = byUser && exitCode.forall(_ == 0) && !lastJobFailed && lost.isEmpty
     // decided first: executors that Spark stops meanwhile ask the driver what their host's files become
     val until = clock.millis() + windowMs
     if (succeeded) actions.purgeAtApplicationEnd(previousApps) else actions.keepAtApplicationEnd(until, jobId)

@@ -175,6 +175,13 @@ private[jobrecovery] object LeaseLock extends Logging {
           case found => Some(s"lost the job's lease $path to application ${found.fold("(none)")(_.lease.appId)}")
         }
     }
+    def verify(): Option[String] =
+      if (released.get) Some(s"the job's lease $path was released")
+      else
+        read(fs, path) match {
+          case Some(seen) if seen.lease.token == mine.token => None
+          case found => Some(s"the job's lease $path is held by application ${found.fold("(none)")(_.lease.appId)}")
+        }
     def release(): Unit = if (released.compareAndSet(false, true)) {
       try if (read(fs, path).exists(_.lease.token == mine.token)) fs.delete(path, false)
       catch { case NonFatal(e) => logWarning(s"region-recovery: releasing the lease $path: $e") }

@@ -79,6 +79,8 @@ private[jobrecovery] object LocalLock extends Logging {
       extends DriverLock {
     private val released = new AtomicBoolean(false)
     def renew(): Option[String] = None
+    // an OS lock is this process's until it exits or releases it: no other driver can have taken it
+    def verify(): Option[String] = if (released.get) Some(s"the lock $file was released") else None
     def release(): Unit = if (released.compareAndSet(false, true)) {
       try { lock.release(); ch.close() }
       catch { case NonFatal(e) => logWarning(s"region-recovery: releasing $file: $e") }

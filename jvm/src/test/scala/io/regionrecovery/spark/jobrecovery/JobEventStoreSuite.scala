@@ -447,6 +447,32 @@ class JobEventStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("a driver paused past its lease (a zombie) deletes nothing of the driver that took the job over") {
+    withDir { dir =>
+      val uri = "faulty://" + dir.toString
+      val lease = dir.resolve("job-1").resolve("driver.lock")
+      val (zombie, _) = JobEventStore.open(uri, "job-1", "app-1", conf, 0L, 100L)
+      zombie.append(ev("a", 1))
+      zombie.flush()
+      assert(zombie.leaseLost().isEmpty)
+      // paused: its lease goes stale, and the resubmission takes the job over and records in it
+      val Array(app, _, token) = new String(Files.readAllBytes(lease)).trim.split("\n")
+      Files.writeString(lease, s"$app\n${System.currentTimeMillis() - 31000}\n$token\n")
+      DriverLock.heldHere.values.remove("app-1") // the successor is another JVM: this one's hold does not stop it
+      val (successor, replayed) = JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 100L)
+      assert(replayed.events == Seq(ev("a", 1)))
+      successor.append(ev("b", 2))
+      successor.flush()
+      // the zombie resumes and finishes: it sees the lease is not its own any more, and deletes nothing
+      assert(zombie.leaseLost().exists(_.contains("app-2")), zombie.leaseLost())
+      zombie.deleteJob()
+      assert(new String(Files.readAllBytes(lease)).startsWith("app-2\n"), "the successor's lease stands")
+      assert(replay(dir).events == Seq(ev("a", 1), ev("b", 2)), "both segments are there for the successor")
+      successor.deleteJob()
+      assert(!Files.exists(dir.resolve("job-1")), "the lease's holder deletes the job at its end")
+    }
+  }
+
   test("the lease timeout is job-recovery.lease-timeout, with ten flush intervals as its floor") {
     assert(LeaseLock.timeoutFor(5000L, 100L) == 5000L && LeaseLock.timeoutFor(5000L, 1000L) == 10000L)
     withDir { dir =>

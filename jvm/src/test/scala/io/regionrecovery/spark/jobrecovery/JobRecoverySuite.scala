@@ -215,6 +215,30 @@ class JobRecoverySuite extends AnyFunSuite {
     }
   }
 
+  test("a driver that lost the job's lease deletes nothing, though its own job succeeded") {
+    val dir = Files.createTempDirectory("rr-jobrecovery-lease-")
+    val conf = new Configuration()
+    conf.set("fs.faulty.impl", classOf[FaultyFileSystem].getName) // stands for HDFS: the lock is a lease
+    conf.setBoolean("fs.faulty.impl.disable.cache", true)
+    JobEventStore.atomicCreateSchemes += "faulty"
+    val uri = "faulty://" + dir.toString
+    try {
+      val clock = new ManualClock()
+      val actions = new FakeActions(clock)
+      val (store, replay) = JobEventStore.open(uri, "nightly", "app-2", conf, 0L, 100L)
+      val recovery = new JobRecovery(actions, clock, _ => (), "nightly", uri, store, replay, Map.empty, Map.empty,
+        Seq("app-1.old"), clock.millis(), WorkerTimeout, Window, contentDigest = false)
+      // paused past its lease: another driver took the job over
+      val lease = dir.resolve("nightly").resolve("driver.lock")
+      Files.writeString(lease, s"app-3\n${System.currentTimeMillis()}\nother-token\n")
+      recovery.jobEnded(0, succeeded = true)
+      recovery.applicationEnding(Some(0))
+      assert(actions.purged.isEmpty && actions.purgedAtEnd.isEmpty, "the successor recovers from those files")
+      assert(actions.kept.map(_._2) == Some("nightly"))
+      assert(new String(Files.readAllBytes(lease)).startsWith("app-3\n"), "the successor's lease stands")
+    } finally io.regionrecovery.spark.retention.FakeAgentActions.rmTree(dir)
+  }
+
   test("ending in the JVM's shutdown hook or with a non-zero exit code is not a success: the files are kept") {
     withFixture { f =>
       f.actions.shuttingDown = true

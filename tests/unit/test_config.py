@@ -338,7 +338,7 @@ def test_a_typo_in_the_first_part_of_a_key_is_a_warning_with_a_suggestion(caplog
     assert messages[0] == (
         "Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') "
         "is ignored. Did you mean spark.regionRecovery.restart-strategy.type? Known keys start with "
-        "spark.regionRecovery. and one of: event-buffer, execution, failover, failover-strategy, job-event, "
+        "spark.regionRecovery. and one of: connect, event-buffer, execution, failover, failover-strategy, job-event, "
         "job-recovery, restart-strategy, retained, shuffle-io, streaming (`region-recovery config` lists them)."
     )
     assert (

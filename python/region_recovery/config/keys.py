@@ -209,6 +209,18 @@ RESTART_CONSUMERS_OF_CHANGED_OUTPUTS = boolean(
     read_by="both",
     section=_FAILOVER,
 )
+CONNECT_ADMIN_OPERATIONS = boolean(
+    PREFIX + "connect.admin-operations.enabled",
+    False,
+    (
+        "Whether a Spark Connect client may change the retention policy (`rr.retention_policy`: avoided hosts, "
+        "preferred and avoided adopters, release policy, byte cap) and exclude shuffles from retention. Both act "
+        "on every session of the server's application, not only the caller's, so they are off by default: turn "
+        "them on for a server whose clients are one team. A refused call names this key."
+    ),
+    read_by="jvm",
+    section=_PLUGIN,
+)
 EVENT_BUFFER_CAPACITY = integer(
     PREFIX + "event-buffer.capacity",
     100_000,

@@ -104,6 +104,13 @@ object ConfigKeys {
 
   // ---- the plugin (read by the JVM on the driver and the executors) ----------------------------------
 
+  val ConnectAdminOperations: ConfigKey[Boolean] = ConfigKey(Prefix + "connect.admin-operations.enabled",
+    BooleanType, false, "false", "true, false",
+    "Whether a Spark Connect client may change the retention policy (rr.retention_policy: avoided hosts, " +
+      "preferred and avoided adopters, release policy, byte cap) and exclude shuffles from retention. Both act " +
+      "on every session of the server's application, not only the caller's, so they are off by default: turn " +
+      "them on for a server whose clients are one team. A refused call names this key.", ReadBy.Jvm)
+
   val EventBufferCapacity: ConfigKey[Int] = ConfigKey(Prefix + "event-buffer.capacity", IntType(Some(1L)),
     100000, "100000", "an integer >= 1",
     "Events the driver JVM buffers for the Python controller between two drains. When the buffer is full, " +
@@ -359,7 +366,8 @@ object ConfigKeys {
     RestartStrategyType, FixedDelayAttempts, FixedDelayDelay, FailureRateMaxFailures, FailureRateInterval,
     FailureRateDelay, ExponentialInitialBackoff, ExponentialMaxBackoff, ExponentialMultiplier,
     ExponentialResetThreshold, ExponentialJitter, ExponentialAttempts, FailoverStrategy, SkipDeterministicConsumers,
-    RestartConsumersOfChangedOutputs, EventBufferCapacity, RetainedEnabled, RetainedDir, RetainedMaxBytes,
+    RestartConsumersOfChangedOutputs, ConnectAdminOperations, EventBufferCapacity, RetainedEnabled, RetainedDir,
+    RetainedMaxBytes,
     RetainedRelease, RetainedLeaseTimeout, RetainedNodeEnv, RetainedReattachTimeout, RetainedEarlyLoss,
     RetainedRedirectFetches, RetainedPrepareAdoption, ShuffleIoDelegate,
     JobRecoveryEnabled, JobRecoveryJobId, JobRecoveryCodeVersion,

@@ -6,6 +6,7 @@ import org.apache.spark.SparkContext
 import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.{CurrentApplication, DriverState, RegionRecoveryBridge}
+import io.regionrecovery.spark.config.ConfigKeys
 import io.regionrecovery.spark.core.Json
 import io.regionrecovery.spark.sql.ExchangeReuse
 
@@ -49,6 +50,13 @@ object ConnectOps {
 
   private def nullable(json: String): String = Option(json).getOrElse("null")
 
+  /** Operations that act on every session's shuffles: only where the server's operator allowed them. */
+  private[connect] def requireAdmin(conf: String => Option[String], what: String): Unit =
+    if (!ConfigKeys.ConnectAdminOperations.read(conf))
+      throw new IllegalStateException(s"region-recovery: $what over Spark Connect acts on every session of the " +
+        s"server's application, and this server does not allow it: start it with " +
+        s"--conf ${ConfigKeys.ConnectAdminOperations.name}=true to let its clients do so")
+
   private def reply(r: ConnectRequest, session: String, sc: SparkContext): Reply = r.op match {
     case "attach" =>
       val s = state()
@@ -72,6 +80,7 @@ object ConnectOps {
     case "ledger" => Reply(nullable(RegionRecoveryBridge.retainedLedgerJson()))
     case "policy" => Reply(nullable(RegionRecoveryBridge.retentionPolicyJson()))
     case "set-policy" =>
+      requireAdmin(sc.getConf.getOption, "changing the retention policy")
       val value = r.arg("value")
       Reply(r.arg("part") match {
         case "avoided-hosts" => RegionRecoveryBridge.setAvoidedHosts(value)
@@ -82,6 +91,7 @@ object ConnectOps {
         case other => throw new IllegalArgumentException(s"region-recovery: no retention policy part '$other'")
       })
     case "set-retention-excluded" =>
+      requireAdmin(sc.getConf.getOption, "excluding a shuffle from retention")
       Reply(RegionRecoveryBridge.setRetentionExcluded(r.longArg("shuffle_id").toInt, r.arg("excluded").toBoolean))
     case "job-recovery" => Reply(RegionRecoveryBridge.jobRecoveryJson())
     case "reuse-status" => Reply(RegionRecoveryBridge.reuseStatusJson())

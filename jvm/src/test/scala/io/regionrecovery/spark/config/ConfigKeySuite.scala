@@ -44,10 +44,10 @@ class ConfigKeySuite extends AnyFunSuite {
     assert(warnings == Seq(
       "Unknown configuration key spark.regionRecovery.restart-stratgy.type (value 'fixed-delay') is ignored. Did " +
         "you mean spark.regionRecovery.restart-strategy.type? Known keys start with spark.regionRecovery. and one " +
-        "of: event-buffer, execution, failover, failover-strategy, job-event, job-recovery, restart-strategy, " +
+        "of: connect, event-buffer, execution, failover, failover-strategy, job-event, job-recovery, restart-strategy, " +
         "retained, shuffle-io, streaming (`region-recovery config` lists them).",
       "Unknown configuration key spark.regionRecovery.ui.colour (value 'x') is ignored. Known keys start with " +
-        "spark.regionRecovery. and one of: event-buffer, execution, failover, failover-strategy, job-event, " +
+        "spark.regionRecovery. and one of: connect, event-buffer, execution, failover, failover-strategy, job-event, " +
         "job-recovery, restart-strategy, retained, shuffle-io, streaming (`region-recovery config` lists them)."))
     // the suggestions Python's difflib makes (tests/unit/test_config.py)
     val rs = p + "restart-strategy."
@@ -109,10 +109,11 @@ class ConfigKeySuite extends AnyFunSuite {
 
   test("one declaration per key, sorted, all under the prefix, read by python or the jvm") {
     val names = ConfigKeys.all.map(_.name)
-    assert(names == names.sorted && names.distinct == names && names.size == 46)
+    assert(names == names.sorted && names.distinct == names && names.size == 47)
     assert(names.forall(_.startsWith(ConfigKeys.Prefix)))
     val jvm = ConfigKeys.all.filter(_.readBy == ReadBy.Jvm).map(_.name.stripPrefix(ConfigKeys.Prefix)).toSet
-    assert(jvm == Set("event-buffer.capacity", "retained.enabled", "retained.dir", "retained.max-bytes",
+    assert(jvm == Set("connect.admin-operations.enabled", "event-buffer.capacity", "retained.enabled", "retained.dir",
+      "retained.max-bytes",
       "retained.release", "retained.lease-timeout", "retained.node-env", "retained.reattach-timeout",
       "retained.early-loss-detection", "retained.redirect-fetches", "retained.prepare-adoption", "shuffle-io.delegate",
       "job-recovery.previous-worker.recovery.timeout",

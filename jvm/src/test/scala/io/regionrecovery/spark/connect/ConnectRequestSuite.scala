@@ -85,4 +85,11 @@ class ConnectRequestSuite extends AnyFunSuite {
     assert(shown("spark.app.name") == "visible")
     assert(!shown.values.exists(_.contains("s3cr3t")), shown)
   }
+
+  test("operations that act on every session's shuffles are refused unless the server allows them") {
+    val key = io.regionrecovery.spark.config.ConfigKeys.ConnectAdminOperations.name
+    val refused = intercept[IllegalStateException](ConnectOps.requireAdmin(_ => None, "changing the retention policy"))
+    assert(refused.getMessage.contains(s"--conf $key=true") && refused.getMessage.contains("every session"))
+    ConnectOps.requireAdmin(Map(key -> "true").get, "changing the retention policy") // allowed: no exception
+  }
 }

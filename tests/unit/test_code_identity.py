@@ -103,36 +103,37 @@ def test_standard_library_and_pyspark_are_pinned_by_version():
     assert "distribution pyspark" not in identity.parts  # pinned by its version
 
 
+def _install(site: Path, name: str, version: str, body: str) -> None:
+    """A distribution installed into ``site`` as pip lays one out (an earlier version of it removed first)."""
+    for old in site.glob(f"{name}-*.dist-info"):
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    pkg = site / name
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text(body)
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    data = (pkg / "__init__.py").read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    (info / "RECORD").write_text(
+        f"{name}/__init__.py,sha256={digest},{len(data)}\n{name}-{version}.dist-info/METADATA,,\n"
+        f"{name}-{version}.dist-info/RECORD,,\n"
+    )
+
+
 def test_an_installed_distribution_is_pinned_by_version_and_record(tmp_path, monkeypatch):
     site = tmp_path / "site"
     name = _unique("rrpkg")
-
-    def install(version: str, body: str) -> None:
-        for old in site.glob(f"{name}-*.dist-info"):
-            for f in old.iterdir():
-                f.unlink()
-            old.rmdir()
-        pkg = site / name
-        pkg.mkdir(parents=True, exist_ok=True)
-        (pkg / "__init__.py").write_text(body)
-        info = site / f"{name}-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        data = (pkg / "__init__.py").read_bytes()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        (info / "RECORD").write_text(
-            f"{name}/__init__.py,sha256={digest},{len(data)}\n{name}-{version}.dist-info/METADATA,,\n"
-            f"{name}-{version}.dist-info/RECORD,,\n"
-        )
-
-    install("1.0", "def f(x):\n    return x + 1\n")
+    _install(site, name, "1.0", "def f(x):\n    return x + 1\n")
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
     module = importlib.import_module(name)
     try:
         first = ModuleDigests().identity(module.f)
         assert first.parts[f"distribution {name}"].startswith("1.0 ")
-        install("2.0", "def f(x):\n    return x + 2\n")
+        _install(site, name, "2.0", "def f(x):\n    return x + 2\n")
         importlib.invalidate_caches()
         second = ModuleDigests().identity(module.f)
         assert second.parts[f"distribution {name}"].startswith("2.0 ")
@@ -309,28 +310,15 @@ def test_every_installed_distribution_counts_not_only_those_a_function_reaches(t
     """A depends on B; the function is A's. B upgraded, A unchanged: the identity changes."""
     site = tmp_path / "site"
     a, b = _unique("rra"), _unique("rrb")
-
-    def install(name: str, version: str, body: str) -> None:
-        for old in site.glob(f"{name}-*.dist-info"):
-            for f in old.iterdir():
-                f.unlink()
-            old.rmdir()
-        (site / name).mkdir(parents=True, exist_ok=True)
-        (site / name / "__init__.py").write_text(body)
-        info = site / f"{name}-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        (info / "RECORD").write_text(f"{name}/__init__.py,,\n")
-
-    install(a, "1.0", f"def f(x):\n    import {b}\n    return {b}.g(x)\n")
-    install(b, "1.0", "def g(x):\n    return x\n")
+    _install(site, a, "1.0", f"def f(x):\n    import {b}\n    return {b}.g(x)\n")
+    _install(site, b, "1.0", "def g(x):\n    return x\n")
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
     module = importlib.import_module(a)
     try:
         first = ModuleDigests().identity(module.f)
         assert first.parts[f"distribution {b}"].startswith("1.0 ")
-        install(b, "2.0", "def g(x):\n    return -x\n")
+        _install(site, b, "2.0", "def g(x):\n    return -x\n")
         importlib.invalidate_caches()
         second = ModuleDigests().identity(module.f)
         assert second.parts[f"distribution {b}"].startswith("2.0 ")

@@ -142,4 +142,5 @@ def test_a_resubmitted_driver_recovers_the_job_from_the_host_beside_the_service(
     # the successful resubmission deleted the crashed application's retained files on the host, and its own: the
     # executors that the Worker stops at the application's end ask the driver what their files become
     left = cluster.wait_no_retained_bytes(timeout=30).get(host.name, {})
-    assert not left, f"{left}\n{host.executor_log_tail(60)}"
+    driver = [ln for ln in (root / "resubmitted.log").read_text().splitlines() if "region-recovery" in ln]
+    assert not left, f"{left}\n{host.executor_log_tail(60)}\ndriver:\n" + "\n".join(driver[-40:])

@@ -83,6 +83,11 @@ def main(argv=None) -> int:
         "with more than one, each wall ratio gets a 95%% interval (ratios.<ratio>_95ci)",
     )
     sub.add_parser("plot", help="draw bench/results/*.json as PNG charts in bench/results/")
+    rs = sub.add_parser(
+        "restate",
+        help="recompute committed results' ratios, paired intervals and targets (bench/stats.py) from their runs",
+    )
+    rs.add_argument("files", nargs="*", help="result files (default: every bench/results/*.json)")
     t = sub.add_parser("table", help="print bench/results/*.json as Markdown tables")
     t.add_argument("--update", metavar="FILE", help="rewrite FILE's generated blocks (<!-- bench:NAME -->) instead")
     c = sub.add_parser("chaos", help="the randomized fault campaign (bench/chaos.py)")
@@ -109,6 +114,12 @@ def main(argv=None) -> int:
             return 0
         for name, make in table.TABLES.items():
             print(f"<!-- bench:{name} -->\n{make()}\n")
+        return 0
+    if args.cmd == "restate":
+        from . import restate
+
+        for line in restate.restate_all(args.files):
+            print(line)
         return 0
     if args.cmd == "plot":
         from . import plot

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -17,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from . import driver_crash, eventlog, kill_points, scenarios, streaming_catch_up, tpch
+from . import driver_crash, eventlog, kill_points, scenarios, stats, streaming_catch_up, tpch
 from .standalone import StandaloneCluster
 from .worker import RESULT_PREFIX
 
@@ -115,12 +114,19 @@ def progress(msg: str) -> None:
 
 
 def _commit() -> str:
+    """The commit the benchmark runs on; `<commit>-dirty` when tracked files differ from it (the code that ran is
+    then in no commit, and a result saying otherwise would lie)."""
     try:
-        return subprocess.run(
+        head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True,
+            check=True,
+        ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return f"{head}-dirty" if changed else head
 
 
 def _pythonpath() -> str:
@@ -255,25 +261,32 @@ def _announce(scenario: str, scale: str, row: dict) -> None:
 def _targets(
     scenario: str, scale: str, runs: dict[str, dict], ratio: float | None, ratios: dict | None = None
 ) -> list[dict]:
-    ratios = ratios or {}
+    ratios = {"wall_ratio": ratio, **(ratios or {})}  # wall_ratio_95ci, if any, comes with ratios
 
     def t(name, value, met):
-        return {"target": name, "value": value, "met": bool(met)}
+        """A count or a fact: met or missed as it stands."""
+        return {"target": name, "value": value, "met": bool(met), "verdict": stats.MET if met else stats.MISSED}
+
+    def at_most(name: str, key: str, limit: float) -> dict:
+        """A ratio: met only when its paired 95% interval's upper end is at most `limit` (stats.verdict)."""
+        interval = ratios.get(f"{key}_95ci")
+        verdict = stats.verdict(interval, limit)
+        return {"target": name, "value": ratios.get(key), "interval": interval, "met": verdict == stats.MET,
+                "verdict": verdict}  # fmt: skip
 
     def moonshot(key: str, limit: float, what: str) -> list[dict]:
-        value = ratios.get(key)
-        return [t(f"moonshot: {what} <= {limit} x the failure-free run", value, value is not None and value <= limit)]
+        return [at_most(f"moonshot: {what} <= {limit} x the failure-free run", key, limit)]
 
     if scenario == "pod-loss":
         return pod_loss_targets(runs, ratios, t, moonshot)
     rec = runs["recovery"]
 
     if scenario == "overhead":
-        return [t("wall ratio <= 1.03 (medium scale)", ratio, ratio is not None and ratio <= 1.03)]
+        return [at_most("wall ratio <= 1.03 (medium scale)", "wall_ratio", 1.03)]
     if scenario == "executor-crash":
         return [
             t("map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
-            t("wall ratio <= 0.8", ratio, ratio is not None and ratio <= 0.8),
+            at_most("wall ratio <= 0.8", "wall_ratio", 0.8),
             *moonshot("wall_recovery_over_nofault", 1.15, "recovery"),
         ]
     if scenario == "shuffle-scale":
@@ -285,7 +298,7 @@ def _targets(
         return [
             t("action succeeds", rec["succeeded"], rec["succeeded"]),
             t("upstream map tasks re-executed == 0", rec["map_tasks_reexecuted"], rec["map_tasks_reexecuted"] == 0),
-            t("wall ratio vs vanilla + rerun <= 0.6", ratio, ratio is not None and ratio <= 0.6),
+            at_most("wall ratio vs vanilla + rerun <= 0.6", "wall_ratio", 0.6),
             *moonshot("wall_recovery_without_backoff_over_nofault", 1.3, "recovery without its backoff"),
         ]
     if scenario == "heartbeat-timeout":
@@ -327,7 +340,6 @@ def _targets(
         saved = sum(p["kill_map_tasks_reexecuted"] for p in runs["vanilla"]["extra"].get("queries", [])) - sum(
             p["kill_map_tasks_reexecuted"] for p in points
         )
-        over_ess = ratios.get("wall_recovery_over_vanilla_ess")
         return [
             t("every point's result == its failure-free run, every mode", equal, equal),
             t(
@@ -336,11 +348,7 @@ def _targets(
                 landed == [p["query"] for p in points],
             ),
             t("map tasks re-executed, vanilla minus recovery, >= 0", saved, saved >= 0),
-            t(
-                "recovery <= the shuffle service (sum over the points)",
-                over_ess,
-                over_ess is not None and over_ess <= 1,
-            ),
+            at_most("recovery <= the shuffle service (sum over the points)", "wall_recovery_over_vanilla_ess", 1),
         ]
     if scenario == "driver-crash":
         exact = [run["extra"].get("equals_expected") for run in runs.values()]
@@ -350,7 +358,7 @@ def _targets(
                 rec["map_tasks_reexecuted"],
                 rec["succeeded"] and rec["map_tasks_reexecuted"] == 0,
             ),
-            t("total wall time ratio <= 0.7", ratio, ratio is not None and ratio <= 0.7),
+            at_most("total wall time ratio <= 0.7", "wall_ratio", 0.7),
             t("resubmission's output == expected() in both modes", all(exact), all(exact)),
         ]
     if scenario == "streaming-catch-up":
@@ -358,7 +366,6 @@ def _targets(
         one_batch = rec["extra"]["max_batch_rows_allowed"]
         backlog = runs["vanilla"]["extra"]["backlog_rows"]
         van = runs["vanilla"]["rows_redone"]
-        wall = ratios.get("wall_recovery_over_vanilla")
         best = ratios.get("best_fixed_limit_within")
         best_rows = runs[best]["rows_redone"] if best else None
         return [
@@ -369,10 +376,10 @@ def _targets(
                 rec["restarts"] >= 1 and rec["rows_redone"] <= one_batch,
             ),
             t(f"vanilla redid >= 80% of the backlog ({backlog} rows)", van, van >= 0.8 * backlog),
-            t(
+            at_most(
                 f"recovery's wall time <= {streaming_catch_up.WITHIN} x vanilla (no limit)",
-                wall,
-                wall is not None and wall <= streaming_catch_up.WITHIN,
+                "wall_recovery_over_vanilla",
+                streaming_catch_up.WITHIN,
             ),
             t(
                 f"recovery's rows redone <= the best fixed limit within {streaming_catch_up.WITHIN} x ({best})",
@@ -453,18 +460,10 @@ def pod_loss_targets(runs: dict[str, dict], ratios: dict, t, moonshot) -> list[d
     return out
 
 
-def ratio_interval(vanilla: list[float], recovery: list[float], rounds: int = 2000) -> list[float]:
-    """A 95% bootstrap interval of median(recovery) / median(vanilla), resampling each mode's runs.
-
-    On a noisy machine the interval, not the point ratio, says whether an overhead was measured.
-    """
-    rng = random.Random(0)
-    ratios = sorted(
-        statistics.median(rng.choices(recovery, k=len(recovery)))
-        / statistics.median(rng.choices(vanilla, k=len(vanilla)))
-        for _ in range(rounds)
-    )
-    return [round(ratios[int(0.025 * rounds)], 3), round(ratios[int(0.975 * rounds) - 1], 3)]
+def paired_runs(row: dict) -> list[float]:
+    """A mode's wall time per application, in repetition order (the median of its passes where a scenario times
+    passes itself): what stats.paired_ratio pairs across the modes of one repetition."""
+    return row.get("app_wall_s_runs") or row.get("wall_s_runs") or [row["wall_s"]]
 
 
 def _combine(rows: list[dict]) -> dict:
@@ -479,6 +478,8 @@ def _combine(rows: list[dict]) -> dict:
     if passes:
         row["cold_pass_s_runs"] = [r["extra"]["cold_pass_s"] for r in rows]
     runs = passes or [r["wall_s"] for r in rows]
+    if passes:  # the application is the unit: its passes are not independent measurements
+        row["app_wall_s_runs"] = [round(statistics.median(r["extra"]["pass_s"]), 3) for r in rows]
     if passes or len(runs) > 1:
         row["wall_s_runs"] = runs
         row["wall_s"] = round(statistics.median(runs), 3)
@@ -561,19 +562,7 @@ def run_scenario(
     if scenario == "pod-loss":
         for mode, rows in measured.items():
             runs[mode].update(pod_loss_combine(rows))
-    v, r = runs["vanilla"], runs[recovery_modes(order)[0]]  # pod-loss: recovery-hostpath (each has its ratios)
-    ratio = round(r["wall_s"] / v["wall_s"], 3) if v["wall_s"] else None
-    ratios = cost_ratios(runs)
-    if scenario == "streaming-catch-up":
-        ratios.update(streaming_catch_up.ratios(runs))
-    if scenario == "pod-loss":
-        ratios.update(pod_loss_ratios(runs))
-    if len(v.get("wall_s_runs", [])) > 1 and len(r.get("wall_s_runs", [])) > 1:
-        ratios["wall_ratio_95ci"] = ratio_interval(v["wall_s_runs"], r["wall_s_runs"])
-    ratios.update(cost_intervals(runs))
-    if "cold_pass_s_runs" in v and "cold_pass_s_runs" in r:  # overhead: the first query of a fresh JVM
-        cold_v, cold_r = statistics.median(v["cold_pass_s_runs"]), statistics.median(r["cold_pass_s_runs"])
-        ratios["cold_first_pass_recovery_over_vanilla"] = round(cold_r / cold_v, 3) if cold_v else None
+    ratio, ratios, targets = summarize(scenario, scale, runs)
     import pyspark
 
     result = {
@@ -589,8 +578,9 @@ def run_scenario(
         "runs": [runs[m] for m in order],
         "ratios": ratios,
         "checksums_agree": checksums_agree(list(runs.values())),
+        "statistics": stats.METHOD,
     }
-    result["targets"] = _targets(scenario, scale, runs, ratio, ratios)
+    result["targets"] = targets
     # shuffle-scale keeps one result per scale: together they show what grows with the map outputs
     name = f"{scenario}-{scale}" if scenario == "shuffle-scale" else scenario
     path = out or os.path.join(RESULTS, f"{name}.json")
@@ -606,14 +596,37 @@ def run_scenario(
         progress(f"{scenario} [{scale}]: wall {walls}; map tasks re-executed {redone}; written to {path}")
     else:
         walls = ", ".join(f"{m} {runs[m]['wall_s']} s" for m in order)
+        redone = " vs ".join(str(runs[m]["map_tasks_reexecuted"]) for m in ("vanilla", recovery_modes(order)[0]))
+        interval = ratios.get("wall_ratio_95ci")
         progress(
-            f"{scenario} [{scale}]: wall {walls} (recovery / vanilla {ratio}); "
-            f"map tasks re-executed {v['map_tasks_reexecuted']} vs {r['map_tasks_reexecuted']}; written to {path}"
+            f"{scenario} [{scale}]: wall {walls} (recovery / vanilla {ratio}"
+            f"{f', paired 95% {interval[0]}-{interval[1]}' if interval else ''}); "
+            f"map tasks re-executed {redone}; written to {path}"
         )
     if result["checksums_agree"] is False:
         sums = " vs ".join(str(runs[m]["result_checksum"]) for m in order)
         raise ChecksumMismatch(f"{scenario}: results differ between modes ({sums}); see {path}")
     return result
+
+
+def summarize(scenario: str, scale: str, runs: dict[str, dict]) -> tuple[float | None, dict, list[dict]]:
+    """From each mode's combined row: the headline ratio (the first recovery mode over vanilla), every ratio with
+    its paired interval, and the targets. Pure: bench restate recomputes a committed result's with it."""
+    order = list(runs)
+    v, r = runs["vanilla"], runs[recovery_modes(order)[0]]  # pod-loss: recovery-hostpath (each has its ratios)
+    ratios = cost_ratios(runs)
+    if scenario == "streaming-catch-up":
+        ratios.update(streaming_catch_up.ratios(runs))
+    if scenario == "pod-loss":
+        ratios.update(pod_loss_ratios(runs))
+    ratio, interval = main_ratio(v, r)
+    if interval:
+        ratios["wall_ratio_95ci"] = interval
+    ratios.update(cost_intervals(runs))
+    if "cold_pass_s_runs" in v and "cold_pass_s_runs" in r:  # overhead: the first query of a fresh JVM
+        cold_v, cold_r = statistics.median(v["cold_pass_s_runs"]), statistics.median(r["cold_pass_s_runs"])
+        ratios["cold_first_pass_recovery_over_vanilla"] = round(cold_r / cold_v, 3) if cold_v else None
+    return ratio, ratios, _targets(scenario, scale, runs, ratio, ratios)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -635,10 +648,13 @@ def cost_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
     wall_<mode>_over_nofault for each faulted mode. When the restart strategy waited, recovery_backoff_s, and
     with a failure-free figure wall_recovery_without_backoff_over_nofault.
     """
-    out = {
-        name: _ratio(runs[mode]["wall_s"], runs[other]["wall_s"] if other else nofault_wall(runs, mode))
-        for name, mode, other in _wall_ratios(runs)
-    }
+    out = {}
+    for name, mode, other in _wall_ratios(runs):
+        walls, below = paired_runs(runs[mode]), paired_runs(runs[other]) if other else nofault_walls(runs, mode)
+        if len(walls) > 1 and len(walls) == len(below):
+            out[name] = stats.paired_ratio(below, walls)[0]
+        else:
+            out[name] = _ratio(runs[mode]["wall_s"], runs[other]["wall_s"] if other else nofault_wall(runs, mode))
     if "recovery" not in runs:
         return out
     waited, free = backoff_s(runs["recovery"]), nofault_wall(runs, "recovery")
@@ -663,15 +679,25 @@ def _wall_ratios(runs: dict[str, dict]) -> list[tuple[str, str, str | None]]:
     ]
 
 
+def main_ratio(vanilla: dict, recovery: dict) -> tuple[float | None, list[float] | None]:
+    """The scenario's headline ratio, recovery over vanilla, and its paired 95% interval (None with one
+    application per mode): the ratio of the medians when the runs cannot be paired."""
+    below, above = paired_runs(vanilla), paired_runs(recovery)
+    if len(below) > 1 and len(below) == len(above) and all(x > 0 for x in below + above):
+        return stats.paired_ratio(below, above)
+    return (round(recovery["wall_s"] / vanilla["wall_s"], 3) if vanilla["wall_s"] else None), None
+
+
 def cost_intervals(runs: dict[str, dict]) -> dict[str, list[float]]:
-    """A 95% interval (ratio_interval) beside each of cost_ratios' wall ratios, as `<ratio>_95ci`, where both
-    sides have more than one measured run (`--reps`): wall_s_runs, or for a failure-free figure nofault_walls."""
+    """A paired 95% interval (stats.paired_ratio) beside each of cost_ratios' wall ratios, as `<ratio>_95ci`,
+    where both sides have the same applications (`--reps` above 1): one pair per repetition, or for a mode's own
+    failure-free figure (tpch-executor-kill) one pair per application."""
     out = {}
     for name, mode, other in _wall_ratios(runs):
-        walls = runs[mode].get("wall_s_runs") or []
-        below = (runs[other].get("wall_s_runs") or []) if other else nofault_walls(runs, mode)
-        if len(walls) > 1 and len(below) > 1:
-            out[f"{name}_95ci"] = ratio_interval(below, walls)
+        walls = paired_runs(runs[mode])
+        below = paired_runs(runs[other]) if other else nofault_walls(runs, mode)
+        if len(walls) > 1 and len(walls) == len(below):
+            out[f"{name}_95ci"] = stats.paired_ratio(below, walls)[1]
     return out
 
 
@@ -681,7 +707,7 @@ def nofault_walls(runs: dict[str, dict], mode: str) -> list[float]:
         return runs[mode].get("nofault_wall_s_runs") or [runs[mode]["nofault_wall_s"]]
     if "nofault" not in runs:
         return []
-    return runs["nofault"].get("wall_s_runs") or [runs["nofault"]["wall_s"]]
+    return paired_runs(runs["nofault"])
 
 
 def nofault_wall(runs: dict[str, dict], mode: str) -> float | None:

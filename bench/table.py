@@ -55,8 +55,8 @@ def markdown() -> str:
     rows: list[str] = [
         "| Scenario (scale) | Wall s, failure-free | Wall s, vanilla / recovery | Recovery ÷ vanilla "
         "| Vanilla ÷ failure-free | Recovery ÷ failure-free | Tasks re-executed (map), vanilla / recovery "
-        "| Same result | Targets |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Same result | Targets | Ran on |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in _load():
         ratios = r["ratios"]
@@ -92,7 +92,7 @@ def markdown() -> str:
                     f"| {_ci(ratios, f'wall_{key}_over_nofault')} | {rec_free} "
                     f"| {v['tasks_reexecuted']} ({v['map_tasks_reexecuted']}) / "
                     f"{c['tasks_reexecuted']} ({c['map_tasks_reexecuted']}) | {same} "
-                    f"| {targets if first and n == 0 else also} |"
+                    f"| {targets if first and n == 0 else also} | {ran_on(r)} |"
                 )
     return "\n".join(rows)
 
@@ -178,11 +178,24 @@ def kill_points_markdown() -> str:
     return "\n".join(rows)
 
 
+def ran_on(result: dict) -> str:
+    """The commit and day a result ran on; STALE where that commit is not in the history (bench restate found it
+    missing: a rewritten commit, or a tree with uncommitted changes), so the code that ran cannot be read."""
+    commit, day = str(result.get("commit") or "unknown"), str(result.get("time") or "")[:10] or "undated"
+    stale = " STALE: not in the history" if result.get("commit_in_history") is False else ""
+    return f"{commit[:7]}{'-dirty' if commit.endswith('-dirty') else ''} {day}{stale}"
+
+
 def _verdict(target: dict) -> str:
-    """A target's value and whether it was met; "not measured" where the run left out what it needs (--modes)."""
+    """A target's value, its interval if it has one, and its verdict (bench.stats: met, MISSED, or not shown when
+    the interval straddles the limit or one application per mode gave none); "not measured" where the run left out
+    what it needs (--modes). Results written before verdicts existed say met or MISSED."""
     if target["value"] is None:
         return "not measured"
-    return f"{target['value']} {'met' if target['met'] else 'MISSED'}"
+    verdict = target.get("verdict") or ("met" if target["met"] else "missed")
+    interval = target.get("interval")
+    shown = f"{target['value']} ({interval[0]}-{interval[1]})" if interval else str(target["value"])
+    return f"{shown} {'MISSED' if verdict == 'missed' else verdict}"
 
 
 def _each(values, spec: str = ".2f") -> str:

@@ -153,13 +153,17 @@ def test_phases_split_a_resubmission_s_wall_time_by_its_event_log():
 
 
 def test_targets():
-    def runs(wall_ratio, maps, exact):
+    def runs(wall_ratio, maps, exact, interval=None):
         vanilla = {"succeeded": True, "map_tasks_reexecuted": 4, "extra": {"equals_expected": True}}
         recovery = {"succeeded": True, "map_tasks_reexecuted": maps, "extra": {"equals_expected": exact}}
-        return harness._targets("driver-crash", "small", {"vanilla": vanilla, "recovery": recovery}, wall_ratio)
+        both = {"vanilla": vanilla, "recovery": recovery}
+        return harness._targets("driver-crash", "small", both, wall_ratio, {"wall_ratio_95ci": interval})
 
-    assert [t["met"] for t in runs(0.6, 0, True)] == [True, True, True]
-    assert [t["met"] for t in runs(0.9, 1, False)] == [False, False, False]
+    assert [t["verdict"] for t in runs(0.6, 0, True, [0.55, 0.68])] == ["met", "met", "met"]
+    # the point estimate clears 0.7, the interval does not: not shown, so not met
+    assert [t["verdict"] for t in runs(0.6, 0, True, [0.5, 0.75])] == ["met", "not shown", "met"]
+    assert [t["met"] for t in runs(0.6, 0, True)] == [True, False, True], "one application per mode: no interval"
+    assert [t["verdict"] for t in runs(0.9, 1, False, [0.8, 1.0])] == ["missed", "missed", "missed"]
     assert [t["met"] for t in runs(None, 0, None)] == [True, False, False]
 
 

@@ -152,15 +152,3 @@ def test_two_stages_with_the_same_name_are_different_work():
         *[task(1, i) for i in range(4)],
     )
     assert counts([read_app(events)])["map_tasks_reexecuted"] == 0
-
-
-def test_ratio_interval_brackets_the_ratio_of_medians():
-    from bench.harness import ratio_interval
-
-    assert ratio_interval([2.0] * 8, [2.0] * 8) == [1.0, 1.0]
-    assert ratio_interval([1.0] * 8, [1.5] * 8) == [1.5, 1.5]
-    vanilla = [2.0, 2.2, 2.4, 2.6, 2.8, 3.0, 3.2, 3.4]
-    recovery = [x * 1.1 for x in vanilla]
-    low, high = ratio_interval(vanilla, recovery)
-    assert low < 1.1 < high and low > 0.5 and high < 2.0
-    assert ratio_interval(vanilla, recovery) == [low, high], "seeded: the same input gives the same interval"

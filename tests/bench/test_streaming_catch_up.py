@@ -160,11 +160,14 @@ def test_ratios_against_no_limit_and_the_best_fixed_limit_within_five_percent():
 
 
 def test_targets():
-    def met(runs):
-        return [t["met"] for t in harness._targets("streaming-catch-up", "small", runs, None, ratios(runs))]
+    def met(runs, interval=(0.97, 1.04)):
+        with_interval = {**ratios(runs), "wall_recovery_over_vanilla_95ci": interval and list(interval)}
+        return [t["met"] for t in harness._targets("streaming-catch-up", "small", runs, None, with_interval)]
 
     # recovery 70 s like vanilla (1.0 x), 60,000 rows redone like the best limit within 1.05 x (60 files)
     assert met(all_runs(wall=70.0)) == [True] * 5
+    # the wall time within 1.05 x only when the paired interval's upper end is
+    assert met(all_runs(wall=70.0), (0.97, 1.08))[3] is False and met(all_runs(wall=70.0), None)[3] is False
     assert met(all_runs(wall=70.0, equals=False))[0] is False
     runs = all_runs(wall=70.0)
     runs["recovery"]["rows_redone"] = 120_001  # more than one max batch, and than the 60-file limit's
@@ -173,7 +176,7 @@ def test_targets():
     runs = all_runs(wall=70.0)
     runs["vanilla"]["rows_redone"] = 287_999  # below 80% of 360,000
     assert met(runs)[2] is False
-    assert met(all_runs(wall=73.6))[3] is False, "over 1.05 x vanilla's 70 s"
+    assert met(all_runs(wall=73.6), (1.02, 1.08))[3] is False, "over 1.05 x vanilla's 70 s"
     # the 20-file limit within 1.05 x: recovery's 60,000 rows are more than its 20,000
     assert met(all_runs(wall=70.0, walls={"vanilla-limit-20": 72.0}))[4] is False
 

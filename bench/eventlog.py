@@ -52,6 +52,9 @@ class AppCounts:
     launched_by_group: Counter = field(default_factory=Counter)
     map_launched_by_group: Counter = field(default_factory=Counter)
     executors_removed: list[str] = field(default_factory=list)  # Spark's reasons, e.g. heartbeat timed out
+    # per job group: seconds from submission to completion of its map stages, and its tasks' executor CPU
+    map_stage_s_by_group: Counter = field(default_factory=Counter)
+    task_cpu_s_by_group: Counter = field(default_factory=Counter)
 
     @property
     def stages_skipped(self) -> int:
@@ -63,6 +66,7 @@ def read_app(lines: Iterable[str]) -> AppCounts:
     group_of_rdd: dict[int, str] = {}  # RDD id -> job group of the first job that listed a stage of it
     group_of: dict[int, str] = {}  # stage id -> that group for the stage's RDD
     stage_key: dict[int, tuple[str, int, int]] = {}  # stage id -> (name, tasks, RDD id)
+    map_stages: set[int] = set()  # stage ids that ran shuffle map tasks
     for line in lines:
         if not line.strip():
             continue
@@ -85,6 +89,10 @@ def read_app(lines: Iterable[str]) -> AppCounts:
             c.map_tasks_launched += is_map
             c.launched_by_group[group_of.get(sid, "")] += 1
             c.map_launched_by_group[group_of.get(sid, "")] += is_map
+            if is_map:
+                map_stages.add(sid)
+            cpu_ns = (e.get("Task Metrics") or {}).get("Executor CPU Time") or 0
+            c.task_cpu_s_by_group[group_of.get(sid, "")] += cpu_ns / 1e9
             written = ((e.get("Task Metrics") or {}).get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written")
             c.shuffle_bytes_written += written or 0
             reason = (e.get("Task End Reason") or {}).get("Reason")
@@ -96,6 +104,11 @@ def read_app(lines: Iterable[str]) -> AppCounts:
                 c.units.add(unit)
                 if is_map:
                     c.map_units.add(unit)
+        elif kind == "SparkListenerStageCompleted":
+            info = e["Stage Info"]
+            sid, began, ended = info["Stage ID"], info.get("Submission Time"), info.get("Completion Time")
+            if sid in map_stages and began is not None and ended is not None:
+                c.map_stage_s_by_group[group_of.get(sid, "")] += (ended - began) / 1000
         elif kind == "SparkListenerExecutorRemoved":
             c.executors_removed.append(e.get("Removed Reason") or "")
         elif kind == "SparkListenerJobEnd" and (e.get("Job Result") or {}).get("Result") != "JobSucceeded":

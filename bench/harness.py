@@ -29,6 +29,12 @@ FAULT_SCENARIOS = ("executor-crash", "heartbeat-timeout", "transient-failure", "
 # executors as Kubernetes pods (bench.pods): two recovery modes, one per Kubernetes setup (docs/kubernetes.md)
 # (recovery-reattach-wait: the claim, with job 2 waiting for the replacement pod; the others do not wait)
 POD_LOSS_MODES = ("nofault", "vanilla", "recovery-hostpath", "recovery-reattach", "recovery-reattach-wait")
+# overhead: the plugin with its defaults, with job recovery on as well, and with the changed-output guard off
+OVERHEAD_MODES = ("vanilla", "recovery", "recovery-job-recovery", "recovery-no-guard")
+# overhead: what each application's measured job records, kept per application as extra.<key>_runs
+OVERHEAD_RUNS = (
+    "map_stage_s", "task_cpu_s", "cpu_s_total", "driver_heap_growth_mb", "executor_rss_mb", "events_dropped"
+)  # fmt: skip
 # on the benchmark's standalone cluster (default master), with plain Spark and the external shuffle service as a peer
 ESS_SCENARIOS = ("executor-crash", "tpch-executor-kill", "executor-kill-points")
 # each query or kill point failure-free, then killed, in one application per mode (bench.tpch's per-query form)
@@ -45,6 +51,8 @@ def modes(scenario: str, master: str = DEFAULT_MASTER) -> tuple[str, ...]:
         return streaming_catch_up.MODES
     if scenario == "pod-loss":
         return POD_LOSS_MODES
+    if scenario == "overhead":
+        return OVERHEAD_MODES
     order = ("nofault", *MODES) if scenario in FAULT_SCENARIOS else MODES
     if scenario in ESS_SCENARIOS and master == DEFAULT_MASTER:
         return (*order[:-1], "vanilla-ess", order[-1])
@@ -221,6 +229,9 @@ def run_mode(
         }
         if "first_run_error" in r:
             row["first_run_error"] = r["first_run_error"]
+        if scenario == "overhead":  # the measured job's map stage and its tasks' CPU, from Spark's event log
+            row["extra"]["map_stage_s"] = round(sum(a.map_stage_s_by_group["measured"] for a in apps), 3)
+            row["extra"]["task_cpu_s"] = round(sum(a.task_cpu_s_by_group["measured"] for a in apps), 2)
         if scenario in PER_QUERY_SCENARIOS:
             tpch.add_counts(row, eventlog.counts_by_group(apps))
         if scenario == "pod-loss":  # the lost pod's map outputs of job 1 that job 2 ran again, apart from the
@@ -281,7 +292,9 @@ def _targets(
         return pod_loss_targets(runs, ratios, t, moonshot)
     rec = runs["recovery"]
 
-    if scenario == "overhead":
+    if scenario == "overhead" and "map_outputs" in runs["vanilla"].get("extra", {}):
+        return overhead_targets(runs, ratios, t)
+    if scenario == "overhead":  # results before the production-scale rewrite: 8 map tasks, passes
         return [at_most("wall ratio <= 1.03 (medium scale)", "wall_ratio", 1.03)]
     if scenario == "executor-crash":
         return [
@@ -490,6 +503,9 @@ def _combine(rows: list[dict]) -> dict:
         row["result_checksum_runs"] = [r.get("result_checksum") for r in rows]
         if any("executor_losses" in r for r in rows):
             row["executor_losses_runs"] = [r.get("executor_losses") for r in rows]
+        for key in OVERHEAD_RUNS:  # overhead: each application's measured job
+            if any(key in r.get("extra", {}) for r in rows):
+                row["extra"] = {**row.get("extra", {}), f"{key}_runs": [r.get("extra", {}).get(key) for r in rows]}
         for key in ("adoption_latency_ms_p50", "adoption_latency_ms_p99"):  # shuffle-scale: each application's
             if any(key in r.get("extra", {}) for r in rows):
                 row["extra"] = {**row.get("extra", {}), f"{key}_runs": [r.get("extra", {}).get(key) for r in rows]}
@@ -619,6 +635,8 @@ def summarize(scenario: str, scale: str, runs: dict[str, dict]) -> tuple[float |
         ratios.update(streaming_catch_up.ratios(runs))
     if scenario == "pod-loss":
         ratios.update(pod_loss_ratios(runs))
+    if scenario == "overhead":
+        ratios.update(overhead_ratios(runs))
     ratio, interval = main_ratio(v, r)
     if interval:
         ratios["wall_ratio_95ci"] = interval
@@ -679,6 +697,64 @@ def _wall_ratios(runs: dict[str, dict]) -> list[tuple[str, str, str | None]]:
     ]
 
 
+def extra_runs(row: dict, key: str) -> list:
+    """A mode's per-application values of extra.<key>, in repetition order ([] when it has none)."""
+    extra = row.get("extra") or {}
+    if f"{key}_runs" in extra:
+        return list(extra[f"{key}_runs"])
+    return [extra[key]] if extra.get(key) is not None else []
+
+
+def overhead_ratios(runs: dict[str, dict]) -> dict:
+    """overhead: each plugin mode's map-stage time, CPU seconds and largest executor resident set after the job
+    over plain Spark's, paired by repetition (`map_stage_<mode>_over_vanilla`, `cpu_...`, `rss_...`, each with
+    `_95ci` from two repetitions on)."""
+    out: dict = {}
+    for mode in recovery_modes(runs):
+        key = mode.replace("-", "_")
+        for name, field in (("map_stage", "map_stage_s"), ("cpu", "cpu_s_total"), ("rss", "executor_rss_mb")):
+            below, above = extra_runs(runs["vanilla"], field), extra_runs(runs[mode], field)
+            if below and len(below) == len(above) and all(x and x > 0 for x in below + above):
+                point, interval = stats.paired_ratio(below, above)
+                out[f"{name}_{key}_over_vanilla"] = point
+                if interval:
+                    out[f"{name}_{key}_over_vanilla_95ci"] = interval
+    return out
+
+
+def overhead_targets(runs: dict[str, dict], ratios: dict, t) -> list[dict]:
+    """overhead (issue 57's acceptance): map-stage time over plain Spark at most 1.05 with the paired interval's
+    upper end at most 1.08, with the defaults and with job recovery on; the driver's heap after GC grows at most
+    100 MB over the job in every application, the largest executor's resident set after it is at most 1.05 x
+    plain Spark's (paired), and no event is dropped."""
+
+    def ratio_target(name: str, key: str, limit: float, point_limit: float | None = None) -> dict:
+        value, interval = ratios.get(key), ratios.get(f"{key}_95ci")
+        verdict = stats.verdict(interval, limit)
+        if point_limit is not None and verdict == stats.MET and (value is None or value > point_limit):
+            verdict = stats.NOT_SHOWN
+        if point_limit is not None and interval and interval[0] > point_limit:
+            verdict = stats.MISSED
+        return {"target": name, "value": value, "interval": interval, "met": verdict == stats.MET, "verdict": verdict}
+
+    out = []
+    for mode in ("recovery", "recovery-job-recovery"):
+        if mode in runs:
+            key = f"map_stage_{mode.replace('-', '_')}_over_vanilla"
+            name = f"{mode}: map-stage time <= 1.05 x plain Spark (95% upper end <= 1.08)"
+            out.append(ratio_target(name, key, 1.08, point_limit=1.05))
+    for mode in recovery_modes(runs):
+        heap = [g for g in extra_runs(runs[mode], "driver_heap_growth_mb") if g is not None]
+        dropped = [d for d in extra_runs(runs[mode], "events_dropped") if d is not None]
+        growth = max(heap, default=None)
+        name = f"{mode}: driver heap growth after GC <= 100 MB (the most of any application)"
+        out.append(t(name, growth, growth is not None and growth <= 100))
+        key = f"rss_{mode.replace('-', '_')}_over_vanilla"
+        out.append(ratio_target(f"{mode}: largest executor resident set <= 1.05 x plain Spark's", key, 1.05))
+        out.append(t(f"{mode}: events dropped == 0", sum(dropped), bool(dropped) and sum(dropped) == 0))
+    return out
+
+
 def main_ratio(vanilla: dict, recovery: dict) -> tuple[float | None, list[float] | None]:
     """The scenario's headline ratio, recovery over vanilla, and its paired 95% interval (None with one
     application per mode): the ratio of the medians when the runs cannot be paired."""
@@ -730,7 +806,7 @@ def checksums_agree(rows: list[dict]) -> bool | None:
 def default_reps(scenario: str, scale: str) -> int:
     """Applications per mode without --reps: several where one measurement is too noisy at that scale."""
     if scenario == "overhead":
-        return scenarios.SCALES[scale]["reps"]
+        return scenarios.SCALES[scale]["ff_reps"]
     if scenario == "driver-crash":  # start-up dominates and varies by seconds on a busy machine
         return _own_scale(driver_crash.SCALES, scale)["reps"]
     if scenario == "pod-loss":

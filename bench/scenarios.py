@@ -24,9 +24,8 @@ SCALES = {
         "rows": 20_000,
         "keys": 500,
         "maps": 4,
-        "reps": 1,
-        "warmup": 0,
-        "passes": 1,
+        "ff_maps": 40,
+        "ff_reps": 1,
         "session_jobs": 12,
         "session_rows": 4_000,
         "scale_rows": 160_000,
@@ -39,9 +38,8 @@ SCALES = {
         "rows": 100_000,
         "keys": 2_000,
         "maps": 8,
-        "reps": 1,
-        "warmup": 0,
-        "passes": 1,
+        "ff_maps": 1_000,
+        "ff_reps": 10,
         "session_jobs": 50,
         "session_rows": 20_000,
         "scale_rows": 400_000,
@@ -49,15 +47,13 @@ SCALES = {
         "pod_maps": 16,
         "pod_reps": 1,
     },
-    # overhead: 4 applications per mode (order ABBA...), each 3 unmeasured warm-up passes (the JIT is
-    # still compiling through the second and third: passes fell from 4.5 to 2.9 s) + 5 measured
+    # overhead: 10,000 map outputs, 3 applications per mode (about 1 to 2 minutes each here)
     "medium": {
         "rows": 3_000_000,
         "keys": 20_000,
         "maps": 8,
-        "reps": 4,
-        "warmup": 3,
-        "passes": 5,
+        "ff_maps": 10_000,
+        "ff_reps": 3,
         "session_jobs": 50,
         "session_rows": 200_000,
         "scale_rows": 4_000_000,
@@ -70,7 +66,7 @@ SCALES = {
 }
 # shuffle-scale only: about 2.3 GB of shuffle files (lz4) from 256 map tasks; the other scenarios run their
 # medium sizes
-SCALES["large"] = {**SCALES["medium"], "scale_rows": 12_000_000, "scale_maps": 256}
+SCALES["large"] = {**SCALES["medium"], "scale_rows": 12_000_000, "scale_maps": 256, "ff_maps": 100_000}
 # shuffle-scale only: four times large's bytes from as many map tasks (about 9 GB): how adoption grows with bytes
 SCALES["xlarge"] = {**SCALES["large"], "scale_rows": 48_000_000}
 # shuffle-scale only: about 30 GB from as many map tasks, 15 GB on the lost executor. Plain Spark's run needs
@@ -129,39 +125,11 @@ def _wait_executors(ctx: Context, n: int, timeout: float = 120) -> None:
         time.sleep(0.2)
 
 
-def _overhead_pass(ctx: Context) -> list:
-    from pyspark.sql import functions as F
-
-    s, rows, keys = ctx.spark, ctx.scale["rows"], ctx.scale["keys"]
-    facts = s.range(0, rows, numPartitions=ctx.scale["maps"]).select(
-        (F.col("id") % keys).alias("k"), (F.col("id") * 7 % 1000).alias("v")
-    )
-    dims = s.range(0, keys, numPartitions=4).select(F.col("id").alias("k"), (F.col("id") % 50).alias("g"))
-    out = facts.join(dims, "k").groupBy("g").agg(F.sum("v").alias("s"), F.count("*").alias("n")).orderBy(F.desc("s"))
-    return [tuple(r) for r in out.collect()]
-
-
 def overhead(ctx: Context) -> list:
-    """Join, aggregation and sort over generated data: three shuffles, no fault.
+    """Many small map tasks, no fault: what the plugin costs a job that never fails (bench.failure_free)."""
+    from . import failure_free
 
-    The query is built and run `warmup + passes` times in one application; each pass plans new
-    shuffles, so nothing is reused between passes. The first query of a fresh JVM mostly measures
-    class loading and JIT compilation (it varied by 20% between identical runs here), so the
-    measured figure is the steady state: the passes after the warm-up. The cold pass is kept too.
-    """
-    warmup, passes = ctx.scale.get("warmup", 0), ctx.scale.get("passes", 1)
-    ctx.group("overhead")
-    result, times = None, []
-    for i in range(warmup + passes):
-        t0 = time.monotonic()
-        rows = _overhead_pass(ctx)
-        times.append(round(time.monotonic() - t0, 3))
-        if result is not None and rows != result:
-            raise RuntimeError(f"overhead: pass {i} returned other rows than pass 0")
-        result = rows
-    ctx.extra["cold_pass_s"] = times[0]
-    ctx.extra["pass_s"] = times[warmup:]
-    return result
+    return failure_free.run(ctx)
 
 
 def is_recovery(mode: str) -> bool:
@@ -604,7 +572,6 @@ CONF = {
         "spark.network.timeoutInterval": "1s",
     },
     "transient-failure": {"spark.task.maxFailures": "2"},
-    "overhead": {"spark.sql.autoBroadcastJoinThreshold": "-1"},
     # lineitem (about 200 MB at sf 1) in about 7 splits rather than 2: a killed executor holds several outputs
     "tpch-executor-kill": {"spark.sql.files.maxPartitionBytes": "32m"},
     # On standalone the driver waits up to 5 s (this key's default) after an executor disconnects, for its Worker's
@@ -618,11 +585,17 @@ RETAINED_MAX_BYTES = 16 * 1024  # long-session: below what 50 jobs retain uncapp
 # pod-loss's recovery modes (retention on in all; retained.dir left unset: each pod's root is below its own
 # java.io.tmpdir, bench.pods): the node hostPath, and the reattached claim, with no node name on the pods.
 MODE_CONF = {
+    # overhead: the defaults, job recovery on as well (bench.worker gives it a job id and a store), and the
+    # changed-output guard off (its one round trip to the driver per map task, measured apart)
+    "overhead": {
+        "recovery-job-recovery": {"spark.regionRecovery.job-recovery.enabled": "true"},
+        "recovery-no-guard": {"spark.regionRecovery.failover.restart-consumers-of-changed-outputs": "false"},
+    },
     "pod-loss": {
         "recovery-hostpath": {},  # retained.node-env keeps its default, SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME
         "recovery-reattach": {"spark.regionRecovery.retained.reattach-timeout": "60s"},
         "recovery-reattach-wait": {"spark.regionRecovery.retained.reattach-timeout": "60s"},
-    }
+    },
 }
 # pod-loss's storage per mode (bench.pods.layout): a claim per pod in the reattach modes, two nodes elsewhere
 POD_LAYOUT = {"recovery-reattach": "volumes", "recovery-reattach-wait": "volumes"}

@@ -97,6 +97,9 @@ def build_session(spec: dict):
     if recovery:
         conf.update(scenarios.RECOVERY_CONF.get(spec["scenario"], {}))
         conf.update(scenarios.MODE_CONF.get(spec["scenario"], {}).get(spec["mode"], {}))
+        if conf.get("spark.regionRecovery.job-recovery.enabled") == "true":  # a job id and a store of its own
+            conf.setdefault("spark.regionRecovery.job-recovery.job-id", f"bench-{spec['scenario']}")
+            conf.setdefault("spark.regionRecovery.job-recovery.dir", os.path.join(work, "job-store"))
         if retention_available() and spec.get("retention", True):
             conf["spark.regionRecovery.retained.enabled"] = "true"
             if not spec.get("pods"):  # pods: unset, each pod's root is below its own java.io.tmpdir (bench.pods)

@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # left out, too slow here: driver-crash (about 8 minutes at small scale; test_driver_crash.py runs one tiny
 # crash) and streaming-catch-up (five modes, each draining 360 files; test_streaming_catch_up.py checks its
-# result assembly and targets); overhead, which has no fault: its workload is the one the fault scenarios run, in
-# two applications more (test_failure_cost.py checks its result assembly); heartbeat-timeout and long-session,
+# result assembly and targets); overhead, which has no fault (four applications of many small map tasks;
+# test_failure_free.py checks its expected rows, result assembly and targets); heartbeat-timeout and long-session,
 # whose behaviour runs in the integration tier (a frozen executor fenced and its files deleted in
 # tests/integration/test_retention.py and tests/containers/test_multi_host.py; 50 jobs under max-bytes in
 # tests/integration/test_retained_lifecycle.py): about 120 s of the suite's time; transient-failure (three

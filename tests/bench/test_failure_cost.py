@@ -101,7 +101,7 @@ def test_modes_put_the_failure_free_run_first_and_the_shuffle_service_only_on_it
     assert harness.modes("executor-crash") == ("nofault", "vanilla", "vanilla-ess", "recovery")
     assert harness.modes("executor-crash", "spark://elsewhere:7077") == ("nofault", "vanilla", "recovery")
     assert harness.modes("transient-failure") == ("nofault", "vanilla", "recovery")
-    assert harness.modes("overhead") == ("vanilla", "recovery")
+    assert harness.modes("overhead") == ("vanilla", "recovery", "recovery-job-recovery", "recovery-no-guard")
     assert harness.modes("tpch-executor-kill") == ("vanilla", "vanilla-ess", "recovery")
     assert harness.modes("tpch-executor-kill", "spark://elsewhere:7077") == ("vanilla", "recovery")
     assert harness.uses_standalone("executor-crash", harness.DEFAULT_MASTER)
@@ -119,7 +119,7 @@ def test_modes_chooses_a_subset_in_the_scenarios_order_with_vanilla_and_recovery
         "recovery",
     )
     assert harness.select_modes("shuffle-scale", wanted=["vanilla", "recovery"]) == ("vanilla", "recovery")
-    with pytest.raises(SystemExit, match="overhead has no mode nofault; its modes are vanilla,recovery"):
+    with pytest.raises(SystemExit, match="overhead has no mode nofault; its modes are vanilla,recovery,"):
         harness.select_modes("overhead", wanted=["nofault", "vanilla", "recovery"])
     with pytest.raises(SystemExit, match="must include vanilla and recovery"):
         harness.select_modes("transient-failure", wanted=["nofault", "recovery"])
@@ -330,7 +330,8 @@ def test_tpch_repetitions_take_each_querys_median_and_equal_only_if_every_one_wa
 def test_reps_default_per_scenario_and_scale_and_the_option_overrides_them(monkeypatch):
     from bench import __main__ as cli
 
-    assert harness.default_reps("overhead", "medium") == scenarios.SCALES["medium"]["reps"] == 4
+    assert harness.default_reps("overhead", "medium") == scenarios.SCALES["medium"]["ff_reps"] == 3
+    assert harness.default_reps("overhead", "small") == 10, "1,000 map tasks: 10 applications per mode"
     assert harness.default_reps("pod-loss", "medium") == 3
     assert harness.default_reps("tpch-executor-kill", "small") == harness.default_reps("executor-crash", "large") == 1
     seen = {}

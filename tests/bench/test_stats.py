@@ -74,7 +74,7 @@ def test_scaling_a_repetition_changes_nothing(pairs, factor):
     slowed_below, slowed_above = [below[0] * factor, *below[1:]], [above[0] * factor, *above[1:]]
     r1, i1 = stats.paired_ratio(below, above)
     r2, i2 = stats.paired_ratio(slowed_below, slowed_above)
-    assert r1 == pytest.approx(r2, abs=0.002) and i1 == pytest.approx(i2, abs=0.002)
+    assert r1 == pytest.approx(r2, rel=0.002, abs=0.002) and i1 == pytest.approx(i2, rel=0.002, abs=0.002)
 
 
 @given(st.lists(walls, min_size=2, max_size=20), st.floats(min_value=0.5, max_value=2.0))

@@ -531,6 +531,7 @@ def run_scenario(
     if scenario not in scenarios.SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(scenarios.SCENARIOS)} or all")
     os.makedirs(RESULTS, exist_ok=True)
+    commit = _commit()  # the code that runs: taken now, before anything can be edited during a long run
     keep = os.path.join(RESULTS, "logs")
     os.makedirs(keep, exist_ok=True)
     if reps is None:
@@ -589,7 +590,7 @@ def run_scenario(
         "master": master,
         **({"conf": conf} if conf else {}),
         "spark_version": pyspark.__version__,
-        "commit": _commit(),
+        "commit": commit,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": [runs[m] for m in order],
         "ratios": ratios,

@@ -279,11 +279,7 @@ def _targets(
         return {"target": name, "value": value, "met": bool(met), "verdict": stats.MET if met else stats.MISSED}
 
     def at_most(name: str, key: str, limit: float) -> dict:
-        """A ratio: met only when its paired 95% interval's upper end is at most `limit` (stats.verdict)."""
-        interval = ratios.get(f"{key}_95ci")
-        verdict = stats.verdict(interval, limit)
-        return {"target": name, "value": ratios.get(key), "interval": interval, "met": verdict == stats.MET,
-                "verdict": verdict}  # fmt: skip
+        return ratio_target(ratios, name, key, limit)
 
     def moonshot(key: str, limit: float, what: str) -> list[dict]:
         return [at_most(f"moonshot: {what} <= {limit} x the failure-free run", key, limit)]
@@ -670,8 +666,9 @@ def cost_ratios(runs: dict[str, dict]) -> dict[str, float | None]:
     out = {}
     for name, mode, other in _wall_ratios(runs):
         walls, below = paired_runs(runs[mode]), paired_runs(runs[other]) if other else nofault_walls(runs, mode)
-        if len(walls) > 1 and len(walls) == len(below):
-            out[name] = stats.paired_ratio(below, walls)[0]
+        paired = _paired(below, walls)
+        if paired:
+            out[name] = paired[0]
         else:
             out[name] = _ratio(runs[mode]["wall_s"], runs[other]["wall_s"] if other else nofault_wall(runs, mode))
     if "recovery" not in runs:
@@ -723,27 +720,30 @@ def overhead_ratios(runs: dict[str, dict]) -> dict:
     return out
 
 
+def ratio_target(ratios: dict, name: str, key: str, limit: float, point_limit: float | None = None) -> dict:
+    """A ratio target: met only when the paired 95% interval's upper end is at most `limit` (stats.verdict); with
+    `point_limit`, the ratio itself must be at most that too, and an interval wholly above it is missed."""
+    value, interval = ratios.get(key), ratios.get(f"{key}_95ci")
+    verdict = stats.verdict(interval, limit)
+    if point_limit is not None and verdict == stats.MET and (value is None or value > point_limit):
+        verdict = stats.NOT_SHOWN
+    if point_limit is not None and interval and interval[0] > point_limit:
+        verdict = stats.MISSED
+    return {"target": name, "value": value, "interval": interval, "met": verdict == stats.MET, "verdict": verdict}
+
+
 def overhead_targets(runs: dict[str, dict], ratios: dict, t) -> list[dict]:
     """overhead (issue 57's acceptance): map-stage time over plain Spark at most 1.05 with the paired interval's
     upper end at most 1.08, with the defaults and with job recovery on; the driver's heap after GC grows at most
     100 MB over the job in every application, the largest executor's resident set after it is at most 1.05 x
     plain Spark's (paired), and no event is dropped."""
 
-    def ratio_target(name: str, key: str, limit: float, point_limit: float | None = None) -> dict:
-        value, interval = ratios.get(key), ratios.get(f"{key}_95ci")
-        verdict = stats.verdict(interval, limit)
-        if point_limit is not None and verdict == stats.MET and (value is None or value > point_limit):
-            verdict = stats.NOT_SHOWN
-        if point_limit is not None and interval and interval[0] > point_limit:
-            verdict = stats.MISSED
-        return {"target": name, "value": value, "interval": interval, "met": verdict == stats.MET, "verdict": verdict}
-
     out = []
     for mode in ("recovery", "recovery-job-recovery"):
         if mode in runs:
             key = f"map_stage_{mode.replace('-', '_')}_over_vanilla"
             name = f"{mode}: map-stage time <= 1.05 x plain Spark (95% upper end <= 1.08)"
-            out.append(ratio_target(name, key, 1.08, point_limit=1.05))
+            out.append(ratio_target(ratios, name, key, 1.08, point_limit=1.05))
     for mode in recovery_modes(runs):
         heap = [g for g in extra_runs(runs[mode], "driver_heap_growth_mb") if g is not None]
         dropped = [d for d in extra_runs(runs[mode], "events_dropped") if d is not None]
@@ -751,17 +751,25 @@ def overhead_targets(runs: dict[str, dict], ratios: dict, t) -> list[dict]:
         name = f"{mode}: driver heap growth after GC <= 100 MB (the most of any application)"
         out.append(t(name, growth, growth is not None and growth <= 100))
         key = f"rss_{mode.replace('-', '_')}_over_vanilla"
-        out.append(ratio_target(f"{mode}: largest executor resident set <= 1.05 x plain Spark's", key, 1.05))
+        out.append(ratio_target(ratios, f"{mode}: largest executor resident set <= 1.05 x plain Spark's", key, 1.05))
         out.append(t(f"{mode}: events dropped == 0", sum(dropped), bool(dropped) and sum(dropped) == 0))
     return out
+
+
+def _paired(below: list[float], above: list[float]) -> tuple[float, list[float] | None] | None:
+    """stats.paired_ratio of above over below when both come from the same applications, two or more; None when
+    they cannot be paired (one application per mode, a mode with fewer, a time that is not positive)."""
+    if len(above) > 1 and len(above) == len(below) and all(x > 0 for x in below + above):
+        return stats.paired_ratio(below, above)
+    return None
 
 
 def main_ratio(vanilla: dict, recovery: dict) -> tuple[float | None, list[float] | None]:
     """The scenario's headline ratio, recovery over vanilla, and its paired 95% interval (None with one
     application per mode): the ratio of the medians when the runs cannot be paired."""
-    below, above = paired_runs(vanilla), paired_runs(recovery)
-    if len(below) > 1 and len(below) == len(above) and all(x > 0 for x in below + above):
-        return stats.paired_ratio(below, above)
+    paired = _paired(paired_runs(vanilla), paired_runs(recovery))
+    if paired:
+        return paired
     return (round(recovery["wall_s"] / vanilla["wall_s"], 3) if vanilla["wall_s"] else None), None
 
 
@@ -773,8 +781,9 @@ def cost_intervals(runs: dict[str, dict]) -> dict[str, list[float]]:
     for name, mode, other in _wall_ratios(runs):
         walls = paired_runs(runs[mode])
         below = paired_runs(runs[other]) if other else nofault_walls(runs, mode)
-        if len(walls) > 1 and len(walls) == len(below):
-            out[f"{name}_95ci"] = stats.paired_ratio(below, walls)[1]
+        paired = _paired(below, walls)
+        if paired:
+            out[f"{name}_95ci"] = paired[1]
     return out
 
 

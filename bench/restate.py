@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import statistics
 import subprocess
 
 from . import harness, stats
@@ -36,8 +37,7 @@ def _per_application(row: dict) -> dict:
     if "app_wall_s_runs" in row or len(apps) < 2 or len(passes) % len(apps):
         return row
     n = len(passes) // len(apps)
-    chunks = [sorted(passes[i * n : (i + 1) * n]) for i in range(len(apps))]
-    medians = [(c[(n - 1) // 2] + c[n // 2]) / 2 for c in chunks]
+    medians = [statistics.median(passes[i * n : (i + 1) * n]) for i in range(len(apps))]
     return {**row, "app_wall_s_runs": [round(m, 3) for m in medians]}
 
 

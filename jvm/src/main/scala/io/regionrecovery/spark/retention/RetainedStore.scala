@@ -193,6 +193,22 @@ final class RetainedStore(val root: Path) extends Logging {
   }
 
   /** Writes a new file readable and writable by its owner only (0600), whatever the umask. */
+  /**
+   * Replaces `file` with `bytes` through `tmp` (a reader sees the old or the new contents). The
+   * temporary file goes on any failure, an interrupt included: a stopping executor interrupts its lease
+   * thread mid-write (the channel closes), and a stray `.tmp` would outlive the deletion that follows.
+   */
+  private def replaceAtomically(file: Path, tmp: Path, bytes: Array[Byte]): Unit =
+    try {
+      writeOwnerOnly(tmp, bytes)
+      Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
+    } catch {
+      case e: Throwable =>
+        try Files.deleteIfExists(tmp)
+        catch { case NonFatal(d) => e.addSuppressed(d) }
+        throw e
+    }
+
   private def writeOwnerOnly(file: Path, bytes: Array[Byte]): Unit = {
     Files.deleteIfExists(file)
     val attrs = try Seq(PosixFilePermissions.asFileAttribute(ownerOnlyFile))
@@ -295,9 +311,7 @@ final class RetainedStore(val root: Path) extends Logging {
   def renewLease(appKey: String, expiresAt: Long): Unit = {
     ensureDir(root)
     val tmp = root.resolve(s"${safe(appKey)}.lease.${ProcessHandle.current().pid()}.tmp")
-    writeOwnerOnly(tmp, expiresAt.toString.getBytes(StandardCharsets.UTF_8))
-    try Files.move(tmp, leaseFile(appKey), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
-    catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
+    replaceAtomically(leaseFile(appKey), tmp, expiresAt.toString.getBytes(StandardCharsets.UTF_8))
   }
 
   /** What `appKey`'s lease on this host looks like now (see leaseLook). */
@@ -346,9 +360,7 @@ final class RetainedStore(val root: Path) extends Logging {
     if (!Files.isDirectory(appDir(appKey))) return // nothing to keep: a mark alone would outlive everything
     val tmp = root.resolve(
       s"${safe(appKey)}.keep.${ProcessHandle.current().pid()}-${Thread.currentThread().getId}.tmp")
-    writeOwnerOnly(tmp, s"$until\t$jobId".getBytes(StandardCharsets.UTF_8))
-    try Files.move(tmp, keepFile(appKey), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
-    catch { case e: IOException => Files.deleteIfExists(tmp); throw e }
+    replaceAtomically(keepFile(appKey), tmp, s"$until\t$jobId".getBytes(StandardCharsets.UTF_8))
   }
 
   /** The mark, if any and readable: (until, jobId). */

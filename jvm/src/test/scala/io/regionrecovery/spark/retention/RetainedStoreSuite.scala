@@ -450,6 +450,24 @@ class RetainedStoreSuite extends AnyFunSuite {
     }
   }
 
+  test("a lease or keep mark interrupted mid-write leaves the old one and no temporary file") {
+    withRoot { (root, store) =>
+      store.renewLease("app-1", 1L)
+      Files.createDirectories(store.appDir("app-1"))
+      store.markKept("app-1", 2L, "job")
+      // a stopping executor interrupts its lease thread: the write's channel closes under it
+      Thread.currentThread().interrupt()
+      try intercept[java.nio.channels.ClosedByInterruptException](store.renewLease("app-1", 3L))
+      finally Thread.interrupted()
+      Thread.currentThread().interrupt()
+      try intercept[java.nio.channels.ClosedByInterruptException](store.markKept("app-1", 4L, "job"))
+      finally Thread.interrupted()
+      assert(!namesUnder(root).exists(_.endsWith(".tmp")))
+      assert(new String(Files.readAllBytes(store.leaseFile("app-1"))) == "1")
+      assert(store.keptUntil("app-1") == Some((2L, "job")))
+    }
+  }
+
   test("leases and keep marks are the owner's alone (0600), whatever the umask") {
     withRoot { (root, store) =>
       store.renewLease("app-1", 1L)

@@ -46,7 +46,11 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
   private var releasePolicy = initialPolicy
   private val entries = mutable.HashMap[(Int, Long), RetainedEntry]()
   private val byShuffle = mutable.HashMap[Int, mutable.Set[Long]]()
+  // running totals, kept with every change so that reading them is O(hosts, executors, shuffles), not O(outputs):
+  // the Recovery tab's `retained` event reads them each second while a 100,000-task stage commits
   private val hostBytes = mutable.HashMap[String, Long]().withDefaultValue(0L)
+  private val executorBytes = mutable.HashMap[String, Long]().withDefaultValue(0L)
+  private val shuffleBytes = mutable.HashMap[Int, Long]().withDefaultValue(0L)
   private val lastUse = mutable.HashMap[Int, Long]()
   private var clock = 0L
 
@@ -101,14 +105,13 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
     val e = new RetainedEntry(shuffleId, mapId, mapIndex, executorId, host, bytes, digest)
     entries((shuffleId, mapId)) = e
     byShuffle.getOrElseUpdate(shuffleId, mutable.Set[Long]()) += mapId
-    hostBytes(host) += bytes
+    count(e, 1)
     touch(shuffleId)
     enforceCap(host)
   }
 
   /** Retained bytes per executor (what each serves of the retained outputs), for choosing an adopter. */
-  def bytesByExecutor: Map[String, Long] =
-    entries.valuesIterator.toSeq.groupMapReduce(_.executorId)(_.bytes)(_ + _)
+  def bytesByExecutor: Map[String, Long] = executorBytes.toMap
 
   /** The outputs an executor's retained directory holds now (a scan: for the rare standby lost). */
   def outputsOf(executorId: String): Seq[RetainedEntry] =
@@ -124,9 +127,9 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
   /** A live executor adopted the output; it stays retained, now in that executor's directory. */
   def adopted(shuffleId: Int, mapId: Long, toExecutor: String, toHost: String): Unit =
     entries.get((shuffleId, mapId)).foreach { e =>
-      hostBytes(e.host) -= e.bytes
+      count(e, -1)
       e.executorId = toExecutor; e.host = toHost
-      hostBytes(toHost) += e.bytes
+      count(e, 1)
     }
 
   /** One output's retained copy is gone (it failed its check after an adoption). */
@@ -233,18 +236,24 @@ final class RetainedLedger(initialMaxBytesPerHost: Long, initialPolicy: ReleaseP
 
   private def remove(shuffleId: Int, mapId: Long): Option[RetainedEntry] =
     entries.remove((shuffleId, mapId)).map { e =>
-      hostBytes(e.host) -= e.bytes
-      if (hostBytes(e.host) == 0L) hostBytes.remove(e.host)
+      count(e, -1)
       byShuffle.get(shuffleId).foreach(_ -= mapId)
       e
     }
 
+  /** Adds (sign 1) or takes away (-1) an entry's bytes from the running totals; a total that reaches 0 goes. */
+  private def count(e: RetainedEntry, sign: Int): Unit = {
+    def add[K](totals: mutable.Map[K, Long], key: K): Unit = {
+      val t = totals(key) + sign * e.bytes
+      if (t == 0L && sign < 0) totals.remove(key) else totals(key) = t
+    }
+    add(hostBytes, e.host); add(executorBytes, e.executorId); add(shuffleBytes, e.shuffleId)
+  }
+
   def json: String = {
     val hosts = hostBytes.toSeq.sortBy(_._1).map { case (h, b) => Json.str(h) + ": " + b }
-    val execs = entries.valuesIterator.toSeq.groupBy(_.executorId).toSeq.sortBy(_._1)
-      .map { case (x, es) => Json.str(x) + ": " + es.map(_.bytes).sum }
-    val shuffles = entries.valuesIterator.toSeq.groupBy(_.shuffleId).toSeq.sortBy(_._1)
-      .map { case (s, es) => "\"" + s + "\": " + es.map(_.bytes).sum }
+    val execs = executorBytes.toSeq.sortBy(_._1).map { case (x, b) => Json.str(x) + ": " + b }
+    val shuffles = shuffleBytes.toSeq.sortBy(_._1).map { case (s, b) => "\"" + s + "\": " + b }
     Json.obj(
       "max_bytes_per_host" -> maxBytesPerHost.toString,
       "policy" -> Json.str(policy.name),

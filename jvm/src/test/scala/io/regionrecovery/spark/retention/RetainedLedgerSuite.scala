@@ -149,6 +149,33 @@ class RetainedLedgerSuite extends AnyFunSuite {
     assert(json.get("hosts").get("h").asLong == 160 && json.get("shuffles").get("0").asLong == 160)
   }
 
+  test("the running totals equal a count over the outputs held, after any mix of changes") {
+    val rnd = new scala.util.Random(57)
+    (1 to 20).foreach { round =>
+      val l = new RetainedLedger(if (round % 2 == 0) 0 else 5000, ReleasePolicy.ShuffleCleanup)
+      val execs = Seq("1", "2", "3"); val hosts = Map("1" -> "a", "2" -> "a", "3" -> "b")
+      (1 to 300).foreach { _ =>
+        val s = rnd.nextInt(4); val m = rnd.nextInt(40).toLong; val x = execs(rnd.nextInt(3))
+        rnd.nextInt(10) match {
+          case 0 => l.adopted(s, m, x, hosts(x))
+          case 1 => l.dropOutput(s, m)
+          case 2 => if (rnd.nextInt(10) == 0) l.executorPurged(x)
+          case 3 => if (rnd.nextInt(20) == 0) l.shuffleRemoved(s)
+          case _ => l.retained(s, m, m.toInt, x, hosts(x), 1L + rnd.nextInt(500))
+        }
+      }
+      val held = execs.flatMap(l.outputsOf)
+      assert(l.bytesByExecutor == held.groupMapReduce(_.executorId)(_.bytes)(_ + _), s"round $round")
+      Seq("a", "b").foreach(h => assert(l.bytesOnHost(h) == held.filter(_.host == h).map(_.bytes).sum))
+      val json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(l.json)
+      held.groupMapReduce(_.shuffleId)(_.bytes)(_ + _).foreach { case (shuffle, bytes) =>
+        assert(json.get("shuffles").get(shuffle.toString).asLong == bytes)
+      }
+      assert(json.get("shuffles").size == held.map(_.shuffleId).distinct.size)
+      assert(json.get("outputs").asInt == held.size && json.get("bytes").asLong == held.map(_.bytes).sum)
+    }
+  }
+
   test("every canonical value of retained.release names a release policy, and no other") {
     val canonical = io.regionrecovery.spark.config.ConfigKeys.RetainedRelease.tpe.choices.get.map(_._2).distinct
     assert(canonical.map(ReleasePolicy.byName) == ReleasePolicy.all)

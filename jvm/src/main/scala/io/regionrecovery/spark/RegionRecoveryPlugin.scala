@@ -106,12 +106,13 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
    */
   override def receive(message: AnyRef): AnyRef = {
     message match {
-      case e: MapOutputCommittedEvent =>
-        state.offer(e)
-        return state.features.all.iterator.flatMap(_.outputCommitted(e)).nextOption().orNull
-      case e: MapOutputRetainedEvent =>
-        state.offer(e)
-        state.features.all.foreach(_.outputRetained(e))
+      case report: CommitReport =>
+        val (committed, retained) = CommitReport.decode(report)
+        state.offer(committed)
+        val refused = state.features.all.iterator.flatMap(_.outputCommitted(committed)).nextOption().orNull
+        // a refused output's retained copy is deleted by its executor: it is recorded nowhere
+        if (refused == null) retained.foreach { r => state.offer(r); state.features.all.foreach(_.outputRetained(r)) }
+        return refused
       case e: Event => state.offer(e)
       case r: DriverRequest => state.features.retention.foreach(_.handle(r))
       case other => logWarning(s"region-recovery: ignoring unknown message $other")
@@ -181,11 +182,11 @@ object ExecutorSide extends Logging {
    * plugin is not loaded) or the reason it is refused. Throws when the driver cannot be asked: the
    * output must not register unchecked.
    */
-  def askCommit(e: MapOutputCommittedEvent): String = {
+  def askCommit(report: CommitReport, e: MapOutputCommittedEvent): String = {
     val ctx = context
-    if (ctx == null) { send(e); null }
+    if (ctx == null) { send(report); null }
     else
-      try ctx.ask(e) match {
+      try ctx.ask(report) match {
           case reason: String => reason
           case _ => null
         }
@@ -200,7 +201,7 @@ object ExecutorSide extends Logging {
   }
 
   /** Fire-and-forget; a report that cannot be sent is counted and logged once, never thrown. */
-  def send(e: Event): Unit = {
+  def send(e: AnyRef): Unit = {
     val ctx = context
     if (ctx == null) {
       if (unsent.getAndIncrement() == 0)

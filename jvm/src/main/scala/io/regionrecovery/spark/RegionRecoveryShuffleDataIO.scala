@@ -99,10 +99,12 @@ class ReportingExecutorComponents(delegate: ShuffleExecutorComponents) extends S
 }
 
 /**
- * Summarises one committed map output and reports it; runs on the task thread, after the commit and
- * before the task reports success. While the driver's changed-output guard is on, the report is a
- * question: the driver compares the output with the one it replaces and may refuse it (then this
- * throws, the task fails with the reason and the output never registers).
+ * Summarises one committed map output, retains it and reports both in one message ([[CommitReport]]);
+ * runs on the task thread, after the commit and before the task reports success, so the retained copy
+ * exists before Spark can register the output. While the driver's changed-output guard is on, the
+ * report is a question: the driver compares the output with the one it replaces and may refuse it
+ * (then the retained copy is deleted, this throws, the task fails with the reason and the output
+ * never registers; the driver records a refused output's copy nowhere, so nothing could adopt it).
  */
 private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorId: String) {
   def committed(partitionLengths: Array[Long], checksums: Array[Long]): Unit = {
@@ -113,28 +115,33 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
     val host = if (env == null || env.blockManager == null) null else env.blockManager.blockManagerId.host
     val records = if (tc == null) -1L else tc.taskMetrics().shuffleWriteMetrics.recordsWritten
     val sums = if (checksums == null) Array.emptyLongArray else checksums
-    val report = MapOutputCommittedEvent(System.currentTimeMillis(), shuffleId, mapId,
-      if (tc == null) -1 else tc.partitionId(), if (tc == null) -1 else tc.stageAttemptNumber(),
+    val mapIndex = if (tc == null) -1 else tc.partitionId()
+    val now = System.currentTimeMillis()
+    val committed = MapOutputCommittedEvent(now, shuffleId, mapId, mapIndex,
+      if (tc == null) -1 else tc.stageAttemptNumber(),
       if (executorId != null) executorId else if (env != null) env.executorId else null,
       host, total, partitionLengths.length, nonEmpty, max, records, sums.length, OutputComparison.digest(sums),
       OutputComparison.digest(partitionLengths), if (tc == null) -1 else tc.attemptNumber(),
       if (tc == null) -1 else tc.stageId())
-    if (ExecutorSide.askCommits) {
-      // Before retaining: a refused output leaves no retained copy behind.
-      val refused = ExecutorSide.askCommit(report)
-      if (refused != null) throw ChangeGuard.refusal(refused, if (tc == null) 0 else tc.partitionId())
-    } else ExecutorSide.send(report)
-    // Retain before the task reports success, so the copy exists before Spark can register the output.
     // An output that cannot be retained (full disk) is registered without a copy: on the executor's
     // loss nothing adopts it, so it is unregistered and recomputed, as in plain Spark.
     val agent = RetentionAgent.current
-    val retained = if (agent == null) None else Some(agent.retain(shuffleId, mapId))
-    retained.foreach { case (files, bytes) =>
+    val retained = if (agent == null) None else agent.retain(shuffleId, mapId) match {
       // the node, not the host: the driver counts retained bytes and finds adopters per node
-      if (files > 0) ExecutorSide.send(MapOutputRetainedEvent(System.currentTimeMillis(), shuffleId, mapId,
-        if (tc == null) -1 else tc.partitionId(), agent.executorId, agent.nodeOrElse(host), bytes, files,
-        RetainedStore.digest(checksums, partitionLengths)))
+      case (files, bytes) if files > 0 => Some(MapOutputRetainedEvent(now, shuffleId, mapId, mapIndex,
+        agent.executorId, agent.nodeOrElse(host), bytes, files, RetainedStore.digest(checksums, partitionLengths)))
+      case _ => None
     }
+    val report = CommitReport.encode(committed, retained)
+    if (ExecutorSide.askCommits) {
+      val refused =
+        try ExecutorSide.askCommit(report, committed)
+        catch { case e: Throwable => retained.foreach(_ => agent.dropRetained(shuffleId, mapId)); throw e }
+      if (refused != null) {
+        retained.foreach(_ => agent.dropRetained(shuffleId, mapId))
+        throw ChangeGuard.refusal(refused, if (tc == null) 0 else tc.partitionId())
+      }
+    } else ExecutorSide.send(report)
   }
 }
 

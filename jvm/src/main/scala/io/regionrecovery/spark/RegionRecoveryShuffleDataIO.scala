@@ -126,10 +126,12 @@ private[spark] final class CommitReporter(shuffleId: Int, mapId: Long, executorI
     // An output that cannot be retained (full disk) is registered without a copy: on the executor's
     // loss nothing adopts it, so it is unregistered and recomputed, as in plain Spark.
     val agent = RetentionAgent.current
-    val retained = if (agent == null) None else agent.retain(shuffleId, mapId) match {
+    val retained = if (agent == null) None
+    else agent.retain(shuffleId, mapId) match {
       // the node, not the host: the driver counts retained bytes and finds adopters per node
-      case (files, bytes) if files > 0 => Some(MapOutputRetainedEvent(now, shuffleId, mapId, mapIndex,
-        agent.executorId, agent.nodeOrElse(host), bytes, files, RetainedStore.digest(checksums, partitionLengths)))
+      case (files, bytes) if files > 0 =>
+        Some(MapOutputRetainedEvent(now, shuffleId, mapId, mapIndex,
+          agent.executorId, agent.nodeOrElse(host), bytes, files, RetainedStore.digest(checksums, partitionLengths)))
       case _ => None
     }
     val report = CommitReport.encode(committed, retained)

@@ -22,7 +22,8 @@ object CommitReport {
     out.writeInt(c.stageAttempt); writeString(out, c.executorId); writeString(out, c.host)
     out.writeLong(c.bytes); out.writeInt(c.numPartitions); out.writeInt(c.nonEmptyPartitions)
     out.writeLong(c.maxPartitionBytes); out.writeLong(c.records); out.writeInt(c.checksums)
-    out.writeLong(c.checksumDigest); out.writeLong(c.lengthsDigest); out.writeInt(c.taskAttempt); out.writeInt(c.stageId)
+    out.writeLong(c.checksumDigest); out.writeLong(c.lengthsDigest); out.writeInt(c.taskAttempt);
+    out.writeInt(c.stageId)
     out.writeBoolean(retained.isDefined)
     retained.foreach { r => // the same output: its shuffle, map id and index are the commit's
       require(r.shuffleId == c.shuffleId && r.mapId == c.mapId && r.mapIndex == c.mapIndex,
@@ -43,7 +44,8 @@ object CommitReport {
       val c = MapOutputCommittedEvent(in.readLong(), in.readInt(), in.readLong(), in.readInt(), in.readInt(),
         readString(in), readString(in), in.readLong(), in.readInt(), in.readInt(), in.readLong(), in.readLong(),
         in.readInt(), in.readLong(), in.readLong(), in.readInt(), in.readInt())
-      val retained = if (!in.readBoolean()) None else Some(MapOutputRetainedEvent(in.readLong(), c.shuffleId, c.mapId,
+      val retained = if (!in.readBoolean()) None
+      else Some(MapOutputRetainedEvent(in.readLong(), c.shuffleId, c.mapId,
         c.mapIndex, readString(in), readString(in), in.readLong(), in.readInt(), in.readLong()))
       require(in.available() == 0, s"${in.available()} bytes after a commit report")
       (c, retained)

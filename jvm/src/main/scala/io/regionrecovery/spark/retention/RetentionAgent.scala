@@ -484,8 +484,10 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   /** Deletes the retained copy of an output the driver refused (or could not be asked about): it never registers. */
   def dropRetained(shuffleId: Int, mapId: Long): Unit =
     try store.releaseOutputs(appKey, executorId, Seq(OutputRef(shuffleId, mapId, -1)))
-    catch { case e: IOException => logWarning(s"region-recovery: the retained copy of refused map output $mapId of " +
-      s"shuffle $shuffleId could not be deleted (it is recorded nowhere and goes with the application): $e") }
+    catch {
+      case e: IOException => logWarning(s"region-recovery: the retained copy of refused map output $mapId of " +
+          s"shuffle $shuffleId could not be deleted (it is recorded nowhere and goes with the application): $e")
+    }
 
   /** The agent's RPC endpoint: anything but an [[AgentRequest]] ([[AgentEnvelope]]) is a bug on the sender's side. */
   private[spark] def receive(message: AnyRef): AnyRef = message match {

@@ -39,6 +39,6 @@ class CommitReportSuite extends AnyFunSuite {
     intercept[IllegalArgumentException](CommitReport.decode(CommitReport(bytes :+ 0.toByte)))
     val other = bytes.clone(); other(0) = 2
     assert(intercept[IllegalArgumentException](CommitReport.decode(CommitReport(other))).getMessage
-      .contains("version 2"))
+        .contains("version 2"))
   }
 }

@@ -508,6 +508,18 @@ def _combine(rows: list[dict]) -> dict:
     return row
 
 
+def result_name(scenario: str, scale: str) -> str:
+    """The committed result's file name (without .json) when no --out is given.
+
+    shuffle-scale keeps one result per scale: together they show what grows with the map outputs. overhead keeps
+    its headline at medium (10,000 outputs) as overhead.json and every other scale beside it, so that a run at
+    1,000 outputs never overwrites the 10,000-output result.
+    """
+    if scenario == "shuffle-scale" or (scenario == "overhead" and scale != "medium"):
+        return f"{scenario}-{scale}"
+    return scenario
+
+
 def run_scenario(
     scenario: str,
     scale: str = "small",
@@ -594,9 +606,7 @@ def run_scenario(
         "statistics": stats.METHOD,
     }
     result["targets"] = targets
-    # shuffle-scale keeps one result per scale: together they show what grows with the map outputs
-    name = f"{scenario}-{scale}" if scenario == "shuffle-scale" else scenario
-    path = out or os.path.join(RESULTS, f"{name}.json")
+    path = out or os.path.join(RESULTS, f"{result_name(scenario, scale)}.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
     if scenario == "streaming-catch-up":

@@ -3,6 +3,7 @@ targets (the workload itself runs only in benchmark runs: `python -m bench run o
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 from hypothesis import given
@@ -72,3 +73,13 @@ def test_an_overhead_result_from_before_the_rewrite_keeps_its_own_target():
     old = {"vanilla": {"wall_s": 2.8, "extra": {"pass_s": [2.8]}}, "recovery": {"wall_s": 2.9, "extra": {}}}
     (target,) = harness._targets("overhead", "medium", old, 1.02, {"wall_ratio_95ci": [0.9, 1.2]})
     assert target["target"] == "wall ratio <= 1.03 (medium scale)" and target["verdict"] == "not shown"
+
+
+def test_a_run_at_another_scale_is_written_beside_the_10000_output_result_not_over_it():
+    assert harness.result_name("overhead", "medium") == "overhead"
+    assert harness.result_name("overhead", "small") == "overhead-small"
+    assert harness.result_name("overhead", "large") == "overhead-large"
+    assert harness.result_name("shuffle-scale", "medium") == "shuffle-scale-medium"
+    assert harness.result_name("executor-crash", "small") == "executor-crash"
+    committed = set(os.listdir(harness.RESULTS))
+    assert {"overhead.json", "overhead-small.json"} <= committed  # the names the README's tables read

@@ -192,7 +192,6 @@ final class RetainedStore(val root: Path) extends Logging {
     answer
   }
 
-  /** Writes a new file readable and writable by its owner only (0600), whatever the umask. */
   /**
    * Replaces `file` with `bytes` through `tmp` (a reader sees the old or the new contents). The
    * temporary file goes on any failure, an interrupt included: a stopping executor interrupts its lease
@@ -209,6 +208,7 @@ final class RetainedStore(val root: Path) extends Logging {
         throw e
     }
 
+  /** Writes a new file readable and writable by its owner only (0600), whatever the umask. */
   private def writeOwnerOnly(file: Path, bytes: Array[Byte]): Unit = {
     Files.deleteIfExists(file)
     val attrs = try Seq(PosixFilePermissions.asFileAttribute(ownerOnlyFile))

@@ -289,6 +289,37 @@ def test_sigkill_after_map_stage_before_consumers(shared_cluster, shared_root):
 
 
 # ---------------------------------------------------------------------------------------------------
+def test_a_hello_is_taken_only_over_its_executors_own_connection(shared_cluster, shared_root):
+    """Spark's registry says who an agent is. The driver's endpoint is asked with hellos naming a live executor:
+    from another connection it is refused; from the connection that executor registered with Spark over it passes
+    that check and is refused as a second hello (the first one stays); an id Spark never registered is refused."""
+    c = shared_cluster(**retention_conf(shared_root, True))
+    c.wait_executors(2)
+    c.sc.parallelize(range(4), 4).count()  # tasks run only once every executor's plugin (and its hello) is done
+    jvm = c.sc._jvm
+    coordinator = jvm.io.regionrecovery.spark.CurrentApplication.current().features().retention().get()
+
+    def agents() -> dict:
+        live = coordinator.liveAgents()
+        return {live.apply(i).executorId(): live.apply(i).node() for i in range(live.size())}
+
+    before = agents()
+    executor_id = sorted(before)[0]
+    address = jvm.org.apache.spark.regionrecovery.SparkInternals.registeredExecutorAddress(c.sc._jsc.sc(), executor_id)
+    assert address.isDefined(), f"Spark registered no connection for executor {executor_id}"
+    nil = jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList()).toSeq()
+
+    def hello(eid: str, sender: str) -> str:
+        forged = jvm.io.regionrecovery.spark.retention.RetentionAgentHello(eid, "forged-node", "forged-ref", nil, nil)
+        return coordinator.handle(forged, sender)
+
+    assert "not over the connection the executor registered with Spark over" in hello(executor_id, "127.0.0.1:1")
+    assert hello(executor_id, address.get()) == "its agent already said hello"
+    assert hello("no-such-executor", address.get()) == "Spark has no live executor of that id"
+    assert agents() == before, "no hello replaced a registered agent"
+
+
+# ---------------------------------------------------------------------------------------------------
 def test_sigkill_while_consumer_stage_runs(shared_cluster, shared_root):
     """Kill the executor holding most map outputs while the consuming stage's tasks are running."""
     root = shared_root

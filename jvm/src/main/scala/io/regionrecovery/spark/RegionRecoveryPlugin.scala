@@ -14,7 +14,7 @@ import io.regionrecovery.spark.core._
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.consistency.{ChangeGuard, OutputRefusedException}
 import io.regionrecovery.spark.jobrecovery.JobRecovery
-import io.regionrecovery.spark.retention.{DriverRequest, RetainedStore, RetentionAgent, RetentionCoordinator}
+import io.regionrecovery.spark.retention.{RetainedStore, RetentionAgent, RetentionCoordinator}
 import io.regionrecovery.spark.retention.{RetainedVerification, RetentionDecision, RetentionDeployment, RetentionPolicy}
 import io.regionrecovery.spark.retention.{RetentionPreconditions, SparkCoordinatorActions}
 import io.regionrecovery.spark.retention.RetentionRecords
@@ -114,7 +114,6 @@ class RegionRecoveryDriverPlugin extends DriverPlugin with Logging {
         if (refused == null) retained.foreach { r => state.offer(r); state.features.all.foreach(_.outputRetained(r)) }
         return refused
       case e: Event => state.offer(e)
-      case r: DriverRequest => state.features.retention.foreach(_.handle(r))
       case other => logWarning(s"region-recovery: ignoring unknown message $other")
     }
     null
@@ -151,7 +150,7 @@ class RegionRecoveryExecutorPlugin extends ExecutorPlugin with Logging {
       ExecutorSide.send(ExecutorPluginStartedEvent(System.currentTimeMillis(), ctx.executorID(), host,
         ProcessHandle.current().pid()))
       RetentionAgent.start(RetentionDecision.fromDriver(fromDriver), ctx.conf().getOption, ctx.conf().getAppId,
-        ctx.executorID(), host).foreach(hello => ctx.send(hello))
+        ctx.executorID(), host)
     } catch {
       case scala.util.control.NonFatal(e) => logWarning(s"region-recovery executor plugin could not start: $e", e)
     }

@@ -18,6 +18,8 @@ trait AgentActions {
   def connectDriver(): Unit
   /** The driver's answer to a lease ping, None when it does not answer within `timeoutMs`. */
   def pingDriver(ping: LeasePing, timeoutMs: Long): Option[AnyRef]
+  /** The driver's answer to the agent's hello, None when there is no driver endpoint or no answer within `timeoutMs`. */
+  def helloDriver(hello: RetentionAgentHello, timeoutMs: Long): Option[AnyRef]
   /** Deletes every map output the block manager serves; returns how many. */
   def removeAllMapOutputFiles(): Int
   def removeMapOutputFiles(shuffleId: Int, mapId: Long): Unit
@@ -64,6 +66,16 @@ final class SparkAgentActions extends AgentActions with Logging {
     else
       try Some(SparkInternals.ask(driverRef, ping, timeoutMs))
       catch { case NonFatal(_) => None }
+
+  override def helloDriver(hello: RetentionAgentHello, timeoutMs: Long): Option[AnyRef] =
+    if (driverRef == null) None
+    else
+      try Some(SparkInternals.ask(driverRef, hello, timeoutMs))
+      catch {
+        case NonFatal(e) =>
+          logWarning(s"region-recovery: the driver did not answer this executor's retention hello: $e")
+          None
+      }
 
   override def removeAllMapOutputFiles(): Int = SparkInternals.removeAllMapOutputFiles()
   override def removeMapOutputFiles(shuffleId: Int, mapId: Long): Unit =

@@ -4,9 +4,11 @@ import java.nio.file.Files
 import java.util.concurrent.ConcurrentHashMap
 
 import scala.jdk.CollectionConverters._
+import scala.util.{Failure, Success, Try}
 import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
+import org.apache.spark.storage.BlockManagerId
 
 /**
  * The driver's view of one live executor's agent: `node` is where its retained files are shared (its
@@ -22,8 +24,8 @@ final case class AgentInfo(executorId: String, node: String, ref: AnyRef, held: 
  * driver deletes directly only where it shares the node (local-cluster, client mode on a worker
  * node), which is also the fallback when no agent is left there.
  */
-private[retention] final class AgentDirectory(store: RetainedStore, appKey: () => String, rpc: AgentRpc)
-    extends Logging {
+private[retention] final class AgentDirectory(store: RetainedStore, appKey: () => String, rpc: AgentRpc,
+    registry: () => Option[ExecutorRegistry] = () => None) extends Logging {
   private val agents = new ConcurrentHashMap[String, AgentInfo]()
   private val removed = ConcurrentHashMap.newKeySet[String]()
 
@@ -32,11 +34,23 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
 
   def get(executorId: String): Option[AgentInfo] = Option(agents.get(executorId))
 
-  /** A hello from an executor that Spark already removed is stale (it raced with the removal). */
-  def register(h: RetentionAgentHello): Unit =
-    if (removed.contains(h.executorId))
-      logWarning(s"region-recovery: ignoring the retention agent of executor ${h.executorId}: already removed")
-    else agents.put(h.executorId, AgentInfo(h.executorId, h.node, h.ref, h.held, h.sparkDirs))
+  /**
+   * Takes a hello that came over the connection `from` ("host:port"); returns why not, None once taken.
+   * Only from the connection its executor registered with Spark over, so no process can speak for an
+   * executor it is not, and once: a second hello for a live executor id does not replace the first. A
+   * hello from an executor Spark already removed is stale (it raced with the removal).
+   */
+  def register(h: RetentionAgentHello, from: String): Option[String] = {
+    val refusal =
+      if (removed.contains(h.executorId)) Some("already removed")
+      else registry().flatMap(r => AgentDirectory.senderProblem(r, h.executorId, from)).orElse(
+        if (agents.containsKey(h.executorId)) Some("its agent already said hello") else None)
+    refusal match {
+      case Some(why) => logWarning(s"region-recovery: ignoring a hello for executor ${h.executorId}: $why")
+      case None => agents.put(h.executorId, AgentInfo(h.executorId, h.node, h.ref, h.held, h.sparkDirs))
+    }
+    refusal
+  }
 
   /** Marks an executor removed; true only the first time (Spark may report one removal twice). */
   def markRemoved(executorId: String): Boolean = removed.add(executorId)
@@ -48,8 +62,22 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
 
   private def onePerNode: Seq[AgentInfo] = live.groupBy(_.node).values.map(_.head).toSeq.sortBy(_.node)
 
+  /**
+   * Asks an agent. A reply that names where outputs are served now must name the block manager Spark
+   * registered for that agent's executor; one that names another is refused with an exception.
+   */
   def ask(a: AgentInfo, request: AgentRequest, timeoutMs: Long = RetentionProtocol.AskTimeoutMs): AnyRef =
-    rpc.ask(a.ref, request, timeoutMs)
+    rpc.ask(a.ref, request, timeoutMs) match {
+      case l: LocatedReply =>
+        locationProblem(a.executorId, l.location).foreach(why =>
+          throw new IllegalStateException(s"executor ${a.executorId}'s reply was refused: $why"));
+        l
+      case other => other
+    }
+
+  /** Why `location` is not where executor `executorId`'s outputs may be served; None: Spark registered it so. */
+  def locationProblem(executorId: String, location: BlockManagerId): Option[String] =
+    registry().flatMap(r => AgentDirectory.locationProblem(r, executorId, location))
 
   /** A one-way request to one agent (best effort: lost if the agent is gone). */
   def send(a: AgentInfo, request: AgentRequest): Unit =
@@ -144,4 +172,26 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
           s"files (it is stopping and deletes them itself): $e")
     }
   }
+}
+
+object AgentDirectory {
+  /** Why a message that came over `from` cannot speak for `executorId`; None: Spark registered it over `from`. */
+  def senderProblem(registry: ExecutorRegistry, executorId: String, from: String): Option[String] =
+    Try(registry.connection(executorId)) match {
+      case Failure(e) => Some(s"Spark's registry of executors could not be read ($e)")
+      case Success(None) => Some("Spark has no live executor of that id")
+      case Success(Some(at)) if at != from =>
+        Some(s"it came over ${Option(from).getOrElse("no connection")}, not over the connection the executor " +
+          s"registered with Spark over ($at)")
+      case _ => None
+    }
+
+  /** Why `location` is not where executor `executorId` serves outputs; None: it is the block manager Spark registered. */
+  def locationProblem(registry: ExecutorRegistry, executorId: String, location: BlockManagerId): Option[String] =
+    Try(registry.blockManager(executorId)) match {
+      case Failure(e) => Some(s"Spark's registry of block managers could not be read ($e)")
+      case Success(None) => Some(s"Spark has no block manager for executor $executorId")
+      case Success(Some(bm)) if bm != location => Some(s"it names block manager $location, Spark registered $bm")
+      case _ => None
+    }
 }

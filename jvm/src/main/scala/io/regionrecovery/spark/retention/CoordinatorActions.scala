@@ -14,6 +14,18 @@ trait AgentRpc {
 }
 
 /**
+ * What Spark itself registered about its live executors: what a message that names an executor or a
+ * block manager is checked against before the driver acts on it (an executor may lie; Spark's
+ * scheduler and block manager master saw it register).
+ */
+trait ExecutorRegistry {
+  /** The address ("host:port") of the connection a live executor registered over; None: no such live executor. */
+  def connection(executorId: String): Option[String]
+  /** The block manager Spark registered for a live executor; None: none. */
+  def blockManager(executorId: String): Option[BlockManagerId]
+}
+
+/**
  * What the [[RetentionCoordinator]] does to Spark: the map output tracker, its RPC endpoint and the
  * agents, its worker thread. A fake in the JVM tests; [[SparkCoordinatorActions]] in a driver.
  */
@@ -47,6 +59,8 @@ trait CoordinatorActions extends AgentRpc {
   def removeExecutor(executorId: String, reason: String, causedByApp: Boolean): Boolean
   /** SparkContext.stop began: executors are being stopped on purpose. */
   def applicationStopping: Boolean = false
+  /** Spark's registry of live executors; None where the scheduler has no remote executors (local mode). */
+  def registry: Option[ExecutorRegistry]
   /** The coordinator's single worker thread. */
   def newWorker(): ExecutorService
   /** A daemon thread that runs timeouts (a reattached volume's wait), handing them to the worker. */
@@ -84,5 +98,15 @@ final class SparkCoordinatorActions(sc: SparkContext) extends CoordinatorActions
   override def removeExecutor(executorId: String, reason: String, causedByApp: Boolean): Boolean =
     SparkInternals.removeExecutor(sc, executorId, reason, causedByApp)
   override def applicationStopping: Boolean = sc.isStopped
+  // lazy: the driver plugin starts before Spark creates the scheduler backend
+  override lazy val registry: Option[ExecutorRegistry] =
+    if (!SparkInternals.registersExecutors(sc)) None
+    else
+      Some(new ExecutorRegistry {
+        override def connection(executorId: String): Option[String] =
+          SparkInternals.registeredExecutorAddress(sc, executorId)
+        override def blockManager(executorId: String): Option[BlockManagerId] =
+          SparkInternals.registeredBlockManager(executorId)
+      })
   override def newWorker(): ExecutorService = SparkInternals.newDaemonSingleThreadExecutor("region-recovery-retention")
 }

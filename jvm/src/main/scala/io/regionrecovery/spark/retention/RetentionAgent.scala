@@ -57,7 +57,8 @@ object RetentionAgent extends Logging {
           val node = nodeOf(d.nodeEnv, sys.env.get, host)
           val own = SparkInternals.executorDirs.toSeq
           val a = new RetentionAgent(store, RetainedStore.appKey(appId, d.incarnation),
-            executorId, d.leaseTimeoutMs, d.jobRecovery, node = node, sparkDirs = own)
+            executorId, d.leaseTimeoutMs, d.jobRecovery, node = node, sparkDirs = own,
+            localDirs = SparkInternals.nodeLocalDirs.toSeq)
           // the agent and its shutdown hook exist before its lease does: a SIGTERM (its worker killing a starting
           // executor as the application ends) then either finds the agent to stop, or stops it before its first
           // lease write, which startLease then skips; a hook added during shutdown throws, and no lease is written
@@ -76,7 +77,8 @@ object RetentionAgent extends Logging {
               a.store.executorDir(a.appKey, executorId) +
               (if (held.isEmpty) "" else s"; this volume holds the retained files of executors ${held.mkString(", ")}"))
             a.expectVolumes(held) // before the hello: no task starts before this plugin's init returns
-            Some(RetentionAgentHello(executorId, node, a.ref, held, own))
+            val hello = RetentionAgentHello(executorId, node, a.ref, held, own)
+            if (a.sayHello(hello)) Some(hello) else { stop(); None }
           }
         }
       }
@@ -124,6 +126,9 @@ object RetentionAgent extends Logging {
    */
   val StopPingTimeoutMs = 6000L
 
+  /** How long an executor's start waits for the driver's answer to its hello (it answers at once, off its worker). */
+  val HelloTimeoutMs = 10000L
+
   /**
    * Executor shutdown (graceful stop, or the JVM exiting: on SIGTERM this runs from an early shutdown
    * hook, before Spark stops the executor, so the driver can still be asked; the plugin's shutdown
@@ -154,13 +159,30 @@ private[retention] final case class PreparedOutput(from: String, digest: Long, f
 
 /**
  * One executor's agent; `appKey` names its application incarnation's retained directory on this
- * host; `node` is where its retained files are shared (its host unless the environment names a node). `jobRecovery` is (job id, window ms) when job recovery is on: a lost driver's files are then
- * kept for a resubmission instead of deleted ([[DriverLossAction]]).
+ * host; `node` is where its retained files are shared (its host unless the environment names a node).
+ * `jobRecovery` is (job id, window ms) when job recovery is on: a lost driver's files are then kept for
+ * a resubmission instead of deleted ([[DriverLossAction]]). `sparkDirs` are its executor's own Spark
+ * directories, `localDirs` the node's configured local dirs: a lost executor's directories are deleted
+ * only there ([[LostExecutorDirs]]).
  */
 final class RetentionAgent(val store: RetainedStore, val appKey: String, val executorId: String,
     val leaseTimeoutMs: Long, val jobRecovery: Option[(String, Long)] = None,
     clock: Clock = Clock.System, executor: AgentActions = new SparkAgentActions, val node: String = null,
-    val sparkDirs: Seq[String] = Nil) extends Logging {
+    val sparkDirs: Seq[String] = Nil, val localDirs: Seq[String] = Nil) extends Logging {
+  /**
+   * Says hello to the driver, over this executor's own connection (the driver takes a hello only from
+   * the connection its executor registered with Spark over); false if the driver refused it, and the
+   * agent should stop: the driver would adopt nothing it retains. A driver that does not answer is no
+   * refusal (the lease decides what happens to the files).
+   */
+  def sayHello(hello: RetentionAgentHello): Boolean =
+    executor.helloDriver(hello, RetentionAgent.HelloTimeoutMs) match {
+      case Some(HelloAccepted) | None => true
+      case Some(why) =>
+        logError(s"region-recovery: executor $executorId retains nothing: the driver refused its hello ($why)")
+        false
+    }
+
   /** Where this agent's retained files are shared: its node, else `host` (an agent made without one, in tests). */
   def nodeOrElse(host: String): String = if (node != null) node else host
   @volatile private[spark] var ref: AnyRef = _
@@ -516,7 +538,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
       logInfo(s"region-recovery: deleted $files retained files ($bytes bytes) of " +
         s"${Option(p.executorId).map("executor " + _).getOrElse("application " + p.appKey)}")
       if (p.sparkDirs != null && p.sparkDirs.nonEmpty) {
-        val (sf, sb) = LostExecutorDirs.delete(p.sparkDirs, sparkDirs)
+        val (sf, sb) = LostExecutorDirs.delete(p.sparkDirs, sparkDirs, localDirs)
         logInfo(s"region-recovery: deleted the Spark directories of lost executor ${p.executorId} on this node " +
           s"(${p.sparkDirs.mkString(", ")}): $sf files, $sb bytes")
       }

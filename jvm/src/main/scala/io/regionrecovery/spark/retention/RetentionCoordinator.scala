@@ -37,7 +37,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
 
   @volatile private var currentPolicy = initialPolicy
   val ledger = new RetainedLedger(initialPolicy.maxBytesPerHost, initialPolicy.release)
-  private val agents = new AgentDirectory(store, () => appKey, actions)
+  private val agents = new AgentDirectory(store, () => appKey, actions, () => actions.registry)
   /** Output determinism of each shuffle's map stage, from JobStart (coordinator's thread only). */
   private val determinism = mutable.HashMap[Int, Int]()
   /** Each executor's connection to the driver ("host:port", as its lease pings arrive), to its id. */
@@ -103,20 +103,12 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     while (history.size > 50) history.pollFirst()
   }
 
-  /** What agents tell the driver: a hello through the plugin channel, lease pings on the driver endpoint. */
+  /**
+   * What agents tell the driver, on the driver endpoint (`from`: the connection it came over) or through
+   * the plugin channel (no `from`).
+   */
   def handle(request: DriverRequest, from: String = null): AnyRef = request match {
-    case h: RetentionAgentHello =>
-      agents.register(h)
-      announced.remove(h.executorId)
-      if (h.held.nonEmpty) onWorker(s"reattached volume of executor ${h.executorId}")(reattached(h.executorId))
-      onWorker(s"volume waits told to executor ${h.executorId}") {
-        agents.get(h.executorId).foreach(a => // those still waiting once its own volume was handled
-          waitingForVolume.values.foreach(l => agents.send(a, AwaitingVolume(l.executorId, l.waitMs))))
-      }
-      if (deployment.prepares) onWorker(s"preparation at new executor ${h.executorId}")(prepareForNewcomer(h))
-      if (earlyLossDetection && agents.live.exists(a => a.node == h.node && a.executorId != h.executorId))
-        confirming(s"liveness lock check of executor ${h.executorId}")(checkLocksSeen(h))
-      null
+    case h: RetentionAgentHello => agents.register(h, from).getOrElse { welcome(h); HelloAccepted }
     case p: OutputsPrepared =>
       if (p.appKey == appKey) onWorker(s"outputs prepared at executor ${p.executorId}")(outputsPrepared(p))
       null
@@ -131,7 +123,11 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       null
     case p: LeasePing =>
       if (from != null && p.appKey == appKey) {
-        executorAt.put(from, p.executorId)
+        // a connection is taken for an executor's only if Spark registered that executor over it: its closing
+        // then starts the check of that executor's loss (a reconnected one is left to Spark's report)
+        if (executorAt.get(from) != p.executorId &&
+          actions.registry.forall(AgentDirectory.senderProblem(_, p.executorId, from).isEmpty))
+          executorAt.put(from, p.executorId)
         if (disconnectedExecutors.remove(p.executorId)) // it reconnected: it is alive, nobody waits for its loss
           onWorker(s"reconnection of executor ${p.executorId}")(settle(p.executorId))
       }
@@ -143,6 +139,19 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         endDecided.future
       } else if (stopped && keepAtEnd.isEmpty) LeaseEnding
       else LeaseRenewed
+  }
+
+  /** A new agent was taken: its announcement is answered, its volume and its standby's preparation handled. */
+  private def welcome(h: RetentionAgentHello): Unit = {
+    announced.remove(h.executorId)
+    if (h.held.nonEmpty) onWorker(s"reattached volume of executor ${h.executorId}")(reattached(h.executorId))
+    onWorker(s"volume waits told to executor ${h.executorId}") {
+      agents.get(h.executorId).foreach(a => // those still waiting once its own volume was handled
+        waitingForVolume.values.foreach(l => agents.send(a, AwaitingVolume(l.executorId, l.waitMs))))
+    }
+    if (deployment.prepares) onWorker(s"preparation at new executor ${h.executorId}")(prepareForNewcomer(h))
+    if (earlyLossDetection && agents.live.exists(a => a.node == h.node && a.executorId != h.executorId))
+      confirming(s"liveness lock check of executor ${h.executorId}")(checkLocksSeen(h))
   }
 
   /** Fetches waiting on lost executors that agents sent to the adopters, their blocks, blocks failed at once. */
@@ -603,8 +612,11 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
    * A standby prepared outputs of a holder: recorded while it is still the holder's standby and the
    * holder still retains them (a report overtaken by a change of standby or a release is dropped).
    */
-  private def outputsPrepared(p: OutputsPrepared): Unit =
-    if (standby.get(p.fromExecutor).contains(p.executorId) && agents.get(p.executorId).isDefined) {
+  private def outputsPrepared(p: OutputsPrepared): Unit = {
+    val untrusted = agents.locationProblem(p.executorId, p.location)
+    untrusted.foreach(why =>
+      logWarning(s"region-recovery: ignoring outputs prepared at executor ${p.executorId}: $why"))
+    if (untrusted.isEmpty && standby.get(p.fromExecutor).contains(p.executorId) && agents.get(p.executorId).isDefined) {
       val r = preparedReady.get(p.fromExecutor).filter(_.standby == p.executorId).getOrElse {
         val fresh = ReadyAt(p.executorId, p.location, mutable.HashSet[(Int, Long)]())
         preparedReady(p.fromExecutor) = fresh
@@ -618,6 +630,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
         }
       }
     }
+  }
 
   /**
    * Relocates the outputs of one batch that `reply` says were adopted, unregisters the others; returns

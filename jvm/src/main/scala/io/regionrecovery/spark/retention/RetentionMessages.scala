@@ -160,10 +160,13 @@ final case class VolumesSettled(appKey: String) extends AgentRequest
 sealed trait DriverRequest
 
 /**
- * An agent says hello through the plugin channel; `ref` is its RPC endpoint (an RpcEndpointRef), `node`
- * where its retained files are shared, `held` the other executors of the application whose retained
- * files its store holds (a reattached volume), `sparkDirs` its own Spark directories (deleted on its
- * node once it is lost). No reply; with `held`, the driver sends [[VolumesSettled]] once it handled them.
+ * An agent says hello: `ref` is its RPC endpoint (an RpcEndpointRef), `node` where its retained files
+ * are shared, `held` the other executors of the application whose retained files its store holds (a
+ * reattached volume), `sparkDirs` its own Spark directories (deleted on its node once it is lost). It
+ * asks the driver's endpoint, so the driver sees the connection it came over and takes it only from the
+ * connection its executor registered with Spark over. Reply: [[HelloAccepted]] or why
+ * not (a plain string, as every answer an executor reads); with `held`, the driver sends
+ * [[VolumesSettled]] once it handled them.
  */
 final case class RetentionAgentHello(executorId: String, node: String, ref: AnyRef, held: Seq[String] = Nil,
     sparkDirs: Seq[String] = Nil) extends DriverRequest
@@ -202,15 +205,19 @@ final case class FetchesRedirected(appKey: String, fromExecutor: String, fetches
 
 // ---- replies -----------------------------------------------------------------------------------
 
+/** A reply that names where outputs are served now: the driver checks it against Spark's registry. */
+sealed trait LocatedReply { def location: BlockManagerId }
+
 /** failures(i) == null: outputs(i) adopted (bytes(i) bytes) and now served at `location`; otherwise why not. */
 final case class AdoptReply(location: BlockManagerId, failures: Array[String], bytes: Array[Long])
+    extends LocatedReply
 
 /**
  * failures(i) == null: outputs(i) is served at `location`, its partitions `lengths(i)` long
  * (`bytes(i)` in all); otherwise why not.
  */
 final case class RecoverReply(location: BlockManagerId, failures: Array[String], lengths: Array[Array[Long]],
-    bytes: Array[Long])
+    bytes: Array[Long]) extends LocatedReply
 
 /**
  * `known`: whether the liveness lock could tell; `gone`: its holder is gone (the lock was free);

@@ -1,12 +1,15 @@
 package io.regionrecovery.spark
 
 /**
- * The driver's answers to a [[retention.LeasePing]], as plain strings: an executor that loaded the
+ * The driver's answers to a [[retention.LeasePing]] and a [[retention.RetentionAgentHello]], as plain strings: an executor that loaded the
  * plugin from --packages deserializes an RPC reply with Spark's own class loader, which does not see
  * the plugin's classes (a ClassNotFoundException there closes the executor's connection to the
  * driver, and the executor exits).
  */
 package object retention {
+
+  /** The driver took an agent's hello; any other answer to a hello says why it did not. */
+  val HelloAccepted: String = "region-recovery:hello-accepted"
 
   /** The driver answered: its application is alive. */
   val LeaseRenewed: String = "region-recovery:lease-renewed"

@@ -148,6 +148,14 @@ object SparkInternals {
     localDirs ++ org.apache.spark.util.Utils.getOrCreateLocalRootDirs(SparkEnv.get.conf)
 
   /**
+   * This node's configured local dirs: the parents of this executor's root directories (spark.local.dir
+   * or SPARK_LOCAL_DIRS for a pod's spark-* root, a Worker's local dir for its executor-* directory).
+   */
+  def nodeLocalDirs: Array[String] =
+    org.apache.spark.util.Utils.getOrCreateLocalRootDirs(SparkEnv.get.conf)
+      .flatMap(d => Option(new File(d).getAbsoluteFile.getParent))
+
+  /**
    * Waits until this executor's shuffle manager exists. Spark creates it after the executor plugins
    * (so a plugin's agent can be asked to adopt by the driver before its executor can serve a file):
    * true once it is there, false after `timeoutMs`.
@@ -258,6 +266,36 @@ object SparkInternals {
         true
       case _ => false
     }
+
+  /**
+   * Whether this driver's scheduler registers remote executors (a coarse-grained backend: standalone,
+   * Kubernetes, YARN, local-cluster); local mode has none, so there is nothing to check messages against.
+   */
+  def registersExecutors(sc: SparkContext): Boolean =
+    sc.schedulerBackend.isInstanceOf[org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend]
+
+  /**
+   * The address ("host:port") of the connection over which a live executor registered with the
+   * scheduler (ExecutorData.executorAddress: the sender address Spark's RPC gives that executor's
+   * messages, the same as a handler's `from`); None if the scheduler has no such live executor.
+   * Reflection: the backend's executor map and ExecutorData are private to Spark's cluster package.
+   */
+  def registeredExecutorAddress(sc: SparkContext, executorId: String): Option[String] =
+    sc.schedulerBackend match {
+      case b: org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend =>
+        val data = b.synchronized {
+          executorDataMap.invoke(b).asInstanceOf[scala.collection.mutable.Map[String, AnyRef]].get(executorId)
+        }
+        data.map(d => d.getClass.getMethod("executorAddress").invoke(d).asInstanceOf[RpcAddress].hostPort)
+      case _ => None
+    }
+
+  private lazy val executorDataMap = classOf[org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend]
+    .getMethod("org$apache$spark$scheduler$cluster$CoarseGrainedSchedulerBackend$$executorDataMap")
+
+  /** The block manager Spark's BlockManagerMaster registered for a live executor; None if none. */
+  def registeredBlockManager(executorId: String): Option[BlockManagerId] =
+    SparkEnv.get.blockManager.master.getMemoryStatus.keys.find(_.executorId == executorId)
 
   /** Registered map outputs whose location is `executorId`: (shuffleId, mapIndex, mapId, location). */
   def outputsOnExecutor(executorId: String): Seq[(Int, Int, Long, BlockManagerId)] = {

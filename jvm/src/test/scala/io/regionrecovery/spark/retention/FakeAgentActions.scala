@@ -27,6 +27,13 @@ final class FakeAgentActions(blockDir: Path, executorId: String = "1", host: Str
   val owned = mutable.Buffer[(Int, Long)]()
 
   override def connectDriver(): Unit = connected += 1
+  /** The driver's answer to a hello (None: silent), and the hellos said. */
+  var helloAnswer: Option[AnyRef] = Some(HelloAccepted)
+  val hellos = mutable.Buffer[RetentionAgentHello]()
+  override def helloDriver(hello: RetentionAgentHello, timeoutMs: Long): Option[AnyRef] = synchronized {
+    hellos += hello
+    helloAnswer
+  }
   override def pingDriver(p: LeasePing, timeoutMs: Long): Option[AnyRef] = synchronized {
     pings += p -> timeoutMs
     ping(timeoutMs)

@@ -20,6 +20,8 @@ final class FakeCoordinatorActions extends CoordinatorActions {
   val registered = mutable.Map[(Int, Int), (Long, BlockManagerId)]()
   val mismatches = mutable.Map[Int, Seq[Int]]()
   var lockAvailable = true
+  /** Spark's registry of live executors: none (local mode) unless a test sets one. */
+  var registry: Option[ExecutorRegistry] = None
   var epoch = 0L
   val unregisteredExecutors = mutable.Buffer[String]()
   /** The agents: ref -> handler (throwing: the agent does not answer). */
@@ -98,4 +100,12 @@ final class FakeCoordinatorActions extends CoordinatorActions {
       timeouts += task -> unit.toMillis(delay); null
     }
   }
+}
+
+/** A registry of live executors as two maps: executor id -> connection address, executor id -> block manager. */
+final class MapRegistry extends ExecutorRegistry {
+  val connections = mutable.Map[String, String]()
+  val blockManagers = mutable.Map[String, BlockManagerId]()
+  override def connection(executorId: String): Option[String] = connections.get(executorId)
+  override def blockManager(executorId: String): Option[BlockManagerId] = blockManagers.get(executorId)
 }

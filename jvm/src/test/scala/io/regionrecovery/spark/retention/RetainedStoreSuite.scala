@@ -68,7 +68,7 @@ class RetainedStoreSuite extends AnyFunSuite {
 
   test("a lost executor's Spark directories: only Spark-named, absolute, not the deleting executor's own, no link") {
     withRoot { (root, _) =>
-      val node = root.getParent
+      val node = root.getParent.resolve("local")
       val lostBm = node.resolve("blockmgr-0b9e1c4e-4c51-4b0f-9a43-6f4fd1e0c2a1")
       val lostRoot = node.resolve("spark-7d0f3e2a-1b2c-4d5e-8f90-a1b2c3d4e5f6")
       val own = node.resolve("blockmgr-11111111-2222-4333-8444-555555555555")
@@ -81,15 +81,56 @@ class RetainedStoreSuite extends AnyFunSuite {
       file(other, "keep", 1)
       val link = node.resolve("spark-aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
       Files.createSymbolicLink(link, other)
-      assert(LostExecutorDirs.refusal("relative/blockmgr-x", Set.empty).contains("not an absolute path"))
-      assert(LostExecutorDirs.refusal(other.toString, Set.empty).exists(_.startsWith("not named")))
-      assert(LostExecutorDirs.refusal(own.toString, Set(own.toString)).contains("this executor's own directory"))
-      assert(LostExecutorDirs.refusal(link.toString, Set.empty).contains("a symbolic link"))
+      val local = Seq(node.toString)
+      assert(LostExecutorDirs.refusal("relative/blockmgr-x", Set.empty, local).contains("not an absolute path"))
+      assert(LostExecutorDirs.refusal(other.toString, Set.empty, local).exists(_.startsWith("not named")))
+      assert(LostExecutorDirs.refusal(own.toString, Set(own.toString), local).contains("this executor's own directory"))
+      assert(LostExecutorDirs.refusal(link.toString, Set.empty, local).contains("a symbolic link"))
       val asked = Seq(lostBm, lostRoot, own, other, link, node.resolve("blockmgr-00000000-0000-4000-8000-000000000000"))
-      assert(LostExecutorDirs.delete(asked.map(_.toString), Seq(own.toString)) == ((2, 120L)))
+      assert(LostExecutorDirs.delete(asked.map(_.toString), Seq(own.toString), local) == ((2, 120L)))
       assert(!Files.exists(lostBm) && !Files.exists(lostRoot))
       assert(Files.exists(own.resolve("0c").resolve("shuffle_0_6_0.data")) && Files.exists(other.resolve("keep")))
       assert(Files.isSymbolicLink(link) && Files.exists(other), "a link is neither followed nor removed")
+    }
+  }
+
+  test("a lost executor's Spark directories: only in the node's local dir or one beside it, no linked directory") {
+    withRoot { (root, _) =>
+      val node = root.getParent.resolve("node") // a hostPath volume, or a Worker's spark.local.dir
+      val mine = node.resolve("executor-1") // the deleting executor's configured local dir
+      val elsewhere = root.getParent.resolve("elsewhere")
+      val uuid = "0b9e1c4e-4c51-4b0f-9a43-6f4fd1e0c2a1"
+      val sameDir = mine.resolve(s"spark-$uuid")
+      val beside = node.resolve("executor-7").resolve(s"blockmgr-$uuid") // another Worker's, another pod's
+      val outside = elsewhere.resolve(s"blockmgr-$uuid")
+      val tooDeep = node.resolve("executor-7").resolve("b").resolve(s"blockmgr-$uuid")
+      Seq(sameDir, beside, outside, tooDeep).foreach(d => file(d, "shuffle_0_1_0.data", 10))
+      Files.createSymbolicLink(node.resolve("linked"), elsewhere) // node/linked/blockmgr-<uuid> is `outside`
+      val viaLink = node.resolve("linked").resolve(s"blockmgr-$uuid")
+      val local = Seq(mine.toString)
+      assert(LostExecutorDirs.refusal(sameDir.toString, Set.empty, local).isEmpty)
+      assert(LostExecutorDirs.refusal(beside.toString, Set.empty, local).isEmpty)
+      Seq(outside, tooDeep).foreach { p =>
+        assert(LostExecutorDirs.refusal(p.toString, Set.empty, local).exists(_.startsWith("not in this node's")),
+          p.toString)
+      }
+      assert(LostExecutorDirs.refusal(viaLink.toString, Set.empty, local).contains(
+          "in a directory that is a symbolic link"))
+      assert(LostExecutorDirs.refusal(beside.toString, Set.empty, Nil).exists(_.startsWith("not in this node's")),
+        "no local dir known: nothing is deleted")
+      assert(LostExecutorDirs.refusal(s"/blockmgr-$uuid", Set.empty, Seq("/tmp")).exists(_.startsWith("not in")),
+        "nothing beside a local dir at the filesystem's root")
+      val asked = Seq(sameDir, beside, outside, tooDeep, viaLink).map(_.toString)
+      assert(LostExecutorDirs.delete(asked, Nil, local) == ((2, 20L)))
+      assert(!Files.exists(sameDir) && !Files.exists(beside) && Files.exists(outside.resolve("shuffle_0_1_0.data")) &&
+        Files.exists(tooDeep.resolve("shuffle_0_1_0.data")))
+      // a local dir named through a link of its own (a node's /tmp that is a link) is compared by its real path
+      val alias = root.getParent.resolve("alias")
+      Files.createSymbolicLink(alias, mine)
+      file(sameDir, "app.jar", 3)
+      assert(LostExecutorDirs.refusal(sameDir.toString, Set.empty, Seq(alias.toString)).isEmpty)
+      assert(LostExecutorDirs.refusal(sameDir.toString, Set(alias.resolve(s"spark-$uuid").toString), local).contains(
+          "this executor's own directory"))
     }
   }
 

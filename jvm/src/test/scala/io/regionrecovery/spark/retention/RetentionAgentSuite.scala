@@ -52,6 +52,18 @@ class RetentionAgentSuite extends AnyFunSuite {
     }
   }
 
+  test("a hello the driver refuses says the agent must stop; a driver that does not answer is no refusal") {
+    withFixture() { f =>
+      val hello = RetentionAgentHello("1", "host-a", "ref")
+      assert(f.agent.sayHello(hello))
+      f.executor.helloAnswer = None
+      assert(f.agent.sayHello(hello))
+      f.executor.helloAnswer = Some("Spark has no live executor of that id")
+      assert(!f.agent.sayHello(hello))
+      assert(f.executor.hellos.size == 3)
+    }
+  }
+
   test("while the driver answers, every tick renews the lease to now + timeout and keeps the files") {
     withFixture() { f =>
       f.commit(0, 1L)

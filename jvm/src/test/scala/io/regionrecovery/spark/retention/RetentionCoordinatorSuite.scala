@@ -920,4 +920,85 @@ class RetentionCoordinatorSuite extends AnyFunSuite {
     f.spark.runImmediate()
     assert(f.asks[AgentRequest].isEmpty && f.spark.removedExecutors.isEmpty)
   }
+
+  // ---- what is checked against Spark's own registry of executors --------------------------------------------
+
+  /** Spark's registry in the fixture, empty until executors register in it with [[registeredAgent]]. */
+  private def withRegistry(f: Fixture): MapRegistry = { val r = new MapRegistry; f.spark.registry = Some(r); r }
+
+  /** Executor `id` registered with Spark over its own connection, its agent saying hello over it; the answer. */
+  private def registeredAgent(f: Fixture, r: MapRegistry, id: String)(
+      reply: AgentRequest => AnyRef = f.adoptAll(id, "host-a")): AnyRef = {
+    r.connections(id) = s"10.0.0.1:4100$id"
+    r.blockManagers(id) = f.spark.location(id, "host-a")
+    f.spark.agents(s"agent-$id") = reply
+    f.spark.endpointFrom(RetentionAgentHello(id, "host-a", s"agent-$id"), r.connections(id))
+  }
+
+  test("a hello is taken only over the connection its executor registered with Spark over, and only once") {
+    val f = new Fixture
+    val r = withRegistry(f)
+    assert(registeredAgent(f, r, "1")() == HelloAccepted)
+    val forged = f.spark.endpointFrom(RetentionAgentHello("1", "host-a", "forger"), "10.0.0.2:50000")
+    assert(forged.toString.contains("not over the connection the executor registered with Spark over (10.0.0.1:41001)"),
+      forged)
+    val again = f.spark.endpointFrom(RetentionAgentHello("1", "host-a", "forger"), r.connections("1"))
+    assert(again == "its agent already said hello", "a second hello never replaces the first")
+    val unknown = f.spark.endpointFrom(RetentionAgentHello("9", "host-a", "agent-9"), "10.0.0.1:41009")
+    assert(unknown == "Spark has no live executor of that id")
+    val viaPlugin = f.coordinator.handle(RetentionAgentHello("2", "host-a", "agent-2")) // no connection known
+    r.connections("2") = "10.0.0.1:41002"
+    assert(f.coordinator.handle(RetentionAgentHello("2", "host-a", "agent-2")).toString.contains("over no connection"))
+    assert(viaPlugin.toString.contains("Spark has no live executor"))
+    assert(f.coordinator.liveAgents.map(a => a.executorId -> a.ref) == Seq("1" -> "agent-1"))
+  }
+
+  test("an adopter's reply that names another block manager than Spark registered for it is refused") {
+    val f = new Fixture
+    val r = withRegistry(f)
+    registeredAgent(f, r, "1")()
+    registeredAgent(f, r, "2") {
+      case a: AdoptRequest => // claims outputs are now served by executor 3's block manager
+        AdoptReply(f.spark.location("3", "host-a"), new Array[String](a.outputs.length), a.outputs.map(_ => 100L))
+      case _ => PurgeReply(0, 0L)
+    }
+    r.blockManagers("3") = f.spark.location("3", "host-a")
+    f.stage(0)
+    f.output(0, 0, "1")
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(f.asks[AdoptRequest].map(_._1) == Seq("agent-2"))
+    assert(f.adopted.isEmpty && f.spark.registered.isEmpty, "nothing relocated: recomputed as in plain Spark")
+    assert(f.lossRecords.head.contains("executor 2's reply was refused: it names block manager"), f.lossRecords.head)
+  }
+
+  test("outputs a standby says it prepared at another block manager than Spark registered for it are not relocated") {
+    val f = new Fixture(deployment = Preparing)
+    val r = withRegistry(f)
+    registeredAgent(f, r, "1")(); registeredAgent(f, r, "2")()
+    f.stage(0)
+    val m0 = f.output(0, 0, "1")
+    f.runPreparation()
+    f.coordinator.handle(OutputsPrepared(f.coordinator.appKey, "2", f.spark.location("7", "host-z"), "1",
+      Array(OutputRef(0, m0, 0))))
+    f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+    assert(f.lossRecords.head.contains("\"relocated_before_ask\": 0"), f.lossRecords.head)
+    assert(f.spark.registered((0, 0)) == ((m0, f.spark.location("2", "host-a"))), "adopted after the ask, as usual")
+  }
+
+  test("a lease ping over another connection than its executor's does not make that connection's closing its loss") {
+    def lossAfterClosing(pingFrom: String): Seq[String] = {
+      val f = new Fixture(deployment = RetentionDeployment(earlyLossDetection = false))
+      val r = withRegistry(f)
+      registeredAgent(f, r, "1")(); registeredAgent(f, r, "2")(); registeredAgent(f, r, "3")()
+      f.stage(0)
+      f.output(0, 0, "1"); f.output(0, 1, "3")
+      f.spark.endpointFrom(LeasePing(f.coordinator.appKey, "2"), pingFrom)
+      f.spark.disconnect(pingFrom)
+      f.spark.runImmediate()
+      f.coordinator.executorRemoved("1", "Command exited with code 137", f.clock.millis())
+      f.asks[AdoptRequest].map(_._1.toString)
+    }
+    assert(lossAfterClosing("10.0.0.1:41002") == Seq("agent-3"), "2's own connection closed: 2 is not asked")
+    assert(lossAfterClosing("10.0.0.9:50000") == Seq("agent-2"), "a stranger's connection says nothing of 2")
+  }
 }

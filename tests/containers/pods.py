@@ -45,6 +45,8 @@ from pathlib import Path
 
 from hosts import IMAGE, JVM_OPTIONS, MASTER_PORT, WORKER_TIMEOUT, Host, docker
 
+from sparkcluster import AUTHENTICATED
+
 BACKEND = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 NODE_ENV = "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME"
 NODE_MOUNT = "/spark-node"
@@ -53,6 +55,9 @@ PVC_MOUNT = "/spark-pvc"
 PVC_LOCAL = f"{PVC_MOUNT}/local"
 PVC_RETAINED = f"{PVC_MOUNT}/retained"
 EXECUTOR_MEMORY = "512m"
+# Spark's authentication and RPC encryption in every process (test_pods' applications set them too): the master's
+# and the pods' JVMs take them as system properties (SPARK_MASTER_OPTS, SPARK_EXECUTOR_OPTS for the backend)
+AUTHENTICATED_OPTS = " ".join(f"-D{k}={v}" for k, v in AUTHENTICATED.items())
 REGISTERED = "Successfully registered with driver"
 
 
@@ -87,7 +92,7 @@ class PodCluster:
             master_address,
             f"exec /opt/spark/bin/spark-class org.apache.spark.deploy.master.Master --host {master_address} "
             f"--port {MASTER_PORT} --webui-port 0",
-            {"SPARK_MASTER_OPTS": f"-D{WORKER_TIMEOUT}"},
+            {"SPARK_MASTER_OPTS": f"-D{WORKER_TIMEOUT} {AUTHENTICATED_OPTS}"},
         )
         self.pods: list[Pod] = []
         self.driver_url: str | None = None
@@ -158,7 +163,11 @@ class PodCluster:
             executor_id = str(self._next_executor)
             self._next_executor += 1
         full = f"{self.prefix}-{name}"
-        env = {"SPARK_EXECUTOR_MEMORY": EXECUTOR_MEMORY, "JAVA_TOOL_OPTIONS": JVM_OPTIONS}
+        env = {
+            "SPARK_EXECUTOR_MEMORY": EXECUTOR_MEMORY,
+            "JAVA_TOOL_OPTIONS": JVM_OPTIONS,
+            "SPARK_EXECUTOR_OPTS": AUTHENTICATED_OPTS,
+        }
         if node is not None:
             volumes = {str(self.node_dir(node)): NODE_MOUNT}
             local = f"{NODE_MOUNT}/pods/{name}"

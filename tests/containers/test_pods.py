@@ -10,7 +10,7 @@ counts the map tasks Spark started after the fault (live model), and, once the a
 walks every node's and volume's directory: no file of the application may be left, not even the
 `blockmgr-*` and `spark-*` directories of the pods killed with SIGKILL (Spark deletes them only at a clean
 stop; a live executor of the node deletes them once the lost one is handled), but for a lost node, that
-node's directory (its disk is lost with it).
+node's directory (its disk is lost with it). Every process runs with Spark's authentication and RPC encryption on.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from operator import add
 import pytest
 
 from pods import NODE_ENV, NODE_RETAINED, PVC_RETAINED, PodCluster, wait_until
-from sparkcluster import Cluster
+from sparkcluster import AUTHENTICATED, Cluster
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -57,6 +57,7 @@ def pod_app(request, monkeypatch, plugin_jar, pod_cluster):
             "spark.executor.cores": "1",
             "spark.executor.memory": "512m",
             RETAINED + "enabled": "true",
+            **AUTHENTICATED,
         }
         settings.update(conf)
         c = Cluster(request.node.name[:60], settings, pod_cluster.url)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from region_recovery.jobrecovery import RecordWatch, read_job
 from region_recovery.testing import batch_job, faults
+from sparkcluster import AUTHENTICATED
 
 JOB = "nightly"
 CRASH_SLOW = "6"  # seconds per batch of the slow step while a crash is staged: room to kill the driver
@@ -73,7 +74,9 @@ class Workspace:
             self.store_uri,
             "--retained",
             str(self.retained),
-            *[f"--conf={key}={value}" for key, value in self.store_conf.items()],
+            # every run with Spark's authentication and RPC encryption (its local-file encryption refuses job
+            # recovery: test_job_recovery_limits)
+            *[f"--conf={key}={value}" for key, value in {**AUTHENTICATED, **self.store_conf}.items()],
             *([f"--conf=spark.driver.extraClassPath={os.pathsep.join(self.store_jars)}"] if self.store_jars else []),
             *extra,
         ]

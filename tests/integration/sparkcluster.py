@@ -20,6 +20,13 @@ from region_recovery.testing import faults
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = os.environ.get("REGION_RECOVERY_TEST_MASTER", "local-cluster[2,1,1024]")
 RETAINED = "spark.regionRecovery.retained.enabled"
+# Spark's authentication and RPC encryption, as a platform team turns them on: the tests of retention, job
+# recovery and the container suite run with them (the plugin's messages travel on Spark's own RPC).
+AUTHENTICATED = {
+    "spark.authenticate": "true",
+    "spark.authenticate.secret": "region-recovery-test-secret",
+    "spark.network.crypto.enabled": "true",
+}
 # PySpark takes the workers' interpreter from PYSPARK_PYTHON (not spark.pyspark.python) for Python
 # UDFs and RDD functions; without it they run a bare python3 that lacks this venv's pyarrow.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -2,7 +2,8 @@
 (which holds no jar: the build backend builds it), installed with its declared dependencies into a
 new virtual environment that cannot see the source tree. From there the demo kills an executor and
 restarts a job, saves its report and recovery history, and `region-recovery report` renders the
-report as text and as HTML. The clone is of the last commit: uncommitted changes are not in it.
+report as text and as HTML; Spark's authentication, RPC encryption and local-file encryption are on, set in a
+spark-defaults.conf as a platform team would. The clone is of the last commit: uncommitted changes are not in it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 import region_recovery
 from region_recovery.jvm import packaging
+from sparkcluster import AUTHENTICATED
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -52,7 +54,12 @@ def installed(tmp_path_factory):
     _run([*pip, "install", wheel], work, env, 600)  # with its declared dependencies: pyspark, pyarrow
     run_dir = work / "run"
     run_dir.mkdir()
-    return venv / "bin", run_dir, env
+    # as a platform team would configure Spark: authentication, RPC and local-file encryption for every application
+    conf_dir = work / "spark-conf"
+    conf_dir.mkdir()
+    secured = {**AUTHENTICATED, "spark.io.encryption.enabled": "true"}
+    (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in secured.items()))
+    return venv / "bin", run_dir, {**env, "SPARK_CONF_DIR": str(conf_dir)}
 
 
 def test_the_demo_runs_from_the_installed_wheel_and_its_report_renders(installed):
@@ -63,6 +70,11 @@ def test_the_demo_runs_from_the_installed_wheel_and_its_report_renders(installed
 
     done = _run([bin_dir / "region-recovery", "demo", "--json", "demo.json", "--history", "history"], cwd, env, 600)
     assert "Result: identical to the expected result" in done.stdout
+    # spark-defaults.conf reached the application: its executors were launched authenticated
+    launched = [
+        p.read_text(errors="replace") for p in bin_dir.parent.glob("lib/python*/site-packages/pyspark/work/*/*/stderr")
+    ]
+    assert launched and all("-Dspark.authenticate=true" in log for log in launched), "executors not authenticated"
     summary = json.loads((cwd / "demo.json").read_text())
     assert summary["result_verified"]
     killed = summary["model"]["executors"][summary["killed_executor"]]

@@ -5,7 +5,8 @@ executor on the same host adopts the lost executor's retained outputs) and with 
 is vanilla Spark without an external shuffle service (every map output of the lost executor is
 recomputed). The count compared is map tasks Spark started after the fault, from the live model.
 
-Tests of one configuration share an application (`shared_cluster`), each looking only at the shuffles it ran;
+Every application runs with Spark's authentication and encryption on (SECURED). Tests of one configuration share an
+application (`shared_cluster`), each looking only at the shuffles it ran;
 what an application leaves once it ends is checked when the shared one ends (nothing_left_at_its_end). The
 heartbeat timeout has settings, and so an application, of its own.
 """
@@ -23,6 +24,7 @@ from operator import add
 import pytest
 
 from region_recovery.testing import faults
+from sparkcluster import AUTHENTICATED
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -31,8 +33,15 @@ MEASURED: dict = {}  # scenario -> counts, printed at the end of the module
 LEFT_AT_END: dict[str, list | None] = {}  # app id -> retained files left when its shared application ended
 
 
+# Spark's authentication, its RPC encryption and its encryption of local files, on in every application here: the
+# plugin's messages travel on Spark's authenticated, encrypted RPC, and adopted outputs are encrypted files that the
+# adopter serves as they are (read with the application's key).
+SECURED = {**AUTHENTICATED, "spark.io.encryption.enabled": "true"}
+
+
 def retention_conf(root: str, enabled: bool, **extra) -> dict:
     conf = {
+        **SECURED,
         "spark.regionRecovery.retained.enabled": "true" if enabled else "false",
         "spark.regionRecovery.retained.dir": root,
     }

@@ -103,10 +103,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
     while (history.size > 50) history.pollFirst()
   }
 
-  /**
-   * What agents tell the driver, on the driver endpoint (`from`: the connection it came over) or through
-   * the plugin channel (no `from`).
-   */
+  /** What agents tell the driver's endpoint; `from`: the connection it came over ("host:port"; null in tests). */
   def handle(request: DriverRequest, from: String = null): AnyRef = request match {
     case h: RetentionAgentHello => agents.register(h, from).getOrElse { welcome(h); HelloAccepted }
     case p: OutputsPrepared =>

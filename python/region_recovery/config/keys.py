@@ -575,10 +575,10 @@ JOB_RECOVERY_LEASE_TIMEOUT = duration(
     (
         "Where `job-recovery.dir` is not local (HDFS, S3A), the job's lock is a lease its driver renews every "
         "tenth of this (at most once per `job-event.store.write-buffer.flush-interval`, which sets a floor of 10 "
-        "of them). A new driver that finds the lease renewed less than this ago waits: renewed meanwhile, it is "
-        "refused; not renewed, it takes the job once the lease is this old, so a resubmission after a crash "
-        "starts up to this late. A driver paused longer than this (GC, a frozen host) loses the job and stops "
-        "recording."
+        "of them). A new driver that finds a lease watches it this long on its own monotonic clock: renewed "
+        "meanwhile, it is refused; unchanged, it takes the job, so a resubmission after a crash starts this late "
+        "(the time written in the lease, another host's clock, is never trusted). A driver paused longer than "
+        "this (GC, a frozen host) loses the job, stops recording and deletes nothing of it."
     ),
     minimum_ms=1000,
     read_by="jvm",

@@ -289,9 +289,10 @@ object ConfigKeys {
     "30 s", DurationForms + "; at least 1 s",
     "Where job-recovery.dir is not local (HDFS, S3A), the job's lock is a lease its driver renews every tenth of " +
       "this (at most once per job-event.store.write-buffer.flush-interval, which sets a floor of 10 of them). A " +
-      "new driver that finds the lease renewed less than this ago waits: renewed meanwhile, it is refused; not " +
-      "renewed, it takes the job once the lease is this old, so a resubmission after a crash starts up to this " +
-      "late. A driver paused longer than this (GC, a frozen host) loses the job and stops recording.", ReadBy.Jvm)
+      "new driver that finds a lease watches it this long on its own monotonic clock: renewed meanwhile, it is " +
+      "refused; unchanged, it takes the job, so a resubmission after a crash starts this late (the time written " +
+      "in the lease, another host's clock, is never trusted). A driver paused longer than this (GC, a frozen " +
+      "host) loses the job, stops recording and deletes nothing of it.", ReadBy.Jvm)
 
   val JobRecoveryWindow: ConfigKey[Long] = ConfigKey(JR + "window", DurationType(Some(1000L)), 1800000L, "30 min",
     DurationForms + "; at least 1 s",

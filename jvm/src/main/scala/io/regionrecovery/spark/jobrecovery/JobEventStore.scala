@@ -13,6 +13,7 @@ import org.apache.hadoop.fs.{FSDataOutputStream, FileSystem, Path, RawLocalFileS
 import org.apache.spark.internal.Logging
 
 import io.regionrecovery.spark.config.ConfigKeys
+import io.regionrecovery.spark.core.Clock
 
 /** One record: its kind ("segment", "shuffle", ... free-form short ASCII) and its JSON payload. */
 final case class JobEvent(kind: String, json: String)
@@ -116,13 +117,12 @@ private[jobrecovery] final class ChunkedSegment(fs: FileSystem, segment: Path) e
  * (FileChannel.tryLock), which dies with its JVM: a SIGKILLed driver never blocks its resubmission.
  * Elsewhere (HDFS, object stores) file systems offer no such lock, so driver.lock is a lease
  * ([[LeaseLock]]): the holder's application id and a timestamp, renewed by the flush thread. A new
- * driver that finds a lease renewed less than max(job-recovery.lease-timeout, 10 x flushIntervalMs)
- * ago waits: renewed meanwhile, it is refused; not renewed, it is taken over once that old (a
- * resubmission after a crash waits out the rest of the timeout). Only one of two drivers may win: S3A's conditional
- * writes, or HDFS's atomic create; any other file system is refused at open() with
- * UnsafeJobStoreException, and job recovery stays off. A lease trusts the hosts' clocks to agree
- * within the timeout, and a driver paused for longer than the timeout loses the job (it notices at
- * its next renewal and stops recording).
+ * driver that finds a lease watches it for max(job-recovery.lease-timeout, 10 x flushIntervalMs) on its
+ * own monotonic clock: renewed meanwhile, it is refused; unchanged, it is taken over (a resubmission
+ * after a crash waits one whole timeout; no host's clock is trusted). Only one of two drivers may win:
+ * S3A's conditional writes, or HDFS's atomic create; any other file system is refused at open() with
+ * UnsafeJobStoreException, and job recovery stays off. A driver paused for longer than the timeout
+ * loses the job (it notices at its next renewal and stops recording, and deletes nothing of the job).
  */
 object JobEventStore extends Logging {
   val FormatVersion: Int = 1
@@ -160,8 +160,8 @@ object JobEventStore extends Logging {
    * segment and writes nothing yet.
    */
   def open(dirUri: String, jobId: String, appId: String, hadoopConf: Configuration, writeBufferBytes: Long,
-      flushIntervalMs: Long, leaseTimeoutMs: Long = ConfigKeys.JobRecoveryLeaseTimeout.default)
-      : (JobEventStore, Replay) = {
+      flushIntervalMs: Long, leaseTimeoutMs: Long = ConfigKeys.JobRecoveryLeaseTimeout.default,
+      clock: Clock = Clock.System): (JobEventStore, Replay) = {
     require(flushIntervalMs > 0, s"flush interval must be positive: $flushIntervalMs")
     val dir = new Path(jobDir(dirUri, jobId))
     val (fs, local) = fileSystem(dir, hadoopConf)
@@ -174,7 +174,7 @@ object JobEventStore extends Logging {
         case None => LocalLock.acquire(java.nio.file.Paths.get(qualified.toUri.getPath, LockName), jobId, appId)
         case Some(w) =>
           val timeout = LeaseLock.timeoutFor(leaseTimeoutMs, flushIntervalMs)
-          LeaseLock.acquire(fs, new Path(qualified, LockName), jobId, appId, timeout, w, waitMs = timeout)
+          LeaseLock.acquire(fs, new Path(qualified, LockName), jobId, appId, timeout, w, waitMs = timeout, clock)
       }
       val replay = replayIn(fs, qualified)
       if (replay.corrupt.isDefined) setAside(fs, qualified, replay.corrupt.get)

@@ -19,9 +19,10 @@ import io.regionrecovery.spark.jobrecovery.DriverLock.{heldHere, running}
  * Who may write it depends on the file system ([[LeaseLock.Writes]]): an object store with conditional
  * writes (S3A: `If-None-Match: *` to create, `If-Match: <etag>` to replace) lets exactly one of two
  * racing drivers win; on HDFS a create without overwrite is atomic and a replacement is checked by
- * reading the token back. A driver that finds a fresh lease waits: a holder that renews it while it
- * waits is alive (refused at once); one that does not renew it until the timeout has passed is taken
- * over, so a resubmission after a crash starts at most one timeout after the crashed driver's last renewal.
+ * reading the token back. A driver that finds a lease watches it: a holder that renews it meanwhile is
+ * alive (refused at once); one whose lease stays unchanged for the timeout, as this driver's own
+ * monotonic clock measures it, is taken over, so a resubmission after a crash starts one timeout after
+ * it first saw the crashed driver's lease, whatever the clocks of the two hosts say.
  */
 private[jobrecovery] object LeaseLock extends Logging {
   final case class Lease(appId: String, renewedAt: Long, token: String) {
@@ -110,8 +111,11 @@ private[jobrecovery] object LeaseLock extends Logging {
   }
 
   /**
-   * Takes the job's lease. A fresh lease of another driver is watched for up to `waitMs`: renewed meanwhile,
-   * the job is refused (JobAlreadyRunningException); unrenewed until it is `timeout` old, it is taken over.
+   * Takes the job's lease. Another driver's lease is watched for up to `waitMs`: changed meanwhile (renewed,
+   * replaced), the job is refused (JobAlreadyRunningException); unchanged for `timeout` on this driver's own
+   * monotonic clock, it is taken over. The time written in the lease is the holder's wall clock, which may be
+   * skewed from this one or stepped: it is never trusted to take a lease over sooner, so a crashed driver's
+   * lease costs its successor one whole timeout of watching.
    */
   def acquire(fs: FileSystem, path: Path, jobId: String, appId: String, timeout: Long, writes: Writes,
       waitMs: Long, clock: Clock = Clock.System, sleep: Long => Unit = Thread.sleep): DriverLock = {
@@ -120,37 +124,40 @@ private[jobrecovery] object LeaseLock extends Logging {
     if (other != null) throw running(jobId, other, key)
     try {
       val mine = Lease(appId, clock.millis(), UUID.randomUUID().toString)
-      val started = clock.nanos()
-      var first: Option[Lease] = None
+      var first: Option[(Lease, Long)] = None // the lease as this driver first saw it, and when (monotonic ns)
       while (true) {
-        val now = clock.millis()
         read(fs, path) match {
           case None =>
+            val now = clock.millis()
             if (writes.create(fs, path, mine.copy(renewedAt = now)))
               return new Held(fs, path, key, mine.copy(renewedAt = now), timeout, writes, clock)
           case Some(seen) =>
             val l = seen.lease
-            val age = now - l.renewedAt
-            val waited = (clock.nanos() - started) / 1000000L
-            if (first.exists(f => f.token != l.token || f.renewedAt != l.renewedAt))
-              throw running(jobId, l.appId, key, ", renewed while this driver waited")
-            if (age >= timeout) {
+            val since = first match {
+              case Some((f, _)) if f.token != l.token || f.renewedAt != l.renewedAt =>
+                throw running(jobId, l.appId, key, ", renewed while this driver waited")
+              case Some((_, at)) => at
+              case None =>
+                if (waitMs > 0)
+                  logWarning(s"region-recovery: job $jobId is held by application ${l.appId} (lease $path): " +
+                    s"watching it for up to $timeout ms; a live driver renews it and this one is refused, a crashed " +
+                    "driver's is taken over once unchanged for that long")
+                val at = clock.nanos()
+                first = Some((l, at))
+                at
+            }
+            val quietMs = (clock.nanos() - since) / 1000000L
+            if (quietMs >= timeout) {
               logWarning(s"region-recovery: taking over the lease of job $jobId from application ${l.appId}, " +
-                s"not renewed for $age ms ($path)")
-              val taken = mine.copy(renewedAt = now)
+                s"unchanged for $quietMs ms ($path)")
+              val taken = mine.copy(renewedAt = clock.millis())
               if (writes.replace(fs, path, seen, taken)) return new Held(fs, path, key, taken, timeout, writes, clock)
               throw running(jobId, read(fs, path).fold("(unknown)")(_.lease.appId), key, " (taken at the same time)")
             }
-            if (waited >= waitMs)
-              throw running(jobId, l.appId, key, s", renewed $age ms ago (a lease is taken over after $timeout ms)")
-            if (first.isEmpty) {
-              first = Some(l)
-              logWarning(
-                s"region-recovery: job $jobId is held by application ${l.appId} (lease $path renewed $age ms " +
-                  s"ago): waiting up to ${timeout - age} ms for it to expire, as a crashed driver's lease does; a " +
-                  "live driver renews it and this one is refused")
-            }
-            sleep(math.max(10L, math.min(timeout - age, math.min(1000L, timeout / 20))))
+            if (quietMs >= waitMs)
+              throw running(jobId, l.appId, key,
+                s", watched unchanged for $quietMs ms (a lease is taken over once unchanged for $timeout ms)")
+            sleep(math.max(10L, math.min(timeout - quietMs, math.min(1000L, timeout / 20))))
         }
       }
       throw new IllegalStateException("unreachable")

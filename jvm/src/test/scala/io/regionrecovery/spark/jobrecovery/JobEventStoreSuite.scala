@@ -18,7 +18,7 @@ import org.apache.hadoop.fs.permission.FsPermission
 import org.apache.hadoop.util.Progressable
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.regionrecovery.spark.core.Json
+import io.regionrecovery.spark.core.{Json, ManualClock}
 
 /**
  * A raw local file system under another scheme, so that the store takes it for a remote one (a lease,
@@ -451,15 +451,14 @@ class JobEventStoreSuite extends AnyFunSuite {
     withDir { dir =>
       val uri = "faulty://" + dir.toString
       val lease = dir.resolve("job-1").resolve("driver.lock")
-      val (zombie, _) = JobEventStore.open(uri, "job-1", "app-1", conf, 0L, 100L)
+      // paused: its clock stands still, so it never renews its lease, which the resubmission takes over after
+      // watching it unchanged for the timeout, and records in the job
+      val (zombie, _) = JobEventStore.open(uri, "job-1", "app-1", conf, 0L, 100L, clock = new ManualClock())
       zombie.append(ev("a", 1))
       zombie.flush()
       assert(zombie.leaseLost().isEmpty)
-      // paused: its lease goes stale, and the resubmission takes the job over and records in it
-      val Array(app, _, token) = new String(Files.readAllBytes(lease)).trim.split("\n")
-      Files.writeString(lease, s"$app\n${System.currentTimeMillis() - 31000}\n$token\n")
       DriverLock.heldHere.values.remove("app-1") // the successor is another JVM: this one's hold does not stop it
-      val (successor, replayed) = JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 100L)
+      val (successor, replayed) = JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 100L, leaseTimeoutMs = 1000L)
       assert(replayed.events == Seq(ev("a", 1)))
       successor.append(ev("b", 2))
       successor.flush()
@@ -483,7 +482,9 @@ class JobEventStoreSuite extends AnyFunSuite {
       val (store, _) = JobEventStore.open(uri, "job-1", "app-2", conf, 0L, 100L, leaseTimeoutMs = 1000L)
       try assert(new String(Files.readAllBytes(lease)).startsWith("app-2\n"))
       finally store.close()
-      assert(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(5), "1.5 s old: taken over without waiting")
+      val waited = System.nanoTime() - started
+      assert(waited >= TimeUnit.SECONDS.toNanos(1) && waited < TimeUnit.SECONDS.toNanos(5),
+        "watched for its 1 s, not the default 30 s, whatever the time written in it")
     }
   }
 

@@ -34,15 +34,31 @@ class LeaseLockSuite extends AnyFunSuite {
     (lock, sleeps)
   }
 
-  test("another driver's lease is refused while fresh and taken over once unrenewed for the whole timeout") {
+  test(
+    "another driver's lease is refused at once without a wait, and taken over once watched unchanged for the timeout") {
+    withLease { (fs, path, clock) =>
+      LeaseLock.write(fs, path, LeaseLock.Lease("app-1", clock.millis() - 10 * Timeout, "t1"))
+      val e = intercept[JobAlreadyRunningException](acquire(fs, path, clock, "app-2"))
+      assert(e.getMessage.contains("application app-1") && e.getMessage.contains("watched unchanged for 0 ms"))
+      val start = clock.millis()
+      val (lock, _) = acquireWaiting(fs, path, clock, "app-2")(())
+      try {
+        assert(clock.millis() - start == Timeout, "watched for the whole timeout, however old its own time says it is")
+        assert((lease(fs, path).appId, lease(fs, path).renewedAt) == (("app-2", clock.millis())))
+      } finally lock.release()
+    }
+  }
+
+  test(
+    "a lease's age is this driver's own observation: neither a holder's clock behind nor a wall clock step hastens it") {
     withLease { (fs, path, clock) =>
       LeaseLock.write(fs, path, LeaseLock.Lease("app-1", clock.millis(), "t1"))
-      clock.advance(Timeout - 1L)
-      val e = intercept[JobAlreadyRunningException](acquire(fs, path, clock, "app-2"))
-      assert(e.getMessage.contains("application app-1") && e.getMessage.contains(s"renewed ${Timeout - 1} ms ago"))
-      clock.advance(1L)
-      val lock = acquire(fs, path, clock, "app-2")
-      try assert((lease(fs, path).appId, lease(fs, path).renewedAt) == (("app-2", clock.millis())))
+      val start = clock.nanos()
+      var stepped = false
+      val (lock, _) = acquireWaiting(fs, path, clock, "app-2") {
+        if (!stepped) { stepped = true; clock.jumpWall(10 * Timeout) } // an NTP step forward on this host
+      }
+      try assert((clock.nanos() - start) / 1000000L >= Timeout && lease(fs, path).appId == "app-2")
       finally lock.release()
     }
   }
@@ -85,14 +101,14 @@ class LeaseLockSuite extends AnyFunSuite {
     }
   }
 
-  test("a crashed driver's fresh lease is waited out and taken over once unrenewed for the timeout") {
+  test("a crashed driver's lease is watched for the timeout, in steps, and taken over") {
     withLease { (fs, path, clock) =>
       LeaseLock.write(fs, path, LeaseLock.Lease("app-1", clock.millis() - 5000L, "t1"))
       val start = clock.millis()
       val (lock, sleeps) = acquireWaiting(fs, path, clock, "app-2")(())
       try {
-        assert(clock.millis() - start >= Timeout - 5000L && clock.millis() - start < Timeout, "waited out the rest")
-        assert(sleeps >= 2 && lease(fs, path).appId == "app-2")
+        assert(clock.millis() - start == Timeout, "the whole timeout, not the rest by the crashed driver's clock")
+        assert(sleeps == Timeout / 1000 && lease(fs, path).appId == "app-2", sleeps)
       } finally lock.release()
     }
   }

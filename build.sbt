@@ -34,6 +34,9 @@ lazy val root = (project in file("."))
       (dir * "*.jar").classpath
     },
     libraryDependencies += "org.scalatest" %% "scalatest" % "3.2.19" % Test,
+    // A real HDFS for the job store's suites (MiniDFSCluster): the shaded minicluster of the Hadoop pyspark ships
+    // (its hadoop-client-api and -runtime are among the unmanaged jars already).
+    libraryDependencies += ("org.apache.hadoop" % "hadoop-client-minicluster" % "3.5.0" % Test).intransitive(),
     // A match over a sealed protocol (RetentionMessages) that misses a message does not compile.
     scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", "-unchecked",
       "-Wconf:cat=other-match-analysis:error"),

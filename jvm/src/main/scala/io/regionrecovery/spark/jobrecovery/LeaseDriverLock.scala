@@ -18,11 +18,11 @@ import io.regionrecovery.spark.jobrecovery.DriverLock.{heldHere, running}
  *
  * Who may write it depends on the file system ([[LeaseLock.Writes]]): an object store with conditional
  * writes (S3A: `If-None-Match: *` to create, `If-Match: <etag>` to replace) lets exactly one of two
- * racing drivers win; on HDFS a create without overwrite is atomic and a replacement is checked by
- * reading the token back. A driver that finds a lease watches it: a holder that renews it meanwhile is
- * alive (refused at once); one whose lease stays unchanged for the timeout, as this driver's own
- * monotonic clock measures it, is taken over, so a resubmission after a crash starts one timeout after
- * it first saw the crashed driver's lease, whatever the clocks of the two hosts say.
+ * racing drivers win; on HDFS a create without overwrite is atomic, and a takeover first creates a
+ * claim on the lease it replaces ([[AtomicCreate]]). A driver that finds a lease watches it: a holder
+ * that renews it meanwhile is alive (refused at once); one whose lease stays unchanged for the timeout,
+ * as this driver's own monotonic clock measures it, is taken over, so a resubmission after a crash
+ * starts one timeout after it first saw the crashed driver's lease, whatever the hosts' clocks say.
  */
 private[jobrecovery] object LeaseLock extends Logging {
   final case class Lease(appId: String, renewedAt: Long, token: String) {
@@ -38,6 +38,8 @@ private[jobrecovery] object LeaseLock extends Logging {
     def create(fs: FileSystem, path: Path, lease: Lease): Boolean
     /** Replaces `seen` with `lease` only if it is unchanged; false when it changed. */
     def replace(fs: FileSystem, path: Path, seen: Seen, lease: Lease): Boolean
+    /** Whether another driver has begun taking over `mine` (its lease may not show it yet). */
+    def claimed(fs: FileSystem, path: Path, mine: Lease): Boolean = false
   }
 
   /** S3-style conditional writes (Hadoop's `fs.option.create.conditional.overwrite[.etag]`): atomic at the store. */
@@ -68,16 +70,54 @@ private[jobrecovery] object LeaseLock extends Logging {
       }
   }
 
-  /** Create-if-absent is atomic (HDFS); a replacement is plain and checked by reading the token back. */
+  /**
+   * Create-if-absent is atomic (HDFS: the NameNode creates a path once), and every takeover goes through one:
+   * taking over the lease of token T first creates the claim `<lease>.taken-T`, which exactly one of two
+   * racing drivers can. A holder renewing T stops once that claim exists. A replacement is then a plain
+   * overwrite, checked by reading the token back: a holder that renewed between its check and the taker's
+   * write leaves a lease neither owns, and both stop (slow, never two writers). Claims stay, a few bytes each,
+   * until the job's directory is deleted: one deleted early would let a late taker of T claim it again.
+   */
   case object AtomicCreate extends Writes {
     def create(fs: FileSystem, path: Path, lease: Lease): Boolean =
       try { write(fs, path, lease, overwrite = false); true }
-      catch { case _: FileAlreadyExistsException | _: java.nio.file.FileAlreadyExistsException => false }
+      catch { case e: IOException if alreadyExists(e) => false }
 
     def replace(fs: FileSystem, path: Path, seen: Seen, lease: Lease): Boolean = {
-      write(fs, path, lease, overwrite = true)
-      read(fs, path).exists(_.lease.token == lease.token)
+      val claim = claimOf(path, seen.lease)
+      val mayWrite =
+        if (seen.lease.token == lease.token) !fs.exists(claim) // a renewal: not once another driver claimed it
+        else
+          try { // a takeover: only by the one driver that creates the claim
+            val out = OwnerOnly.create(fs, claim, overwrite = false)
+            try out.write(lease.bytes)
+            finally out.close()
+            true
+          } catch { case e: IOException if alreadyExists(e) => false }
+      mayWrite && {
+        write(fs, path, lease, overwrite = true)
+        read(fs, path).exists(_.lease.token == lease.token)
+      }
     }
+
+    override def claimed(fs: FileSystem, path: Path, mine: Lease): Boolean = fs.exists(claimOf(path, mine))
+
+    /** The claim of a takeover of `taken` (by its token; a half-written lease by its time). */
+    def claimOf(path: Path, taken: Lease): Path =
+      new Path(path.getParent, s"${path.getName}.taken-${if (taken.token.nonEmpty) taken.token else taken.renewedAt}")
+
+    /**
+     * Whether a create failed because the path exists: FileAlreadyExistsException, or on HDFS, while another
+     * client still writes the file it created, AlreadyBeingCreatedException (also as a RemoteException).
+     */
+    private def alreadyExists(e: IOException): Boolean = e match {
+      case _: FileAlreadyExistsException | _: java.nio.file.FileAlreadyExistsException => true
+      case r: org.apache.hadoop.ipc.RemoteException => ExistsOnHdfs.contains(r.getClassName)
+      case other => ExistsOnHdfs.contains(other.getClass.getName)
+    }
+
+    private val ExistsOnHdfs =
+      Set(classOf[FileAlreadyExistsException].getName, "org.apache.hadoop.hdfs.protocol.AlreadyBeingCreatedException")
   }
 
   /** Whether the file system under `path` takes Hadoop's conditional-create options. */
@@ -186,7 +226,8 @@ private[jobrecovery] object LeaseLock extends Logging {
       if (released.get) Some(s"the job's lease $path was released")
       else
         read(fs, path) match {
-          case Some(seen) if seen.lease.token == mine.token => None
+          case Some(seen) if seen.lease.token == mine.token =>
+            if (writes.claimed(fs, path, mine)) Some(s"another driver is taking over the job's lease $path") else None
           case found => Some(s"the job's lease $path is held by application ${found.fold("(none)")(_.lease.appId)}")
         }
     def release(): Unit = if (released.compareAndSet(false, true)) {
@@ -194,6 +235,13 @@ private[jobrecovery] object LeaseLock extends Logging {
       catch { case NonFatal(e) => logWarning(s"region-recovery: releasing the lease $path: $e") }
       finally heldHere.remove(key)
     }
-    def deleteAndRelease(): Unit = release()
+    /** At the job's end: the takeover claims of earlier leases go too (the lease itself, by release). */
+    def deleteAndRelease(): Unit = {
+      try
+        fs.listStatus(path.getParent).map(_.getPath).filter(_.getName.startsWith(path.getName + ".taken-"))
+          .foreach(fs.delete(_, false))
+      catch { case NonFatal(e) => logWarning(s"region-recovery: deleting the takeover claims of $path: $e") }
+      release()
+    }
   }
 }

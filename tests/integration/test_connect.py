@@ -185,6 +185,15 @@ def action():
 rr.run(action, name="df-write")
 out = spark.read.parquet(os.path.join(work, "out"))
 same = sorted(out.collect()) == sorted(spark.read.parquet(reference).collect())
+# a client unregisters (full failover) only its own session's shuffles
+spark.range(100).groupBy((F.col("id") % 3).alias("k")).count().collect()
+rr.sync()
+own = max(rr.model.shuffles)
+try:
+    seen["other_unregister"] = rr_other._commands.unregister_shuffle(own, "test: another session's shuffle")
+except Exception as e:
+    seen["other_unregister"] = str(e)
+seen["own_unregister"] = rr._commands.unregister_shuffle(own, "test: its own shuffle")
 (record,) = [r for r in rr.report()["runs"] if r["name"] == "df-write"]
 print("SUMMARY " + json.dumps({"seen": seen, "record": record, "same": same, "reuse": rr.exchange_reuse()}))
 rr.detach()
@@ -195,7 +204,8 @@ other.stop()  # a second session left to the interpreter's exit hangs in its gRP
 
 def test_a_transient_failure_is_restarted_over_connect_reusing_only_its_own_client_s_shuffles(server, tmp_path):
     """rr.run over Connect restarts a failed write with its finished shuffles reused; a second client running the
-    same shuffles meanwhile (once naming the run's scope in its own tags) reuses none of them. One client script."""
+    same shuffles meanwhile (once naming the run's scope in its own tags) reuses none of them, and cannot unregister
+    the first client's shuffle, which the first can. One client script."""
     url, _ = server
     s = client(url, TWO_CLIENTS, str(tmp_path))
     assert s["same"], "the restarted write equals a failure-free one"
@@ -213,6 +223,8 @@ def test_a_transient_failure_is_restarted_over_connect_reusing_only_its_own_clie
     assert after["reused"] == before["reused"], (before, after)
     refused = {r: after["refused"][r] - before["refused"][r] for r in after["refused"]}
     assert sum(refused.values()) >= 2, f"the other client's matching shuffles were refused with a reason: {refused}"
+    assert "which no job of this session ran" in str(seen["other_unregister"]), seen["other_unregister"]
+    assert seen["own_unregister"] is True, "a client unregisters its own session's shuffle"
 
 
 def test_the_demo_runs_over_connect_with_the_classic_demo_s_outcome(tmp_path):

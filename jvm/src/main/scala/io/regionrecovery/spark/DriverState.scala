@@ -23,6 +23,8 @@ final class DriverState(val capacity: Int, val installedBy: String) {
   @volatile var features: DriverFeatures = DriverFeatures.empty
   /** Who reads which shuffle, fed by the listener; the changed-output guard's view of the running jobs. */
   val consumers = new ConsumerGraph
+  /** Which Spark Connect sessions ran each shuffle, fed by the listener: what a Connect client may act on. */
+  val shuffleSessions = new connect.ShuffleSessions
   private val executorsReporting = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
   // the buffers of Spark Connect clients (connect.ConnectClients), each fed every event from its start
   private val clientBuffers = new java.util.concurrent.CopyOnWriteArrayList[EventBuffer]()

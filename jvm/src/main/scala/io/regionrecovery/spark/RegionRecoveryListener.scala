@@ -46,6 +46,7 @@ class RegionRecoveryListener private[spark] (state: DriverState) extends SparkLi
     val sqlExecutionId = if (sqlId == null) -1L else sqlId.toLong
     offer(JobStartEvent(e.time, e.jobId, sqlExecutionId, prop("spark.jobGroup.id"), stages))
     state.consumers.jobStarted(e.jobId, stages.toSeq.map(m => (m.stageId, m.shuffleId, m.parents, m.determinism)))
+    state.shuffleSessions.jobStarted(prop("spark.job.tags"), stages.map(_.shuffleId).filter(_ >= 0))
     features.foreach(_.jobStarted(e.jobId, sqlExecutionId, stages))
   }
 

@@ -98,7 +98,11 @@ object ConnectOps {
     case "begin-scope" => Reply(Json.str(ExchangeReuse.beginScope(Some(session))))
     case "end-scope" => Reply(ExchangeReuse.endScope(r.arg("scope")).toString)
     case "reuse-scope" => Reply(RegionRecoveryBridge.reuseScopeJson(r.arg("scope")))
-    case "unregister-shuffle" => Reply(RegionRecoveryBridge.unregisterShuffle(r.longArg("shuffle_id").toInt).toString)
+    case "unregister-shuffle" =>
+      val shuffleId = r.longArg("shuffle_id").toInt
+      if (!state().shuffleSessions.ranBy(shuffleId, session))
+        requireAdmin(sc.getConf.getOption, s"unregistering shuffle $shuffleId, which no job of this session ran,")
+      Reply(RegionRecoveryBridge.unregisterShuffle(shuffleId).toString)
     case "row-checksum" =>
       Reply(RegionRecoveryBridge.mapOutputRowChecksum(r.longArg("shuffle_id").toInt, r.longArg("map_index").toInt,
         r.longArg("map_id")).toString)

@@ -4,7 +4,7 @@ import org.apache.spark.SparkContext
 import org.apache.spark.regionrecovery.SparkInternals
 
 import io.regionrecovery.spark.core._
-import io.regionrecovery.spark.consistency.{ChangeGuard, ConsumerGraph}
+import io.regionrecovery.spark.consistency.{ChangeGuard, ConsumerGraph, ShuffleSessions}
 import io.regionrecovery.spark.core.DriverFeature
 import io.regionrecovery.spark.jobrecovery.JobRecovery
 import io.regionrecovery.spark.retention.RetentionCoordinator
@@ -24,7 +24,7 @@ final class DriverState(val capacity: Int, val installedBy: String) {
   /** Who reads which shuffle, fed by the listener; the changed-output guard's view of the running jobs. */
   val consumers = new ConsumerGraph
   /** Which Spark Connect sessions ran each shuffle, fed by the listener: what a Connect client may act on. */
-  val shuffleSessions = new connect.ShuffleSessions
+  val shuffleSessions = new ShuffleSessions
   private val executorsReporting = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
   // the buffers of Spark Connect clients (connect.ConnectClients), each fed every event from its start
   private val clientBuffers = new java.util.concurrent.CopyOnWriteArrayList[EventBuffer]()

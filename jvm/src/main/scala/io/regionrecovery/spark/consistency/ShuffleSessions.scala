@@ -1,11 +1,11 @@
-package io.regionrecovery.spark.connect
+package io.regionrecovery.spark.consistency
 
 import java.util.concurrent.ConcurrentHashMap
 
 /**
  * Which Spark Connect sessions ran the jobs of each shuffle, from their job tags: Spark Connect tags every job
  * of an operation `SparkConnect_OperationTag_User_<user>_Session_<session>_Operation_<id>`. A Connect client
- * may act only on the shuffles of its own session ([[ConnectOps]]: `unregister-shuffle`). Fed by the listener
+ * may act only on the shuffles of its own session (connect.ConnectOps: `unregister-shuffle`). Fed by the listener
  * at each job's start, O(its stages), and only for the jobs of a Connect operation.
  */
 final class ShuffleSessions {

@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.connect
+package io.regionrecovery.spark.consistency
 
 import org.scalatest.funsuite.AnyFunSuite
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the reaper's image would be pulled
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))  # sparkcluster, which hosts.py imports too
+
 import pytest  # noqa: E402
 from hosts import IMAGE, StandaloneCluster  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-
-from sparkcluster import Cluster  # noqa: E402
+from sparkcluster import AUTHENTICATED, Cluster  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -84,6 +84,7 @@ def shuffle_service_host(image, tmp_path_factory):
 def container_conf(**conf) -> dict:
     """Settings of an application whose executors run in the containers (their python3, their paths)."""
     base = {
+        **AUTHENTICATED,  # as every JVM of the hosts (hosts.AUTHENTICATED_OPTS)
         "spark.pyspark.python": "python3",
         "spark.executor.cores": "1",
         "spark.executor.memory": "512m",

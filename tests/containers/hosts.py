@@ -12,6 +12,9 @@ from __future__ import annotations
 import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkcluster import AUTHENTICATED
 
 IMAGE = "region-recovery:dev"
 LOCAL_DIR = "/data/local"
@@ -27,6 +30,16 @@ JVM_OPTIONS = (
     " -XX:SharedArchiveFile=/opt/cds/spark.jsa -Xlog:cds=off -Xlog:cds+dynamic=off"
 )
 WORKER_TIMEOUT = "spark.worker.timeout=30"
+# Spark's authentication and RPC encryption in every daemon (master, workers, their shuffle service, pods): a
+# standalone cluster shares one secret, which the applications set too (conftest.container_conf)
+AUTHENTICATED_OPTS = " ".join(f"-D{k}={v}" for k, v in AUTHENTICATED.items())
+
+
+def authenticated_conf_dir(directory: Path) -> str:
+    """A SPARK_CONF_DIR whose spark-defaults.conf sets them, for a driver started as a command (the demo, a job)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in AUTHENTICATED.items()))
+    return str(directory)
 
 
 def docker(*args: str, timeout: float = 120) -> str:
@@ -141,10 +154,12 @@ class StandaloneCluster:
             f"exec /opt/spark/bin/spark-class org.apache.spark.deploy.master.Master --host 127.0.0.{a} "
             f"--port {MASTER_PORT} --webui-port 0",
             # a lost worker is dropped after 30 s (default 60 s), later than a frozen executor's heartbeat timeout
-            {"SPARK_MASTER_OPTS": f"-D{WORKER_TIMEOUT}"},
+            {"SPARK_MASTER_OPTS": f"-D{WORKER_TIMEOUT} {AUTHENTICATED_OPTS}"},
         )
         # the workers' heartbeat interval is a quarter of their own spark.worker.timeout: the same on both sides
-        opts = " ".join([f"-D{WORKER_TIMEOUT}", *(f"-D{k}={v}" for k, v in (worker_conf or {}).items())])
+        opts = " ".join(
+            [f"-D{WORKER_TIMEOUT}", AUTHENTICATED_OPTS, *(f"-D{k}={v}" for k, v in (worker_conf or {}).items())]
+        )
         self.workers = [
             Host(
                 f"{prefix}-worker-{i + 1}",

@@ -43,9 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hosts import IMAGE, JVM_OPTIONS, MASTER_PORT, WORKER_TIMEOUT, Host, docker
-
-from sparkcluster import AUTHENTICATED
+from hosts import AUTHENTICATED_OPTS, IMAGE, JVM_OPTIONS, MASTER_PORT, WORKER_TIMEOUT, Host, docker
 
 BACKEND = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 NODE_ENV = "SPARK_EXECUTOR_ATTRIBUTE_NODE_NAME"
@@ -55,9 +53,6 @@ PVC_MOUNT = "/spark-pvc"
 PVC_LOCAL = f"{PVC_MOUNT}/local"
 PVC_RETAINED = f"{PVC_MOUNT}/retained"
 EXECUTOR_MEMORY = "512m"
-# Spark's authentication and RPC encryption in every process (test_pods' applications set them too): the master's
-# and the pods' JVMs take them as system properties (SPARK_MASTER_OPTS, SPARK_EXECUTOR_OPTS for the backend)
-AUTHENTICATED_OPTS = " ".join(f"-D{k}={v}" for k, v in AUTHENTICATED.items())
 REGISTERED = "Successfully registered with driver"
 
 
@@ -166,7 +161,7 @@ class PodCluster:
         env = {
             "SPARK_EXECUTOR_MEMORY": EXECUTOR_MEMORY,
             "JAVA_TOOL_OPTIONS": JVM_OPTIONS,
-            "SPARK_EXECUTOR_OPTS": AUTHENTICATED_OPTS,
+            "SPARK_EXECUTOR_OPTS": AUTHENTICATED_OPTS,  # the backend's own JVM: before the driver's settings reach it
         }
         if node is not None:
             volumes = {str(self.node_dir(node)): NODE_MOUNT}

@@ -19,13 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from sparkcluster import base_builder  # noqa: E402
+from sparkcluster import AUTHENTICATED, base_builder  # noqa: E402
 
 N_MAPS, N_REDUCES, N = 6, 3, 3000
 
 
 def main(master: str, mode: str, workdir: Path) -> None:
     conf = {
+        **AUTHENTICATED,  # as the cluster's daemons and its shuffle service (hosts.AUTHENTICATED_OPTS)
         "spark__executor__cores": "1",
         "spark__executor__memory": "512m",
         "spark__pyspark__python": "python3",

@@ -19,7 +19,7 @@ import time
 from operator import add
 
 import pytest
-from hosts import RETAINED_DIR
+from hosts import RETAINED_DIR, authenticated_conf_dir
 
 from region_recovery.testing import faults
 
@@ -182,9 +182,9 @@ def test_driver_loss_leaves_no_retained_file_on_any_host(three_hosts, tmp_path):
         import sys, time
         sys.path.insert(0, {os.path.join(os.path.dirname(__file__), "..", "integration")!r})
         from operator import add
-        from sparkcluster import base_builder
+        from sparkcluster import AUTHENTICATED, base_builder
         import region_recovery
-        conf = {{"spark__executor__cores": "1", "spark__executor__memory": "512m",
+        conf = {{**AUTHENTICATED, "spark__executor__cores": "1", "spark__executor__memory": "512m",
                 "spark__pyspark__python": "python3",
                 "spark__regionRecovery__retained__enabled": "true",
                 "spark__regionRecovery__retained__dir": {RETAINED_DIR!r},
@@ -225,7 +225,7 @@ def test_driver_loss_leaves_no_retained_file_on_any_host(three_hosts, tmp_path):
 def test_the_demo_passes_against_the_cluster(three_hosts, tmp_path):
     """The README's main command with --master spark://...: the driver here, the executors on the hosts."""
     report = tmp_path / "demo.json"
-    env = dict(os.environ, PYSPARK_PYTHON="python3")
+    env = dict(os.environ, PYSPARK_PYTHON="python3", SPARK_CONF_DIR=authenticated_conf_dir(tmp_path / "conf"))
     done = subprocess.run(
         [
             sys.executable,

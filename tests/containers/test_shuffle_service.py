@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hosts import LOCAL_DIR
+from hosts import LOCAL_DIR, authenticated_conf_dir
 
 from region_recovery.jobrecovery import RecordWatch
 from region_recovery.testing import batch_job
@@ -84,7 +84,7 @@ def test_a_resubmitted_driver_recovers_the_job_from_the_host_beside_the_service(
     root = cluster.shared / "job"
     data, store = root / "data", root / "store"
     batch_job.generate(data)
-    env = dict(os.environ, PYSPARK_PYTHON="python3")
+    env = dict(os.environ, PYSPARK_PYTHON="python3", SPARK_CONF_DIR=authenticated_conf_dir(root / "conf"))
 
     def job(out: str, *extra: str) -> list[str]:
         return [sys.executable, "-m", "region_recovery.testing.batch_job", "--data", str(data),

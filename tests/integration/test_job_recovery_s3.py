@@ -8,7 +8,9 @@ SIGKILLed mid-job leaves a history a resubmission can read, and a lease that the
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -17,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from jobrecovery_workspace import JOB, LEASE, Workspace, _decisions
+from jobrecovery_workspace import JOB, LEASE, Workspace, _decisions, _errors
 from region_recovery.cli import main
+from region_recovery.jobrecovery import RecordWatch
 from region_recovery.testing import batch_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -146,3 +149,59 @@ def test_s3_without_conditional_writes_turns_job_recovery_off_and_says_why(s3, t
         and "job recovery is off" in (ws.root / "out.log").read_text()
     )
     assert s3.keys("unsafe/") == [], "nothing written"
+
+
+def test_a_driver_paused_past_its_lease_deletes_nothing_of_the_driver_that_took_over(s3, tmp_path):
+    """Driver A records two shuffles and is SIGSTOPped (its Python process and JVM) past its 5 s lease. B takes the
+    job over, recovers A's shuffles, records the third and is SIGKILLed. A resumed finishes its job: it learns that
+    the lease is not its own any more and deletes nothing of the store. C then replays A's and B's records and
+    recovers B's own shuffle."""
+    uri = f"s3a://{BUCKET}/zombie"
+    lease = {
+        "spark.regionRecovery.job-recovery.lease-timeout": "5 s",
+        "spark.regionRecovery.job-event.store.write-buffer.flush-interval": "200ms",
+    }
+    ws = Workspace(tmp_path, store_uri=uri, store_conf={**s3.conf, **lease}, store_jars=s3.jars)
+    pidfile = tmp_path / "a-pids.json"
+    a_log = open(tmp_path / "a.log", "w")
+    a = subprocess.Popen(
+        ws.args("out-a", ["--pidfile", str(pidfile), "--slow", "4", LEASE]), stdout=a_log, stderr=a_log
+    )
+    paused: list[int] = []
+    try:
+        with RecordWatch(uri, JOB, "shuffle", 2, ws.store_conf, ws.store_jars) as watch:
+            deadline = time.time() + 240
+            while not (watch.reached() and pidfile.exists()) and time.time() < deadline:
+                assert a.poll() is None, (tmp_path / "a.log").read_text()[-3000:]
+                time.sleep(0.2)
+            assert watch.reached(), "driver A did not record two shuffles in time"
+        pids = json.loads(pidfile.read_text())
+        paused = [pids["driver"], pids["python"]]
+        for pid in paused:
+            os.kill(pid, signal.SIGSTOP)
+
+        ws.crash_after(3, slow="0")  # B: takes the job over, recovers A's two shuffles, records the third, killed
+        b_log = (tmp_path / "crashed.log").read_text()
+        assert "taking over the lease" in b_log, _errors(b_log)
+    finally:
+        for pid in paused:
+            os.kill(pid, signal.SIGCONT)
+    # A runs on to its end: its job succeeds, its records and deletions stop
+    assert a.wait(timeout=300) == 0, (tmp_path / "a.log").read_text()[-3000:]
+    a_log.close()
+    assert ws.result("out-a") == batch_job.expected(ws.data, 100)
+    a_text = (tmp_path / "a.log").read_text()
+    assert "was taken over by another driver" in a_text, _errors(a_text)
+    segments = [k for k in s3.keys(f"zombie/{JOB}/") if k.split("/")[-1].startswith("segment-") and ".chunk-" not in k]
+    assert len(segments) == 2, f"A deleted nothing of the store: {s3.keys(f'zombie/{JOB}/')}"
+
+    report = ws.run("out-c", slow="0")  # C
+    assert ws.result("out-c") == batch_job.expected(ws.data, 100)
+    jr = report["job_recovery"]
+    assert jr["segments_replayed"] == 2, jr
+    by = _decisions(report)
+    # B's own shuffle (the repartition) is recovered whole. The two B recovered from A are recomputed here
+    # ("retained index file missing" at B's copies): not explained yet, and no wrong result
+    (repartition,) = [d for d in jr["decisions"] if "over 2 file scans" in d["description"]]
+    assert repartition["outcome"] == "recovered" and repartition["maps_recomputed"] == 0, jr["decisions"]
+    assert len(by.get("recovered", [])) + len(by.get("recomputed", [])) == 3, jr["decisions"]

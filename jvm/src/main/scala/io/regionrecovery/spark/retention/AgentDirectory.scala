@@ -43,7 +43,7 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   def register(h: RetentionAgentHello, from: String): Option[String] = {
     val refusal =
       if (removed.contains(h.executorId)) Some("already removed")
-      else registry().flatMap(r => AgentDirectory.senderProblem(r, h.executorId, from)).orElse(
+      else senderProblem(h.executorId, from).orElse(
         if (agents.containsKey(h.executorId)) Some("its agent already said hello") else None)
     refusal match {
       case Some(why) => logWarning(s"region-recovery: ignoring a hello for executor ${h.executorId}: $why")
@@ -69,11 +69,16 @@ private[retention] final class AgentDirectory(store: RetainedStore, appKey: () =
   def ask(a: AgentInfo, request: AgentRequest, timeoutMs: Long = RetentionProtocol.AskTimeoutMs): AnyRef =
     rpc.ask(a.ref, request, timeoutMs) match {
       case l: LocatedReply =>
-        locationProblem(a.executorId, l.location).foreach(why =>
-          throw new IllegalStateException(s"executor ${a.executorId}'s reply was refused: $why"));
-        l
+        locationProblem(a.executorId, l.location) match {
+          case Some(why) => throw new IllegalStateException(s"executor ${a.executorId}'s reply was refused: $why")
+          case None => l
+        }
       case other => other
     }
+
+  /** Why a message that came over `from` cannot speak for `executorId`; None: Spark registered it over `from`. */
+  def senderProblem(executorId: String, from: String): Option[String] =
+    registry().flatMap(r => AgentDirectory.senderProblem(r, executorId, from))
 
   /** Why `location` is not where executor `executorId`'s outputs may be served; None: Spark registered it so. */
   def locationProblem(executorId: String, location: BlockManagerId): Option[String] =

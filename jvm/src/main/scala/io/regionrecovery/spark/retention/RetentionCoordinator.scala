@@ -122,8 +122,7 @@ final class RetentionCoordinator(actions: CoordinatorActions, val store: Retaine
       if (from != null && p.appKey == appKey) {
         // a connection is taken for an executor's only if Spark registered that executor over it: its closing
         // then starts the check of that executor's loss (a reconnected one is left to Spark's report)
-        if (executorAt.get(from) != p.executorId &&
-          actions.registry.forall(AgentDirectory.senderProblem(_, p.executorId, from).isEmpty))
+        if (executorAt.get(from) != p.executorId && agents.senderProblem(p.executorId, from).isEmpty)
           executorAt.put(from, p.executorId)
         if (disconnectedExecutors.remove(p.executorId)) // it reconnected: it is alive, nobody waits for its loss
           onWorker(s"reconnection of executor ${p.executorId}")(settle(p.executorId))

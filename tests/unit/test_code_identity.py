@@ -194,17 +194,23 @@ def module_graphs(draw):
 
 
 _scan: list = []
+_shared: list = []  # one ModuleDigests for every example, as a driver keeps one per process
+_fresh_checked: list = []
 
 
 @contextlib.contextmanager
 def distributions_scanned_once():
-    """Every ModuleDigests reads the installed distributions once (0.3 s and more); the property below builds three
-    per example, and nothing is installed while it runs: they are read once for it, and only inside it."""
+    """A ModuleDigests reads the installed distributions again whenever sys.path changes (0.3 s and more), as each
+    example's does; nothing is installed while the property runs: they are read once for it, and only inside it.
+    Its examples share one ModuleDigests, which hashes the files of every module already loaded (the whole test
+    suite's, in a worker) once instead of three times per example: its cache is keyed by path, size and
+    modification time, and the changed module's new source differs in size."""
     if not _scan:
         _scan.append(ModuleDigests().environment())
+        _shared.append(ModuleDigests())
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ModuleDigests, "environment", lambda self: _scan[0])
-        yield
+        yield _shared[0]
 
 
 @settings(max_examples=25, deadline=None)
@@ -224,20 +230,23 @@ def test_the_identity_changes_exactly_when_a_reached_module_changes(tmp_path_fac
     sys.path.insert(0, str(root))
     importlib.invalidate_caches()
     try:
-        with distributions_scanned_once():
-            _graph_property(names, edges, changed, root, prefix, source)
+        with distributions_scanned_once() as digests:
+            _graph_property(digests, names, edges, changed, root, prefix, source)
     finally:
         sys.path.remove(str(root))
         for name in names:
             sys.modules.pop(name, None)
 
 
-def _graph_property(names, edges, changed, root, prefix, source) -> None:
+def _graph_property(digests, names, edges, changed, root, prefix, source) -> None:
     """The property's body: the modules of the graph the identity counts are exactly those reached from the
     entry module, and it changes exactly when one of them changes."""
     entry = importlib.import_module(names[0]).f
-    before = ModuleDigests().identity(entry)
-    assert before == ModuleDigests().identity(entry)  # deterministic
+    before = digests.identity(entry)
+    assert before == digests.identity(entry)  # deterministic
+    if not _fresh_checked:  # and, once, the same from a fresh, empty cache
+        _fresh_checked.append(True)
+        assert before == ModuleDigests().identity(entry)
     reached, frontier = {0}, [0]
     while frontier:
         for j in edges[frontier.pop()]:
@@ -246,8 +255,8 @@ def _graph_property(names, edges, changed, root, prefix, source) -> None:
                 frontier.append(j)
     ours = {k for k in before.parts if k.startswith(f"module {prefix}_")}
     assert ours == {f"module {names[i]}" for i in reached}
-    (root / f"{names[changed]}.py").write_text(source(changed, 1))
-    assert (ModuleDigests().identity(entry) != before) == (changed in reached)
+    (root / f"{names[changed]}.py").write_text(source(changed, 10))  # 10: a new size, whatever the clock's grain
+    assert (digests.identity(entry) != before) == (changed in reached)
 
 
 def test_paths_are_not_part_of_the_identity(modules, tmp_path):

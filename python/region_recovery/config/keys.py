@@ -323,7 +323,8 @@ RETAINED_LEASE_TIMEOUT = duration(
         "(unless another executor of the application there still reaches the driver: then it alone is cut off); "
         "an executor that stops while its driver does not answer (driver exit, lost connection) deletes them "
         "at once; and every executor removes the directories of other applications whose lease it has seen "
-        "unchanged for this long (a crashed driver, or an earlier driver of the same application id), "
+        "unchanged for this long, or for the longer timeout their lease states (a crashed driver, or an earlier "
+        "driver of the same application id), "
         "when it starts and on every renewal. Both are timed on the monotonic clock: a wall clock's jump "
         "neither expires a live lease nor keeps a dead one."
     ),

@@ -157,8 +157,8 @@ object ConfigKeys {
     "Executors renew their application's lease on its retained directory while the driver answers. An executor " +
       "whose driver has not answered for this long deletes the application's retained files on its host (unless " +
       "another executor of the application there still reaches the driver), and any " +
-      "executor removes the directories of other applications whose lease it has seen unchanged for this long (a " +
-      "driver that crashed), timed on its monotonic clock. An executor that stops while its driver does not answer " +
+      "executor removes the directories of other applications whose lease it has seen unchanged for this long, or " +
+      "for the longer timeout their lease states (a driver that crashed), timed on its monotonic clock. An executor that stops while its driver does not answer " +
       "deletes them at once.", ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.leaseTimeout"))
 
   val RetainedNodeEnv: ConfigKey[String] = ConfigKey(Prefix + "retained.node-env", EnvNameType,

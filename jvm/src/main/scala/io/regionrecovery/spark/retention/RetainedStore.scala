@@ -307,11 +307,16 @@ final class RetainedStore(val root: Path) extends Logging {
 
   def leaseFile(appKey: String): Path = root.resolve(safe(appKey) + ".lease")
 
-  /** Writes the lease (its expiry, ms since the epoch) atomically: a reader sees the old or the new one. */
-  def renewLease(appKey: String, expiresAt: Long): Unit = {
+  /**
+   * Writes the lease atomically (a reader sees the old or the new one): "<expiry> <timeout>", the
+   * expiry in ms since the epoch on the holder's clock (never trusted by others) and the holder's
+   * `retained.lease-timeout` in ms. Applications on one host may set different timeouts: a sweeper
+   * waits the longer of its own and the stated one before it takes a quiet lease for an expired one.
+   */
+  def renewLease(appKey: String, expiresAt: Long, timeoutMs: Long): Unit = {
     ensureDir(root)
     val tmp = root.resolve(s"${safe(appKey)}.lease.${ProcessHandle.current().pid()}.tmp")
-    replaceAtomically(leaseFile(appKey), tmp, expiresAt.toString.getBytes(StandardCharsets.UTF_8))
+    replaceAtomically(leaseFile(appKey), tmp, s"$expiresAt $timeoutMs".getBytes(StandardCharsets.UTF_8))
   }
 
   /** What `appKey`'s lease on this host looks like now (see leaseLook). */
@@ -327,6 +332,13 @@ final class RetainedStore(val root: Path) extends Logging {
       catch { case _: IOException => "none" }
     s"$stated@${modifiedAt(if (Files.exists(lease)) lease else dir)}"
   }
+
+  /** The lease timeout (ms) a look states, 0 when it states none (no lease, an unreadable one, an older format). */
+  private[retention] def statedTimeoutMs(look: String): Long =
+    look.takeWhile(_ != '@').split(' ') match {
+      case Array(_, timeout) => timeout.toLongOption.filter(_ > 0).getOrElse(0L)
+      case _ => 0L
+    }
 
   /** When a file was last modified (ms since the epoch); 0 when that cannot be read (it is gone). */
   private def modifiedAt(p: Path): Long =
@@ -423,8 +435,8 @@ final class RetainedStore(val root: Path) extends Logging {
 
   /**
    * Deletes the directories (and leases and keep marks) of other applications whose lease expired:
-   * `watch` has seen it unchanged for `leaseTimeoutMs` (their driver is gone and no executor of theirs
-   * on this host renews it). A directory whose keep mark's deadline (`now`, wall clock) is still ahead
+   * `watch` has seen it unchanged for `leaseTimeoutMs`, or for the longer timeout the lease states
+   * (their driver is gone and no executor of theirs on this host renews it). A directory whose keep mark's deadline (`now`, wall clock) is still ahead
    * is skipped: it waits for a resubmission of its job; once the deadline passed (or the mark is
    * unreadable) it goes like any other. Returns (appDir, files, bytes) deleted.
    */
@@ -433,8 +445,10 @@ final class RetainedStore(val root: Path) extends Logging {
     if (!Files.isDirectory(root)) return Nil
     val own = if (ownAppKey == null) null else safe(ownAppKey)
     val names = namesIn(root)
-    def quiet(app: String, lease: Path, dir: Path): Boolean =
-      watch.quietMs(app, leaseLook(lease, dir)) >= leaseTimeoutMs
+    def quiet(app: String, lease: Path, dir: Path): Boolean = {
+      val look = leaseLook(lease, dir)
+      watch.quietMs(app, look) >= math.max(leaseTimeoutMs, statedTimeoutMs(look))
+    }
     val out = Seq.newBuilder[(String, Int, Long)]
     names.foreach { n =>
       val p = root.resolve(n)

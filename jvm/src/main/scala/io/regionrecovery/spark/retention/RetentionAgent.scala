@@ -371,7 +371,7 @@ final class RetentionAgent(val store: RetainedStore, val appKey: String, val exe
   } catch { case NonFatal(e) => logWarning(s"region-recovery: lease renewal failed: $e") }
 
   private def renewLease(now: Long): Unit = {
-    store.renewLease(appKey, now + leaseTimeoutMs)
+    store.renewLease(appKey, now + leaseTimeoutMs, leaseTimeoutMs)
     ownLeaseLook = store.leaseLookOf(appKey)
     ownLease.quietMs(appKey, ownLeaseLook)
   }

@@ -73,7 +73,7 @@ class DriverLossActionSuite extends AnyFunSuite {
       fakes(agent) = fake
       Files.write(src.resolve("shuffle_0_1_0.data"), Array.fill[Byte](10)(7))
       agent.store.retain(agent.appKey, "1", "shuffle_0_1", Seq(src.resolve("shuffle_0_1_0.data").toFile))
-      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L)
+      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L, 30000L)
       f(root, agent)
     } finally {
       def rm(p: Path): Unit = { if (Files.isDirectory(p)) Files.list(p).forEach(rm); Files.deleteIfExists(p) }
@@ -135,7 +135,7 @@ class DriverLossActionSuite extends AnyFunSuite {
       advance(20000L)
       // another executor of the host; +1 ms: in the same millisecond as this agent's own renewal, the lease would
       // look unchanged (contents and modification time) and the renewal would go unseen
-      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30001L)
+      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30001L, 30000L)
       agent.leaseTick()
       advance(11000L) // 31 s silent, the other's renewal 11 s ago
       agent.leaseTick()
@@ -154,7 +154,8 @@ class DriverLossActionSuite extends AnyFunSuite {
       driverOf(agent).ping = _ => Some("ok")
       agent.leaseTick()
       nanos += 2000L * 1000000L
-      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L) // another executor, a second ago
+      agent.store.renewLease(agent.appKey, System.currentTimeMillis() + 30000L,
+        30000L) // another executor, a second ago
       agent.afterStop(None) // this one's last answer was 2 s ago: the driver went for both
       assert(names(root).isEmpty)
     }

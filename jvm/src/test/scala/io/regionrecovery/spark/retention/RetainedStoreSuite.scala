@@ -292,15 +292,15 @@ class RetainedStoreSuite extends AnyFunSuite {
       val sweeper = new Sweeper(store, "app-own")
       for (app <- Seq("app-dead", "app-live", "app-own", "app-nolease"))
         store.retain(app, "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
-      store.renewLease("app-dead", now + 60000) // what it states does not matter: it is never renewed again
-      store.renewLease("app-live", now - 1)
-      store.renewLease("app-own", now - 1)
-      store.renewLease("app-gone", now - 1) // a lease left without its directory
+      store.renewLease("app-dead", now + 60000, 30000L) // what it states does not matter: it is never renewed again
+      store.renewLease("app-live", now - 1, 30000L)
+      store.renewLease("app-own", now - 1, 30000L)
+      store.renewLease("app-gone", now - 1, 30000L) // a lease left without its directory
       Files.write(store.leaseFile("app-corrupt"), "not a number".getBytes("UTF-8"))
       Files.createDirectories(store.appDir("app-corrupt"))
       assert(sweeper.sweep(now).isEmpty, "nothing goes on first sight, whatever a lease states")
       sweeper.advance(29999L)
-      store.renewLease("app-live", now + 29999L) // renewed within the timeout
+      store.renewLease("app-live", now + 29999L, 30000L) // renewed within the timeout
       assert(sweeper.sweep(now).isEmpty)
       sweeper.advance(1L)
       val swept = sweeper.sweep(now)
@@ -322,17 +322,41 @@ class RetainedStoreSuite extends AnyFunSuite {
       for (app <- Seq("app-behind", "app-ahead"))
         store.retain(app, "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
       // writers whose clocks are ten minutes behind and ahead; the sweeper's own wall clock jumped an hour
-      store.renewLease("app-behind", now - 600000L)
-      store.renewLease("app-ahead", now + 600000L)
+      store.renewLease("app-behind", now - 600000L, 30000L)
+      store.renewLease("app-ahead", now + 600000L, 30000L)
       val jumped = now + 3600000L
       assert(sweeper.sweep(jumped).isEmpty)
       val swept = (1 to 8).flatMap { i =>
         sweeper.advance(7500L) // a quarter of the timeout: app-behind renews, app-ahead's writer is gone
-        store.renewLease("app-behind", now - 600000L + i * 7500L)
+        store.renewLease("app-behind", now - 600000L + i * 7500L, 30000L)
         sweeper.sweep(jumped).map(r => (i, r._1))
       }
       assert(swept == Seq((4, "app-ahead")), "app-ahead went after 30 s unchanged, its stated expiry unread")
       assert(namesUnder(root) == Set("app-behind", "app-behind.lease"))
+    }
+  }
+
+  test("a sweeper with a shorter lease timeout waits the timeout a live lease states before it takes it for expired") {
+    withRoot { (root, store) =>
+      val bm = root.getParent.resolve("bm")
+      val now = System.currentTimeMillis()
+      val sweeper = new Sweeper(store, "app-own") // retained.lease-timeout=2s here; app-long's is 120 s
+      for (app <- Seq("app-long", "app-old-format"))
+        store.retain(app, "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
+      store.renewLease("app-long", now + 120000L, 120000L) // renewed every 30 s by its live executors
+      Files.write(store.leaseFile("app-old-format"), (now + 120000L).toString.getBytes("UTF-8")) // states no timeout
+      assert(sweeper.sweep(now, 2000L).isEmpty)
+      sweeper.advance(2000L)
+      assert(sweeper.sweep(now, 2000L).map(_._1) == Seq("app-old-format"), "a lease stating no timeout: the sweeper's")
+      sweeper.advance(27999L)
+      assert(sweeper.sweep(now, 2000L).isEmpty, "app-long renews within its own 120 s: live")
+      store.renewLease("app-long", now + 150000L, 120000L)
+      assert(sweeper.sweep(now, 2000L).isEmpty)
+      sweeper.advance(119999L)
+      assert(sweeper.sweep(now, 2000L).isEmpty)
+      sweeper.advance(1L)
+      assert(sweeper.sweep(now, 2000L).map(_._1) == Seq("app-long"), "unchanged for its whole stated timeout")
+      assert(namesUnder(root).isEmpty)
     }
   }
 
@@ -364,7 +388,7 @@ class RetainedStoreSuite extends AnyFunSuite {
       val bm = root.getParent.resolve("bm")
       store.retain("app-1", "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
       store.retain("app-2", "1", "shuffle_0_1", Seq(file(bm, "shuffle_0_1_0.data", 10)))
-      store.renewLease("app-1", 5L)
+      store.renewLease("app-1", 5L, 30000L)
       assert(store.deleteApp("app-1") == ((1, 10L)))
       assert(!Files.exists(store.appDir("app-1")) && !Files.exists(store.leaseFile("app-1")))
       assert(Files.exists(store.executorDir("app-2", "1").resolve("shuffle_0_1_0.data")))
@@ -380,7 +404,7 @@ class RetainedStoreSuite extends AnyFunSuite {
    */
   private def deadApp(root: Path, store: RetainedStore, app: String, now: Long): Unit = {
     store.retain(app, "1", "shuffle_0_1", Seq(file(root.getParent.resolve("bm-" + app), "shuffle_0_1_0.data", 10)))
-    store.renewLease(app, now - 60000)
+    store.renewLease(app, now - 60000, 30000L)
   }
 
   test("a kept directory survives the sweep after its lease expired, until its deadline") {
@@ -416,7 +440,7 @@ class RetainedStoreSuite extends AnyFunSuite {
       val sweeper = new Sweeper(store, "app-own")
       assert(sweeper.sweep(now).isEmpty)
       sweeper.advance(30000L)
-      store.renewLease("app-back", now + 60000) // its driver answered again
+      store.renewLease("app-back", now + 60000, 30000L) // its driver answered again
       assert(sweeper.sweep(now).isEmpty)
       assert(namesUnder(root) ==
         Set("app-back", "app-back.lease", "app-back.keep", "app-own", "app-own.lease", "app-own.keep"))
@@ -493,32 +517,32 @@ class RetainedStoreSuite extends AnyFunSuite {
 
   test("a lease or keep mark interrupted mid-write leaves the old one and no temporary file") {
     withRoot { (root, store) =>
-      store.renewLease("app-1", 1L)
+      store.renewLease("app-1", 1L, 30000L)
       Files.createDirectories(store.appDir("app-1"))
       store.markKept("app-1", 2L, "job")
       // a stopping executor interrupts its lease thread: the write's channel closes under it
       Thread.currentThread().interrupt()
-      try intercept[java.nio.channels.ClosedByInterruptException](store.renewLease("app-1", 3L))
+      try intercept[java.nio.channels.ClosedByInterruptException](store.renewLease("app-1", 3L, 30000L))
       finally Thread.interrupted()
       Thread.currentThread().interrupt()
       try intercept[java.nio.channels.ClosedByInterruptException](store.markKept("app-1", 4L, "job"))
       finally Thread.interrupted()
       assert(!namesUnder(root).exists(_.endsWith(".tmp")))
-      assert(new String(Files.readAllBytes(store.leaseFile("app-1"))) == "1")
+      assert(new String(Files.readAllBytes(store.leaseFile("app-1"))) == "1 30000")
       assert(store.keptUntil("app-1") == Some((2L, "job")))
     }
   }
 
   test("leases and keep marks are the owner's alone (0600), whatever the umask") {
     withRoot { (root, store) =>
-      store.renewLease("app-1", 1L)
+      store.renewLease("app-1", 1L, 30000L)
       Files.createDirectories(store.appDir("app-1"))
       store.markKept("app-1", 2L, "job")
       Seq(store.leaseFile("app-1"), store.keepFile("app-1")).foreach { f =>
         assert(java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(f)) == "rw-------",
           f)
       }
-      store.renewLease("app-1", 3L) // renewed: still the owner's alone
+      store.renewLease("app-1", 3L, 30000L) // renewed: still the owner's alone
       assert(java.nio.file.attribute.PosixFilePermissions.toString(
         Files.getPosixFilePermissions(store.leaseFile("app-1"))) == "rw-------")
     }

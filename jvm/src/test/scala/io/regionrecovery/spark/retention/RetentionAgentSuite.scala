@@ -34,7 +34,8 @@ class RetentionAgentSuite extends AnyFunSuite {
     def names: Set[String] =
       if (!Files.isDirectory(root)) Set.empty
       else Using.resource(Files.list(root))(_.iterator().asScala.map(_.getFileName.toString).toSet)
-    def leaseStates: Long = new String(Files.readAllBytes(store.leaseFile(App)), StandardCharsets.UTF_8).trim.toLong
+    def leaseStates: Long = new String(Files.readAllBytes(store.leaseFile(App)), StandardCharsets.UTF_8).trim.split(
+      " ")(0).toLong // "<expiry> <timeout>"
     def close(): Unit = FakeAgentActions.rmTree(tmp)
   }
 
@@ -190,7 +191,7 @@ class RetentionAgentSuite extends AnyFunSuite {
       val other = "app-0.old"
       f.store.ensureDir(f.store.executorDir(other, "5"))
       Files.write(f.store.executorDir(other, "5").resolve("shuffle_0_1_0.data"), Array[Byte](1, 2, 3))
-      f.store.renewLease(other, f.clock.millis() + Timeout)
+      f.store.renewLease(other, f.clock.millis() + Timeout, Timeout)
       f.driver(Some(LeaseRenewed))
       f.agent.leaseTick() // first sight
       f.clock.advance(Timeout - 1L)

@@ -16,6 +16,7 @@ import org.apache.spark.storage.BlockManagerId
 import io.regionrecovery.spark.core.{Clock, Event, JobRecoveryDecidedEvent, Json, PluginVersion}
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.core.DriverFeature
+import io.regionrecovery.spark.identity.{IdentityPart, InputFingerprint, ShuffleIdentity}
 import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
 import io.regionrecovery.spark.retention.{AgentInfo, RetentionCoordinator}
 
@@ -262,7 +263,7 @@ final class JobRecovery private[jobrecovery] (actions: RecoveryActions, clock: C
       ShuffleIdentity.splitSignature(x.inner.child), actions.applicationId, clock.millis(), outputs)
     // what the digests stand for, once per segment: a later refusal names what changed
     Seq(x.identity.settings, x.identity.code).foreach { part =>
-      if (partsWritten.add(part.digest)) store.append(part.event)
+      if (partsWritten.add(part.digest)) store.append(JobEvent(IdentityPart.Kind, part.json))
     }
     store.appendAndFlush(rec.event)
     recorded.add(rec.planDigest)

@@ -9,6 +9,8 @@ import org.apache.spark.sql.catalyst.plans.physical.Partitioning
 import org.apache.spark.sql.execution.{ShufflePartitionSpec, SparkPlan}
 import org.apache.spark.sql.execution.exchange.{ShuffleExchangeExec, ShuffleExchangeLike, ShuffleOrigin}
 
+import io.regionrecovery.spark.identity.{InputFingerprint, ShuffleIdentity}
+
 /**
  * A shuffle exchange under job recovery: Spark's own `inner` exchange does the work, this node adds
  * two things at the moment AQE materializes it. If `recorded` is a shuffle a crashed driver of the

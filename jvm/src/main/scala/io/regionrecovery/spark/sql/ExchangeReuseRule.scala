@@ -5,7 +5,7 @@ import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.{SparkPlan, SQLExecution}
 
 import io.regionrecovery.spark.core.PluginVersion
-import io.regionrecovery.spark.jobrecovery.SettingsIdentity
+import io.regionrecovery.spark.identity.SettingsIdentity
 
 /**
  * A query-stage preparation rule (it runs after EnsureRequirements has placed the exchanges, on

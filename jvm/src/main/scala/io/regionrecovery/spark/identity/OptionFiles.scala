@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.jobrecovery
+package io.regionrecovery.spark.identity
 
 import java.io.FileNotFoundException
 import java.security.MessageDigest

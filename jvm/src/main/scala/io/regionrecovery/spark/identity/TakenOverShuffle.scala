@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.jobrecovery
+package io.regionrecovery.spark.identity
 
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeLike
 

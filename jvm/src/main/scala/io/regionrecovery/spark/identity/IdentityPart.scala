@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.jobrecovery
+package io.regionrecovery.spark.identity
 
 import java.nio.charset.StandardCharsets
 import java.security.MessageDigest
@@ -31,8 +31,6 @@ final case class IdentityPart(kind: String, values: SortedMap[String, String]) {
 
   def json: String = Json.obj("kind" -> Json.str(kind), "digest" -> Json.str(digest),
     "values" -> Json.obj(values.toSeq.map { case (k, v) => k -> Json.str(v) }: _*))
-
-  def event: JobEvent = JobEvent(IdentityPart.Kind, json)
 
   /**
    * What differs from `recorded`, for a refusal's detail: the first `max` keys in order, each with its

@@ -1,8 +1,9 @@
 """Recovery for Spark Connect clients, on a real Connect server started as users start one.
 
 The server is pyspark's ``sbin/start-connect-server.sh --wait`` with the flags of ``region-recovery submit-args
---connect`` on ``local-cluster[2,1,1024]`` (executors are separate JVMs), bound to 127.0.0.1. Each client is a fresh
-interpreter with ``SPARK_REMOTE`` set: no JVM and no py4j in it, as in a notebook on a thin client.
+--connect`` on ``local-cluster[2,1,1024]`` (executors are separate JVMs), bound to 127.0.0.1, with Spark's
+authentication and RPC encryption on. Each client is a fresh interpreter with ``SPARK_REMOTE`` set: no JVM and no
+py4j in it, as in a notebook on a thin client.
 
 - an executor SIGKILLed during a client's queries: every result equal, the lost outputs adopted, and the client's
   model (fed over the extension) saw the adoption;
@@ -24,7 +25,7 @@ import time
 import pytest
 
 from region_recovery.cli.submit_args import flags
-from sparkcluster import MASTER, run_python
+from sparkcluster import AUTHENTICATED, MASTER, run_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -60,6 +61,7 @@ def server(plugin_jar, tmp_path_factory):
     script = os.path.join(os.path.dirname(pyspark.__file__), "sbin", "start-connect-server.sh")
     conf = {
         **SERVER_CONF,
+        **AUTHENTICATED,  # the server's driver and executors: Spark's authentication and RPC encryption
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.connect.grpc.binding.address": "127.0.0.1",
@@ -149,6 +151,8 @@ def test_an_executor_killed_during_a_connect_client_s_queries_is_adopted_and_res
     assert any(loss["executor_id"] == s["victim"] for loss in s["losses"]), s["losses"]
     assert s["retention"], "the server's record of the loss reaches the client"
     assert SECRET not in json.dumps(s["conf"]) and s["conf"]["spark.hadoop.fs.s3a.secret.key"] == "*********(redacted)"
+    secret = AUTHENTICATED["spark.authenticate.secret"]
+    assert secret not in json.dumps(s) and s["conf"]["spark.authenticate.secret"] == "*********(redacted)"
 
 
 TWO_CLIENTS = """

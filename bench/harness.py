@@ -7,6 +7,7 @@ with different result checksums the run fails loudly.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -259,6 +260,17 @@ def run_mode(
                 shutil.rmtree(kept, ignore_errors=True)
                 shutil.copytree(pod_logs, kept)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _keep_executor_logs(workdir: str, kept: str) -> None:
+    """Every executor's stderr of the standalone worker (`worker/<app>/<id>/stderr`), as `<kept>/<app>/<id>.log`:
+    what a task waited on after a kill (fetch retries, broadcast reads) is only in the executors' logs."""
+    shutil.rmtree(kept, ignore_errors=True)
+    for stderr in glob.glob(os.path.join(workdir, "worker", "*", "*", "stderr")):
+        executor_dir = os.path.dirname(stderr)
+        app_dir = os.path.join(kept, os.path.basename(os.path.dirname(executor_dir)))
+        os.makedirs(app_dir, exist_ok=True)
+        shutil.copy(stderr, os.path.join(app_dir, os.path.basename(executor_dir) + ".log"))
 
 
 def _announce(scenario: str, scale: str, row: dict) -> None:
@@ -578,6 +590,7 @@ def run_scenario(
                 for name in ("master", "worker") if cluster.worker else ("master",):
                     log = os.path.join(cluster.workdir, f"{name}.log")
                     shutil.copy(log, os.path.join(keep, f"{scenario}-standalone-{name}.log"))
+                _keep_executor_logs(cluster.workdir, os.path.join(keep, f"{scenario}-standalone-executors"))
             shutil.rmtree(cluster.workdir, ignore_errors=True)
     combine = driver_crash.combine if scenario == "driver-crash" else _combine
     runs = {mode: combine(rows) for mode, rows in measured.items()}

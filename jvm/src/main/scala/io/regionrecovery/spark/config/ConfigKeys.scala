@@ -198,6 +198,8 @@ object ConfigKeys {
       "spark.shuffle.io.retryWait, retries the dead address and fails, and its stage runs again. Each executor " +
       "wraps its block manager's block store client to do this (off beside the external shuffle service); it " +
       "also holds fetches from a lost executor while the driver waits for its volume (retained.reattach-timeout). " +
+      "A broadcast piece or cached block in flight from the lost executor fails as soon as the loss is handled, " +
+      "and its next location serves it (Spark would wait spark.shuffle.io.retryWait first). " +
       "false: leave fetches to Spark.", ReadBy.Jvm, deprecatedNames = Seq(Prefix + "retained.redirectFetches"))
 
   val RetainedPrepareAdoption: ConfigKey[Boolean] = ConfigKey(Prefix + "retained.prepare-adoption", BooleanType,

@@ -26,7 +26,9 @@ import org.apache.spark.storage.BlockManagerId
  * a lost executor moved ([[OutputsMoved]]), the awaited blocks of those outputs are fetched again from
  * the adopter at once; once the loss is handled in full, blocks of outputs that did not move fail at
  * once (Spark would fail them after the retry anyway). A fetch that starts later for an executor known
- * lost goes to the adopter directly.
+ * lost goes to the adopter directly. The block manager's own fetches of broadcast pieces and cached
+ * blocks come through here too (`RoutedBlockTransferService`): they never move, so they fail once the
+ * loss is handled, and the block manager reads them from their next location.
  *
  * While the driver waits for a new executor that mounts a lost executor's volume
  * (`retained.reattach-timeout`, [[AwaitingVolume]]), that executor's outputs stay registered: its
@@ -149,16 +151,26 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
   /** A shuffle's outputs are released: their moves are of no use any more. */
   def forgetShuffle(shuffleId: Int): Unit = moved.values().forEach(_.keySet().removeIf(_._1 == shuffleId))
 
-  /** Where a block of lost executor `from` is served now: Right(location), Left(why not) if not moved. */
+  /**
+   * Where a block of lost executor `from` is served now: Right(location), Left(why not) if not moved
+   * (Left(null): not known yet, keep waiting on the source). A block that is not a shuffle block (a
+   * broadcast piece, a cached block) never moves: once the loss is handled it fails, and the block
+   * manager tries the block's next location at once.
+   */
   private def locate(from: String)(blockId: String): Option[Either[String, BlockManagerId]] =
-    parseShuffleBlock(blockId).map { key =>
-      Option(moved.get(from)).flatMap(m => Option(m.get(key))) match {
-        case Some(to) => Right(to)
-        case None if handled.contains(from) =>
-          Left(s"executor $from is gone and map output ${key._2} of shuffle ${key._1} was not adopted " +
-            "(region-recovery: the driver unregistered it, Spark recomputes it)")
-        case None => Left(null) // not known yet: keep waiting on the source
-      }
+    parseShuffleBlock(blockId) match {
+      case Some(key) =>
+        Some(Option(moved.get(from)).flatMap(m => Option(m.get(key))) match {
+          case Some(to) => Right(to)
+          case None if handled.contains(from) =>
+            Left(s"executor $from is gone and map output ${key._2} of shuffle ${key._1} was not adopted " +
+              "(region-recovery: the driver unregistered it, Spark recomputes it)")
+          case None => Left(null)
+        })
+      case None if handled.contains(from) =>
+        Some(Left(s"executor $from is gone (region-recovery: the driver handled its loss); $blockId is read " +
+            "from another location"))
+      case None => Some(Left(null))
     }
 
   /** Lost executors by when they were first reported; the moves of the last [[KeptLosses]] are kept. */

@@ -66,10 +66,15 @@ object RetentionAgent extends Logging {
           a.shutdownHook = SparkInternals.addEarlyShutdownHook(() => stop())
           a.holdAlive()
           a.ref = SparkInternals.registerEndpoint(RetentionProtocol.AgentEndpointName, a.receive)
-          if (d.redirectFetches)
+          if (d.redirectFetches) {
             SparkInternals.wrapBlockStoreClient(new RedirectingBlockStoreClient(_, a.redirects)).foreach { why =>
               logInfo(s"region-recovery: executor $executorId's fetches are not redirected to adopters: $why")
             }
+            // broadcast pieces and cached blocks: a fetch from a lost executor fails at once, the next location is tried
+            SparkInternals.routeBlockTransfers(a.redirects.fetch).foreach { why =>
+              logInfo(s"region-recovery: executor $executorId's block fetches from lost executors wait for Spark: $why")
+            }
+          }
           if (!a.startLease()) None
           else {
             val held = a.store.heldExecutors(a.appKey, executorId)

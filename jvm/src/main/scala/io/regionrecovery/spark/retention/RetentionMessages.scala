@@ -197,7 +197,8 @@ final case class OutputsPrepared(appKey: String, executorId: String, location: B
 
 /**
  * An agent sent `fetches` fetches (`blocks` blocks) waiting on lost executor `fromExecutor` to where
- * its outputs moved, and failed `failedFast` blocks of outputs that did not move ([[FetchRedirects]]).
+ * its outputs moved, and failed `failedFast` blocks at once: of outputs that did not move, and
+ * broadcast pieces and cached blocks, read from their next location ([[FetchRedirects]]).
  * No reply; the driver counts them (status `fetches_redirected`).
  */
 final case class FetchesRedirected(appKey: String, fromExecutor: String, fetches: Int, blocks: Int, failedFast: Int)

@@ -243,6 +243,26 @@ object SparkInternals {
     }
   }
 
+  /**
+   * Replaces this executor's BlockManager.blockTransferService (a `val`, by reflection), through which it
+   * fetches broadcast pieces and cached blocks, by a [[RoutedBlockTransferService]] whose fetches go
+   * through `fetch`; None when done, else why not.
+   */
+  def routeBlockTransfers(fetch: (org.apache.spark.network.shuffle.BlockStoreClient, String, Int, String,
+          Array[String], org.apache.spark.network.shuffle.BlockFetchingListener,
+          org.apache.spark.network.shuffle.DownloadFileManager) => Unit): Option[String] = {
+    val bm = SparkEnv.get.blockManager
+    if (bm.externalShuffleServiceEnabled) return Some("the external shuffle service serves the outputs")
+    try {
+      val field = classOf[org.apache.spark.storage.BlockManager].getDeclaredField("blockTransferService")
+      field.setAccessible(true)
+      field.set(bm, new RoutedBlockTransferService(bm.blockTransferService, fetch))
+      None
+    } catch {
+      case scala.util.control.NonFatal(e) => Some(s"BlockManager.blockTransferService cannot be replaced: $e")
+    }
+  }
+
   /** Drops this executor's cached map statuses of a shuffle, so its next reader asks the driver again. */
   def forgetMapStatuses(shuffleId: Int): Unit = SparkEnv.get.mapOutputTracker match {
     case w: MapOutputTrackerWorker => w.unregisterShuffle(shuffleId)

@@ -81,7 +81,7 @@ object RegionRecoveryBridge {
    * recovery refuses its shuffles then).
    */
   def registerPythonCode(commandSha256: String, functionDigest: String, partsJson: String, unpinned: String): Unit =
-    identity.PythonCode.register(commandSha256, functionDigest, partsJson, unpinned)
+    shuffleidentity.PythonCode.register(commandSha256, functionDigest, partsJson, unpinned)
 
   /** Unregisters all map outputs of a shuffle so that Spark recomputes it (full failover). */
   def unregisterShuffle(shuffleId: Int): Boolean =

@@ -16,7 +16,7 @@ import org.apache.spark.storage.BlockManagerId
 import io.regionrecovery.spark.core.{Clock, Event, JobRecoveryDecidedEvent, Json, PluginVersion}
 import io.regionrecovery.spark.config.{ConfigKeys, PluginSettings}
 import io.regionrecovery.spark.core.DriverFeature
-import io.regionrecovery.spark.identity.{IdentityPart, InputFingerprint, ShuffleIdentity}
+import io.regionrecovery.spark.shuffleidentity.{IdentityPart, InputFingerprint, ShuffleIdentity}
 import io.regionrecovery.spark.retention.{RecoverRef, RecoverReply, RecoverRequest, ReleaseOutputs, OutputRef}
 import io.regionrecovery.spark.retention.{AgentInfo, RetentionCoordinator}
 

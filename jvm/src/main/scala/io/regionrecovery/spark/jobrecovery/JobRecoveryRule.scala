@@ -9,7 +9,7 @@ import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 
 import io.regionrecovery.spark.core.PluginVersion
-import io.regionrecovery.spark.identity.{IdentityPart, InputFingerprint, SettingsIdentity, ShuffleIdentity}
+import io.regionrecovery.spark.shuffleidentity.{IdentityPart, InputFingerprint, SettingsIdentity, ShuffleIdentity}
 
 /**
  * A query-stage preparation rule, active while job recovery is on: every planned shuffle exchange

@@ -9,7 +9,7 @@ import org.apache.spark.sql.catalyst.plans.physical.Partitioning
 import org.apache.spark.sql.execution.{ShufflePartitionSpec, SparkPlan}
 import org.apache.spark.sql.execution.exchange.{ShuffleExchangeExec, ShuffleExchangeLike, ShuffleOrigin}
 
-import io.regionrecovery.spark.identity.{InputFingerprint, ShuffleIdentity}
+import io.regionrecovery.spark.shuffleidentity.{InputFingerprint, ShuffleIdentity}
 
 /**
  * A shuffle exchange under job recovery: Spark's own `inner` exchange does the work, this node adds

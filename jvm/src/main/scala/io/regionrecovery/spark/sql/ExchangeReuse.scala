@@ -14,7 +14,7 @@ import org.apache.spark.sql.execution.adaptive.{AdaptiveSparkPlanExec, QueryStag
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 
 import io.regionrecovery.spark.core.Json
-import io.regionrecovery.spark.identity.{IdentityPart, InputFingerprint}
+import io.regionrecovery.spark.shuffleidentity.{IdentityPart, InputFingerprint}
 
 /**
  * Shuffle reuse across the attempts of one restarted DataFrame action, scoped to that action.

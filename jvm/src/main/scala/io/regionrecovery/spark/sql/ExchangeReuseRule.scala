@@ -5,7 +5,7 @@ import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.{SparkPlan, SQLExecution}
 
 import io.regionrecovery.spark.core.PluginVersion
-import io.regionrecovery.spark.identity.SettingsIdentity
+import io.regionrecovery.spark.shuffleidentity.SettingsIdentity
 
 /**
  * A query-stage preparation rule (it runs after EnsureRequirements has placed the exchanges, on

@@ -8,7 +8,7 @@ import org.apache.spark.sql.catalyst.plans.physical.Partitioning
 import org.apache.spark.sql.execution.{LeafExecNode, ShufflePartitionSpec, SparkPlan}
 import org.apache.spark.sql.execution.exchange.{ShuffleExchangeExec, ShuffleExchangeLike, ShuffleOrigin}
 
-import io.regionrecovery.spark.identity.{InputFingerprint, TakenOverShuffle}
+import io.regionrecovery.spark.shuffleidentity.{InputFingerprint, TakenOverShuffle}
 
 /**
  * An exchange whose shuffle was already written by an earlier, failed attempt of the same action.

@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.identity
+package io.regionrecovery.spark.shuffleidentity
 
 import java.security.MessageDigest
 
@@ -19,13 +19,13 @@ import org.apache.spark.unsafe.types.{CalendarInterval, UTF8String}
 import org.apache.spark.util.collection.BitSet
 
 import io.regionrecovery.spark.core.Json
-import io.regionrecovery.spark.identity.ShuffleIdentity._
+import io.regionrecovery.spark.shuffleidentity.ShuffleIdentity._
 
 /**
  * Renders a plan as the stable text its digest is taken of (ShuffleIdentity), refusing what cannot be
  * rendered stably: one instance per plan, not thread-safe.
  */
-private[identity] final class PlanRenderer {
+private[shuffleidentity] final class PlanRenderer {
   private val out = new java.lang.StringBuilder
   /** Where the renderer is: the plan nodes from the root, and the innermost expression. */
   private var where: List[String] = Nil

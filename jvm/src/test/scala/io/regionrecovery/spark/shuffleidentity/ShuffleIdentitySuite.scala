@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.identity
+package io.regionrecovery.spark.shuffleidentity
 
 import java.nio.file.{Files, Path}
 
@@ -16,7 +16,7 @@ import org.apache.spark.sql.types.{IntegerType, LongType, StructField, StructTyp
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.regionrecovery.spark.identity.ShuffleIdentity.{Identity, Reason, Refused}
+import io.regionrecovery.spark.shuffleidentity.ShuffleIdentity.{Identity, Reason, Refused}
 
 /** "The same shuffle" across applications, on a real local SparkSession (AQE on, no extension). */
 class ShuffleIdentitySuite extends AnyFunSuite with BeforeAndAfterAll {

@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.identity
+package io.regionrecovery.spark.shuffleidentity
 
 import java.nio.charset.StandardCharsets
 import java.security.MessageDigest

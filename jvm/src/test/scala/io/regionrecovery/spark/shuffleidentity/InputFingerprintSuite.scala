@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.identity
+package io.regionrecovery.spark.shuffleidentity
 
 import java.io.File
 import java.nio.file.{Files, Path}
@@ -10,7 +10,7 @@ import org.apache.spark.sql.functions.{col, count, sum}
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.regionrecovery.spark.identity.InputFingerprint.{Fingerprint, NotFingerprintable}
+import io.regionrecovery.spark.shuffleidentity.InputFingerprint.{Fingerprint, NotFingerprintable}
 
 /** What an exchange's input fingerprint sees, on a real local SparkSession (AQE on, no extension). */
 class InputFingerprintSuite extends AnyFunSuite with BeforeAndAfterAll {

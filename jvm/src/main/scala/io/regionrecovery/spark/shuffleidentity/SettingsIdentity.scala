@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.identity
+package io.regionrecovery.spark.shuffleidentity
 
 import java.nio.charset.Charset
 import java.util.{Locale, TimeZone}
@@ -39,7 +39,7 @@ import io.regionrecovery.spark.config.ConfigKeys
  */
 object SettingsIdentity {
 
-  private[identity] sealed trait Kind
+  private[shuffleidentity] sealed trait Kind
   private case object Text extends Kind
   private case object Bool extends Kind
   private case object Integer extends Kind
@@ -48,10 +48,10 @@ object SettingsIdentity {
   private case object Codec extends Kind
 
   /** A setting with Spark 4.3's default (as its ConfigEntry prints it); None: the key has no default. */
-  private[identity] final case class Setting(key: String, default: Option[String], kind: Kind)
+  private[shuffleidentity] final case class Setting(key: String, default: Option[String], kind: Kind)
 
   /** Settings that change a shuffle's bytes or its split, read normalized (ShuffleIdentitySuite checks the defaults). */
-  private[identity] val settings: Seq[Setting] = Seq(
+  private[shuffleidentity] val settings: Seq[Setting] = Seq(
     Setting("spark.io.compression.codec", Some("lz4"), Codec),
     Setting("spark.shuffle.compress", Some("true"), Bool),
     Setting("spark.shuffle.checksum.enabled", Some("true"), Bool),
@@ -70,7 +70,7 @@ object SettingsIdentity {
   )
 
   /** Each codec's own settings that change its output (block sizes, level, workers). */
-  private[identity] val codecSettings: Map[String, Seq[Setting]] = Map(
+  private[shuffleidentity] val codecSettings: Map[String, Seq[Setting]] = Map(
     "lz4" -> Seq(Setting("spark.io.compression.lz4.blockSize", Some("32k"), Bytes)),
     "lzf" -> Seq(Setting("spark.io.compression.lzf.parallel.enabled", Some("true"), Bool)),
     "snappy" -> Seq(Setting("spark.io.compression.snappy.blockSize", Some("32k"), Bytes)),
@@ -86,7 +86,7 @@ object SettingsIdentity {
     "org.apache.spark.io.snappycompressioncodec" -> "snappy",
     "org.apache.spark.io.zstdcompressioncodec" -> "zstd")
 
-  private[identity] def normalized(value: String, kind: Kind): String = {
+  private[shuffleidentity] def normalized(value: String, kind: Kind): String = {
     val v = value.trim
     def orRaw(f: => String): String = try f
     catch { case NonFatal(_) => "raw:" + v }
@@ -106,7 +106,7 @@ object SettingsIdentity {
    * Settings that cannot change what a query computes, by prefix (a key equal to a prefix counts
    * too). Each line says why; anything not listed counts.
    */
-  private[identity] val ignoredPrefixes: Seq[String] = Seq(
+  private[shuffleidentity] val ignoredPrefixes: Seq[String] = Seq(
     // the run's own identity: ids, names, hosts, ports, its driver process, directories of this run
     "spark.app.", "spark.driver.", "spark.executor.id", "spark.master", "spark.submit.deployMode",
     "spark.repl.class.", "spark.local.dir", "spark.connect.",
@@ -136,7 +136,7 @@ object SettingsIdentity {
   )
 
   /** Keys under an ignored prefix that count all the same: a declared code version, how an executor runs code. */
-  private[identity] val countedDespitePrefix: Set[String] =
+  private[shuffleidentity] val countedDespitePrefix: Set[String] =
     Set(ConfigKeys.JobRecoveryCodeVersion.name) ++ settings.map(_.key) ++ codecSettings.values.flatten.map(_.key)
 
   /** Credentials rotate between runs and do not change what the same paths hold (their input identity does). */
@@ -178,7 +178,7 @@ object SettingsIdentity {
    * Hadoop keys that cannot change what a reader returns, by pattern (case-insensitive, found anywhere
    * in the key); each line says why. Anything not listed counts.
    */
-  private[identity] val ignoredHadoop: Seq[Regex] = Seq(
+  private[shuffleidentity] val ignoredHadoop: Seq[Regex] = Seq(
     // credentials and who runs: they rotate between runs and do not change what a path holds
     "secret|password|token|access[.]?key|credential|keytab|principal|oauth|[.]sas[.]|signer|signing",
     "encryption[.]key|[.]kms[.]|^hadoop[.]security[.]|^hadoop[.]kerberos[.]|^hadoop[.]proxyuser[.]|^hadoop[.]user[.]",

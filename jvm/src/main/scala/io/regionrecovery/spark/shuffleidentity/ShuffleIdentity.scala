@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.identity
+package io.regionrecovery.spark.shuffleidentity
 
 import java.nio.charset.StandardCharsets
 import java.security.MessageDigest
@@ -129,7 +129,7 @@ object ShuffleIdentity {
   def render(canonical: SparkPlan): Either[Refused, String] = rendered(canonical).map(_._1)
 
   /** The rendering and the code part its Python functions reach. */
-  private[identity] def rendered(canonical: SparkPlan): Either[Refused, (String, IdentityPart)] =
+  private[shuffleidentity] def rendered(canonical: SparkPlan): Either[Refused, (String, IdentityPart)] =
     try {
       val r = new PlanRenderer
       r.sources(canonical) // an unsupported source is the first reason, whatever else the plan holds
@@ -203,7 +203,7 @@ object ShuffleIdentity {
   // ---------------------------------------------------------------------------------------------
   // Description
 
-  private[identity] def describe(exchange: SparkPlan): String = {
+  private[shuffleidentity] def describe(exchange: SparkPlan): String = {
     val what = exchange match {
       case _: ShuffleExchangeLike | _: QueryStageExec | _: ReusedExchangeExec => "Exchange"
       case other => other.nodeName
@@ -239,7 +239,7 @@ object ShuffleIdentity {
     s"$what $partitioning" + (if (over.isEmpty) "" else over.mkString(" over ", ", ", ""))
   }
 
-  private[identity] def describePartitioning(p: Partitioning): String = p match {
+  private[shuffleidentity] def describePartitioning(p: Partitioning): String = p match {
     case h: HashPartitioning =>
       s"hashpartitioning(${h.expressions.map(e => toPrettySQL(e)).mkString(", ")}, ${h.numPartitions})"
     case r: RangePartitioning =>
@@ -249,7 +249,7 @@ object ShuffleIdentity {
     case other => s"${other.getClass.getSimpleName.stripSuffix("$").toLowerCase(Locale.ROOT)}(${other.numPartitions})"
   }
 
-  private[identity] def formatName(r: HadoopFsRelation): String = r.fileFormat match {
+  private[shuffleidentity] def formatName(r: HadoopFsRelation): String = r.fileFormat match {
     case d: DataSourceRegister => d.shortName()
     case other => other.getClass.getSimpleName
   }
@@ -257,34 +257,34 @@ object ShuffleIdentity {
   // ---------------------------------------------------------------------------------------------
   // Rendering
 
-  private[identity] final class Refusal(val refused: Refused)
+  private[shuffleidentity] final class Refusal(val refused: Refused)
       extends RuntimeException(refused.detail, null, false, false)
 
-  private[identity] def failure(doing: String, e: Throwable): Refused =
+  private[shuffleidentity] def failure(doing: String, e: Throwable): Refused =
     Refused(Reason.UnsupportedValue, s"${e.getClass.getSimpleName} while $doing: ${e.getMessage}")
 
   /** A tree node's second argument list (e.g. an attribute's or an alias's expression id). */
-  private[identity] def otherCopyArgs(t: TreeNode[_]): Seq[Any] = SparkInternals.otherCopyArgs(t)
+  private[shuffleidentity] def otherCopyArgs(t: TreeNode[_]): Seq[Any] = SparkInternals.otherCopyArgs(t)
 
-  private[identity] val pinnedPackages = Seq("org.apache.spark.", "java.", "scala.")
+  private[shuffleidentity] val pinnedPackages = Seq("org.apache.spark.", "java.", "scala.")
 
-  private[identity] def isScalaObject(c: Class[_]): Boolean =
+  private[shuffleidentity] def isScalaObject(c: Class[_]): Boolean =
     try { c.getField("MODULE$"); true }
     catch { case _: NoSuchFieldException => false }
 
   /** Keys whose values Spark redacts by default (spark.redaction.regex): a credential passed as an option. */
-  private[identity] val secretKey = "(?i)secret|password|token|access[.]?key".r
+  private[shuffleidentity] val secretKey = "(?i)secret|password|token|access[.]?key".r
 
   /**
    * Values of secret-looking keys as their SHA-256: the digest still tells them apart, and the rendering
    * (kept for reports and debugging) does not show them.
    */
-  private[identity] def redacted(m: Map[String, String]): Map[String, String] = m.map {
+  private[shuffleidentity] def redacted(m: Map[String, String]): Map[String, String] = m.map {
     case (k, v) if v != null && secretKey.findFirstIn(k).isDefined => k -> ("sha256:" + sha256(Iterator(v)))
     case other => other
   }
 
-  private[identity] def hasObjectType(t: DataType): Boolean = t match {
+  private[shuffleidentity] def hasObjectType(t: DataType): Boolean = t match {
     case _: ObjectType => true
     case ArrayType(e, _) => hasObjectType(e)
     case MapType(k, v, _) => hasObjectType(k) || hasObjectType(v)
@@ -293,9 +293,9 @@ object ShuffleIdentity {
     case _ => false
   }
 
-  private[identity] def hexOf(b: Array[Byte]): String = b.map(x => f"${x & 0xff}%02x").mkString
+  private[shuffleidentity] def hexOf(b: Array[Byte]): String = b.map(x => f"${x & 0xff}%02x").mkString
 
-  private[identity] def sha256(lines: Iterator[String]): String = {
+  private[shuffleidentity] def sha256(lines: Iterator[String]): String = {
     val md = MessageDigest.getInstance("SHA-256")
     lines.foreach { l =>
       md.update(l.getBytes(StandardCharsets.UTF_8))

@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.identity
+package io.regionrecovery.spark.shuffleidentity
 
 import java.io.FileNotFoundException
 import java.security.MessageDigest

@@ -1,4 +1,4 @@
-package io.regionrecovery.spark.identity
+package io.regionrecovery.spark.shuffleidentity
 
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeLike
 

@@ -70,10 +70,11 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
         val set = if (s == null) ConcurrentHashMap.newKeySet[InFlightFetch]() else s
         set.add(f); set
       })
-    if (moved.containsKey(execId) || handled.contains(execId)) {
-      val (rest, _) = f.redirect(locate(execId), failUnmoved = handled.contains(execId), _.run())
+    if (moved.containsKey(execId) || handled.contains(execId) || holds(execId)) {
+      // what locate knows the answer to goes there (or fails); the rest waits on the source, or is held
+      val (rest, _) = f.redirect(locate(execId), failUnmoved = true, _.run())
       if (rest.nonEmpty && !holds(execId)) delegate.fetchBlocks(host, port, execId, rest, f.fromSource, downloads)
-    } else if (!holds(execId)) delegate.fetchBlocks(host, port, execId, blockIds, f.fromSource, downloads)
+    } else delegate.fetchBlocks(host, port, execId, blockIds, f.fromSource, downloads)
     // held: nothing goes to the dead process; the driver's moves, the end of the wait or the bound answer them
   }
 
@@ -95,7 +96,11 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
         true
       }
     }
-    if (holding) later(waitMs + HoldMarginMs, () => release(from, token))
+    if (holding) {
+      // a broadcast piece or cached block awaited from it is not held: it fails, and its next location serves it
+      Option(inFlight.get(from)).foreach(_.asScala.toList.foreach(_.redirect(locate(from), failUnmoved = true, issue)))
+      later(waitMs + HoldMarginMs, () => release(from, token))
+    }
   }
 
   /** The bound of a hold passed with no word from the driver: what is still held fails. */
@@ -154,8 +159,9 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
   /**
    * Where a block of lost executor `from` is served now: Right(location), Left(why not) if not moved
    * (Left(null): not known yet, keep waiting on the source). A block that is not a shuffle block (a
-   * broadcast piece, a cached block) never moves: once the loss is handled it fails, and the block
-   * manager tries the block's next location at once.
+   * broadcast piece, a cached block) never moves: once the loss is handled, or while the driver waits
+   * for the lost executor's volume (such a block is never held), it fails, and the block manager tries
+   * its next location at once.
    */
   private def locate(from: String)(blockId: String): Option[Either[String, BlockManagerId]] =
     parseShuffleBlock(blockId) match {
@@ -167,7 +173,7 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
               "(region-recovery: the driver unregistered it, Spark recomputes it)")
           case None => Left(null)
         })
-      case None if handled.contains(from) =>
+      case None if handled.contains(from) || held.containsKey(from) =>
         Some(Left(s"executor $from is gone (region-recovery: the driver handled its loss); $blockId is read " +
             "from another location"))
       case None => Some(Left(null))
@@ -228,8 +234,9 @@ private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: Bl
     override def onBlockFetchSuccess(blockId: String, data: ManagedBuffer): Unit =
       if (awaited.remove(blockId, side)) { listener.onBlockFetchSuccess(blockId, data); answered() }
     override def onBlockFetchFailure(blockId: String, e: Throwable): Unit =
-      // a failure from a source whose fetches are held: the block stays awaited until the driver's word
-      if (!(side == FromSource && owner.holds(execId)) && awaited.remove(blockId, side)) {
+      // a failure from a source whose fetches are held: a shuffle block stays awaited until the driver's word
+      if (!(side == FromSource && owner.holds(execId) && parseShuffleBlock(blockId).isDefined) &&
+        awaited.remove(blockId, side)) {
         listener.onBlockFetchFailure(blockId, e); answered()
       }
   }

@@ -293,6 +293,22 @@ class FetchRedirectsSuite extends AnyFunSuite {
     assert(f.reader.answers("shuffle_0_12_0").size == 1 && f.redirects.inFlightCount == 0)
   }
 
+  test("while the driver waits for a lost executor's volume, its broadcast pieces and cached blocks are not held") {
+    val f = new Fixture
+    f.fetch(source, "broadcast_9_piece0") // in flight when the executor died
+    val Seq(first) = f.client.to("1")
+    f.redirects.awaitVolume("1", 60000L)
+    assert(f.reader.answers("broadcast_9_piece0").head.contains("executor 1 is gone"), "it fails when the wait starts")
+    f.fetch(source, "rdd_2_0", "shuffle_0_10_0") // starts during the wait
+    assert(f.client.to("1").size == 1, "nothing more is sent to the dead process")
+    assert(f.reader.answers.keySet == Set("broadcast_9_piece0", "rdd_2_0"), "the shuffle block is held")
+    first.listener.onBlockFetchFailure("broadcast_9_piece0", new java.io.IOException("Connection refused"))
+    assert(f.reader.answers("broadcast_9_piece0").size == 1, "the source's late answer is dropped")
+    f.moved(10L)(complete = true)
+    f.client.to("2").foreach(s => s.blocks.foreach(b => s.listener.onBlockFetchSuccess(b, buf(b))))
+    assert(f.reader.answers("shuffle_0_10_0") == Vector("ok:shuffle_0_10_0") && f.redirects.inFlightCount == 0)
+  }
+
   test("a hold the driver never ends fails its blocks at the bound; later fetches go to the source again") {
     val f = new Fixture
     f.redirects.awaitVolume("1", 1000L)

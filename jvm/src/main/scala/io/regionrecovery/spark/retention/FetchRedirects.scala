@@ -72,7 +72,7 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
       })
     if (moved.containsKey(execId) || handled.contains(execId) || holds(execId)) {
       // what locate knows the answer to goes there (or fails); the rest waits on the source, or is held
-      val (rest, _) = f.redirect(locate(execId), failUnmoved = true, _.run())
+      val (rest, _) = f.redirect(locate(execId), _.run())
       if (rest.nonEmpty && !holds(execId)) delegate.fetchBlocks(host, port, execId, rest, f.fromSource, downloads)
     } else delegate.fetchBlocks(host, port, execId, blockIds, f.fromSource, downloads)
     // held: nothing goes to the dead process; the driver's moves, the end of the wait or the bound answer them
@@ -98,7 +98,7 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
     }
     if (holding) {
       // a broadcast piece or cached block awaited from it is not held: it fails, and its next location serves it
-      Option(inFlight.get(from)).foreach(_.asScala.toList.foreach(_.redirect(locate(from), failUnmoved = true, issue)))
+      Option(inFlight.get(from)).foreach(_.asScala.toList.foreach(_.redirect(locate(from), issue)))
       later(waitMs + HoldMarginMs, () => release(from, token))
     }
   }
@@ -108,7 +108,7 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
     val why = s"region-recovery: executor $from is gone and the driver did not say where its outputs went " +
       "within the wait for its volume; failed so that Spark recomputes them"
     val failedBefore = failedFastBlocks.get
-    Option(inFlight.get(from)).foreach(_.asScala.toList.foreach(_.redirect(_ => Some(Left(why)), true, issue)))
+    Option(inFlight.get(from)).foreach(_.asScala.toList.foreach(_.redirect(_ => Some(Left(why)), issue)))
     val failed = (failedFastBlocks.get - failedBefore).toInt
     if (failed > 0) {
       logWarning(s"region-recovery: $failed blocks held for lost executor $from failed: $why")
@@ -138,7 +138,7 @@ final class FetchRedirects(issue: Runnable => Unit = _.run(),
     var fetches = 0; var blocks = 0
     val failedBefore = failedFastBlocks.get
     Option(inFlight.get(from)).foreach(_.asScala.toList.foreach { f =>
-      val (_, n) = f.redirect(locate(from), failUnmoved = isHandled, issue)
+      val (_, n) = f.redirect(locate(from), issue)
       if (n > 0) {
         fetches += 1; blocks += n
         logInfo(s"region-recovery: a fetch of $n blocks from lost executor $from was sent again to where its " +
@@ -245,12 +245,12 @@ private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: Bl
   private val fromAdopter: BlockFetchingListener = new From(FromAdopter)
 
   /**
-   * Sends the blocks still awaited from the source that `locate` places elsewhere to their new location;
-   * with `failUnmoved`, fails those it says did not move. Returns the blocks left to the source and how
-   * many were redirected.
+   * Sends the blocks still awaited from the source that `locate` places elsewhere to their new location,
+   * and fails those it gives a reason for (Left(why)); Left(null) leaves a block to the source. Returns
+   * the blocks left to the source and how many were redirected.
    */
-  def redirect(locate: String => Option[Either[String, BlockManagerId]], failUnmoved: Boolean,
-      issue: Runnable => Unit): (Array[String], Int) = {
+  def redirect(locate: String => Option[Either[String, BlockManagerId]], issue: Runnable => Unit)
+      : (Array[String], Int) = {
     val to = mutable.LinkedHashMap[BlockManagerId, Vector[String]]()
     val failed = Vector.newBuilder[(String, String)]
     val left = Array.newBuilder[String]
@@ -258,7 +258,7 @@ private[retention] final class InFlightFetch(owner: FetchRedirects, delegate: Bl
       locate(b) match {
         case Some(Right(location)) if awaited.replace(b, FromSource, FromAdopter) =>
           to(location) = to.getOrElse(location, Vector.empty) :+ b
-        case Some(Left(why)) if failUnmoved && why != null && awaited.remove(b, FromSource) =>
+        case Some(Left(why)) if why != null && awaited.remove(b, FromSource) =>
           failed += b -> why
         case _ => left += b
       }

@@ -230,18 +230,7 @@ object SparkInternals {
    */
   def wrapBlockStoreClient(
       wrap: org.apache.spark.network.shuffle.BlockStoreClient => org.apache.spark.network.shuffle.BlockStoreClient)
-      : Option[String] = {
-    val bm = SparkEnv.get.blockManager
-    if (bm.externalShuffleServiceEnabled) return Some("the external shuffle service serves the outputs")
-    try {
-      val field = classOf[org.apache.spark.storage.BlockManager].getDeclaredField("blockStoreClient")
-      field.setAccessible(true)
-      field.set(bm, wrap(bm.blockStoreClient))
-      None
-    } catch {
-      case scala.util.control.NonFatal(e) => Some(s"BlockManager.blockStoreClient cannot be replaced: $e")
-    }
-  }
+      : Option[String] = replaceBlockManagerVal("blockStoreClient", bm => wrap(bm.blockStoreClient))
 
   /**
    * Replaces this executor's BlockManager.blockTransferService (a `val`, by reflection), through which it
@@ -250,16 +239,21 @@ object SparkInternals {
    */
   def routeBlockTransfers(fetch: (org.apache.spark.network.shuffle.BlockStoreClient, String, Int, String,
           Array[String], org.apache.spark.network.shuffle.BlockFetchingListener,
-          org.apache.spark.network.shuffle.DownloadFileManager) => Unit): Option[String] = {
+          org.apache.spark.network.shuffle.DownloadFileManager) => Unit): Option[String] =
+    replaceBlockManagerVal("blockTransferService", bm => new RoutedBlockTransferService(bm.blockTransferService, fetch))
+
+  /** Sets a `val` of this executor's BlockManager to `replacement` of it, unless the shuffle service is on; why not. */
+  private def replaceBlockManagerVal(name: String, replacement: org.apache.spark.storage.BlockManager => AnyRef)
+      : Option[String] = {
     val bm = SparkEnv.get.blockManager
     if (bm.externalShuffleServiceEnabled) return Some("the external shuffle service serves the outputs")
     try {
-      val field = classOf[org.apache.spark.storage.BlockManager].getDeclaredField("blockTransferService")
+      val field = classOf[org.apache.spark.storage.BlockManager].getDeclaredField(name)
       field.setAccessible(true)
-      field.set(bm, new RoutedBlockTransferService(bm.blockTransferService, fetch))
+      field.set(bm, replacement(bm))
       None
     } catch {
-      case scala.util.control.NonFatal(e) => Some(s"BlockManager.blockTransferService cannot be replaced: $e")
+      case scala.util.control.NonFatal(e) => Some(s"BlockManager.$name cannot be replaced: $e")
     }
   }
 
